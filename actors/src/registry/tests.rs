@@ -1,0 +1,234 @@
+use std::rc::Rc;
+use std::sync::atomic::AtomicBool;
+
+use futures_util::future::join_all;
+use tokio::time::{sleep, timeout};
+
+use super::*;
+use crate::metrics::tests::find;
+use crate::metrics::{CATEGORY_REGISTRY, KindValues, RegistryValues};
+use crate::test_support::{DEADLINE, eventually};
+
+fn registry_metrics(kind: &str) -> RegistryValues {
+    match find(CATEGORY_REGISTRY, kind).map(|m| m.values) {
+        Some(KindValues::Registry(values)) => values,
+        other => panic!("no registry metrics for {kind}: {other:?}"),
+    }
+}
+
+fn config(idle_timeout: Duration, arbiters: usize) -> RegistryConfig {
+    RegistryConfig {
+        idle_timeout,
+        arbiters,
+    }
+}
+
+#[actix_rt::test]
+async fn jobs_for_one_key_run_one_at_a_time_in_call_order() {
+    let registry = Registry::new("registry-test-order", RegistryConfig::default());
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let calls: Vec<_> = (0..50)
+        .map(|i| {
+            let log = Arc::clone(&log);
+            registry.call("key-1".to_owned(), move || async move {
+                log.lock().expect("log lock").push((i, "start"));
+                // Not `Send`: the job's future stays on the actor's thread.
+                let local = Rc::new(i);
+                sleep(Duration::from_millis(1)).await;
+                log.lock().expect("log lock").push((i, "end"));
+                *local
+            })
+        })
+        .collect();
+
+    let results = join_all(calls).await;
+
+    let expected_results: Vec<Result<i32, ActorError>> = (0..50).map(Ok).collect();
+    assert_eq!(results, expected_results);
+    let expected_log: Vec<(i32, &str)> = (0..50).flat_map(|i| [(i, "start"), (i, "end")]).collect();
+    assert_eq!(
+        *log.lock().expect("log lock"),
+        expected_log,
+        "jobs interleaved or reordered"
+    );
+    assert_eq!(registry.live(), 1);
+}
+
+#[actix_rt::test]
+async fn different_keys_run_at_the_same_time() {
+    // Each job waits for the other key's job to have started: serialising
+    // the two keys would deadlock. One arbiter shows that the concurrency
+    // does not depend on the keys landing on different threads.
+    for arbiters in [1, 2] {
+        let registry = Registry::new(
+            "registry-test-concurrent",
+            config(Duration::from_secs(60), arbiters),
+        );
+        let (a_started, a_seen) = oneshot::channel::<()>();
+        let (b_started, b_seen) = oneshot::channel::<()>();
+        let a = registry.call("a", move || async move {
+            let _ = a_started.send(());
+            b_seen.await.is_ok()
+        });
+        let b = registry.call("b", move || async move {
+            let _ = b_started.send(());
+            a_seen.await.is_ok()
+        });
+        let outcome = timeout(DEADLINE, futures_util::future::join(a, b))
+            .await
+            .expect("jobs of different keys were serialised");
+        assert_eq!(outcome, (Ok(true), Ok(true)), "with {arbiters} arbiter(s)");
+        assert_eq!(registry.live(), 2);
+    }
+}
+
+#[actix_rt::test]
+async fn an_idle_actor_stops_and_a_later_job_starts_a_fresh_one() {
+    let kind = "registry-test-idle";
+    let registry = Registry::new(kind, config(Duration::from_millis(50), 2));
+    assert_eq!(registry.call(7u64, || async { "first" }).await, Ok("first"));
+    assert_eq!(registry.live(), 1);
+    assert_eq!(registry_metrics(kind).started, 1);
+
+    eventually("the idle actor stops", || registry.live() == 0).await;
+    assert_eq!(registry_metrics(kind).live, 0);
+
+    assert_eq!(
+        registry.call(7u64, || async { "second" }).await,
+        Ok("second")
+    );
+    assert_eq!(registry.live(), 1);
+    assert_eq!(
+        registry_metrics(kind).started,
+        2,
+        "a fresh actor was started"
+    );
+}
+
+#[actix_rt::test]
+async fn no_job_is_lost_or_overlaps_while_actors_retire_as_jobs_arrive() {
+    // A zero idle timeout makes the actor retire right after every job, so
+    // new jobs keep racing with retirements.
+    let kind = "registry-test-retire-race";
+    let registry = Registry::new(kind, config(Duration::ZERO, 2));
+    let busy = Arc::new(AtomicBool::new(false));
+    let callers = (0..4).map(|caller| {
+        let (registry, busy) = (registry.clone(), Arc::clone(&busy));
+        async move {
+            let mut seen = Vec::new();
+            for i in 0..50 {
+                let busy = Arc::clone(&busy);
+                let job = move || async move {
+                    assert!(!busy.swap(true, Ordering::SeqCst), "two jobs overlapped");
+                    tokio::task::yield_now().await;
+                    busy.store(false, Ordering::SeqCst);
+                    i
+                };
+                seen.push(registry.call(99u32, job).await);
+                if i % 3 == caller % 3 {
+                    sleep(Duration::from_millis(1)).await;
+                }
+            }
+            seen
+        }
+    });
+
+    let all = timeout(DEADLINE, join_all(callers))
+        .await
+        .expect("a job was lost");
+    for seen in all {
+        assert_eq!(seen, (0..50).map(Ok).collect::<Vec<_>>());
+    }
+    assert!(
+        registry_metrics(kind).started > 1,
+        "actors should have retired in between"
+    );
+}
+
+#[actix_rt::test]
+async fn a_panicking_job_restarts_its_actor_and_the_key_keeps_serving() {
+    let kind = "registry-test-panic";
+    let registry = Registry::new(kind, RegistryConfig::default());
+    // Queued behind the panicking job before it runs: must survive the restart.
+    let panicking = registry.call(1u8, || async {
+        sleep(Duration::from_millis(5)).await;
+        panic!("job blew up")
+    });
+    let queued = registry.call(1u8, || async { "queued" });
+    let other_key = registry.call(2u8, || async { "other" });
+
+    assert_eq!(panicking.await, Err::<(), _>(ActorError::Panicked));
+    assert_eq!(registry_metrics(kind).restarts, 1);
+    assert_eq!(queued.await, Ok("queued"));
+    assert_eq!(other_key.await, Ok("other"));
+
+    // A panic while building the future is caught too.
+    let panics_early = registry.call(1u8, || -> std::future::Ready<()> { panic!("no future") });
+    assert_eq!(panics_early.await, Err(ActorError::Panicked));
+    assert_eq!(
+        registry.call(1u8, || async { "still serving" }).await,
+        Ok("still serving")
+    );
+
+    let metrics = registry_metrics(kind);
+    assert_eq!(metrics.restarts, 2);
+    assert_eq!(metrics.started, 2, "a restart is not a fresh start");
+    assert_eq!(registry.live(), 2);
+}
+
+#[actix_rt::test]
+async fn metrics_count_jobs_and_their_times() {
+    let kind = "registry-test-metrics";
+    let registry = Registry::new(kind, RegistryConfig::default());
+    let calls: Vec<_> = (0..3)
+        .map(|_| registry.call("k", || sleep(Duration::from_millis(2))))
+        .collect();
+    for result in join_all(calls).await {
+        assert_eq!(result, Ok(()));
+    }
+    let metrics = registry_metrics(kind);
+    assert_eq!(
+        (metrics.live, metrics.started, metrics.messages_handled),
+        (1, 1, 3)
+    );
+    assert!(metrics.handling_seconds_total >= 0.006, "{metrics:?}");
+    assert!(metrics.handling_seconds_max >= 0.002, "{metrics:?}");
+    // The later jobs waited for the earlier ones.
+    assert!(metrics.mailbox_wait_seconds_total >= 0.002, "{metrics:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn works_from_a_plain_tokio_runtime() {
+    // No actix system here: the registry brings a private one.
+    let registry = Registry::new("registry-test-tokio", RegistryConfig::default());
+    let from_other_task = tokio::spawn({
+        let registry = registry.clone();
+        async move { registry.call(1u16, || async { 1 }).await }
+    });
+    assert_eq!(from_other_task.await.expect("task ran"), Ok(1));
+    assert_eq!(registry.call(1u16, || async { 2 }).await, Ok(2));
+}
+
+#[test]
+fn calls_answer_unavailable_once_the_system_has_stopped() {
+    let system = System::new();
+    system.block_on(async {
+        let registry = Registry::new("registry-test-shutdown", RegistryConfig::default());
+        assert_eq!(registry.call(1u32, || async { 1 }).await, Ok(1));
+
+        System::current().stop();
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let answer = timeout(DEADLINE, registry.call(1u32, || async { 2 }))
+                .await
+                .expect("a call hung while the system stopped");
+            match answer {
+                Err(ActorError::Unavailable) => break,
+                // The arbiters are still on their way down.
+                Ok(2) => assert!(Instant::now() < deadline, "arbiters never stopped"),
+                other => panic!("unexpected answer {other:?}"),
+            }
+            sleep(Duration::from_millis(5)).await;
+        }
+    });
+}

@@ -1,0 +1,448 @@
+//! Configuration from the environment (and `.env`), with the names and defaults of
+//! DESIGN §7 and §9. Parsing is a pure function of a variable lookup so it can be tested
+//! without touching the process environment.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// A configuration value that cannot be used; the message names the variable.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid configuration: {var}: {message}")]
+pub struct ConfigError {
+    pub var: &'static str,
+    pub message: String,
+}
+
+fn invalid(var: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        var,
+        message: message.into(),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppEnv {
+    Development,
+    Production,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Pretty,
+    Json,
+}
+
+/// Where the service keeps its relational data.
+#[derive(Clone, PartialEq, Eq)]
+pub enum DatabaseTarget {
+    /// A PostgreSQL URL (`postgres://…`).
+    Postgres(String),
+    /// An SQLite database file.
+    Sqlite(PathBuf),
+}
+
+impl std::fmt::Debug for DatabaseTarget {
+    // The URL may carry a password: show only the engine.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Postgres(_) => f.write_str("Postgres(<url>)"),
+            Self::Sqlite(path) => write!(f, "Sqlite({})", path.display()),
+        }
+    }
+}
+
+/// Every setting of the service. Secrets are kept in [`Secret`] so they never print.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub bind_addr: SocketAddr,
+    pub data_dir: PathBuf,
+    pub database: DatabaseTarget,
+    pub redis_url: Option<Secret>,
+    /// Prefix of every cache key and channel, so several deployments can share one Redis.
+    pub cache_prefix: String,
+    pub smtp_url: Option<Secret>,
+    pub mail_from: String,
+    pub mail_outbox_dir: PathBuf,
+    pub uploads_dir: PathBuf,
+    pub frontend_url: String,
+    pub app_env: AppEnv,
+    pub cookie_domain: Option<String>,
+    /// `None` in development until [`Settings::resolve_jwt_secret`] loads or creates one.
+    pub jwt_secret: Option<Secret>,
+    pub jwt_access_expire_minutes: u32,
+    pub jwt_refresh_expire_days: u32,
+    pub max_concurrent_sessions: u32,
+    pub rate_limit_per_minute: u32,
+    pub login_max_attempts_per_user: u32,
+    pub login_max_attempts_per_ip: u32,
+    pub login_window_seconds: u32,
+    pub bcrypt_cost: u32,
+    pub processor_secret_key: Option<Secret>,
+    pub processor_publishable_key: Option<String>,
+    pub processor_webhook_secret: Option<Secret>,
+    pub processor_api_base: Option<String>,
+    pub crm_api_key: Option<Secret>,
+    pub crm_api_base: Option<String>,
+    pub crm_webhook_secret: Option<Secret>,
+    pub crm_retry_enabled: bool,
+    pub crm_retry_interval_minutes: u32,
+    pub enable_test_reset_endpoint: bool,
+    pub test_reset_token: Option<Secret>,
+    pub log_format: LogFormat,
+    pub workers: Option<usize>,
+}
+
+/// A secret string: compared and used, never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<secret>")
+    }
+}
+
+impl Settings {
+    /// Reads `.env` (if present) and the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        // A missing .env is normal; a malformed one is worth a word but not a refusal.
+        if let Err(err) = dotenvy::dotenv()
+            && !err.not_found()
+        {
+            eprintln!("warning: .env not read: {err}");
+        }
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Parses settings from any lookup of variable names (the environment, or a map in tests).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let get = |name: &str| {
+            lookup(name)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
+
+        let app_env = match get("APP_ENV").as_deref() {
+            None | Some("development") | Some("dev") | Some("test") => AppEnv::Development,
+            Some("production") | Some("prod") => AppEnv::Production,
+            Some(other) => {
+                return Err(invalid(
+                    "APP_ENV",
+                    format!("expected `development` or `production`, got `{other}`"),
+                ));
+            }
+        };
+
+        let data_dir = PathBuf::from(get("DATA_DIR").unwrap_or_else(|| "data".into()));
+        let bind_addr = match get("BIND_ADDR") {
+            None => SocketAddr::from(([127, 0, 0, 1], 8080)),
+            Some(v) => v
+                .parse()
+                .map_err(|_| invalid("BIND_ADDR", format!("expected host:port, got `{v}`")))?,
+        };
+        let database = match get("DATABASE_URL") {
+            None => DatabaseTarget::Sqlite(data_dir.join("marketplace.db")),
+            Some(url) => parse_database_url(&url)?,
+        };
+        let redis_url = get("REDIS_URL")
+            .map(|v| check_url("REDIS_URL", &v, &["redis", "rediss"]).map(|_| Secret(v)))
+            .transpose()?;
+        let smtp_url = get("SMTP_URL")
+            .map(|v| check_url("SMTP_URL", &v, &["smtp", "smtps"]).map(|_| Secret(v)))
+            .transpose()?;
+        let frontend_url = get("FRONTEND_URL").unwrap_or_else(|| "http://localhost:3000".into());
+        check_url("FRONTEND_URL", &frontend_url, &["http", "https"])?;
+        let processor_api_base = get("PROCESSOR_API_BASE");
+        if let Some(base) = &processor_api_base {
+            check_url("PROCESSOR_API_BASE", base, &["http", "https"])?;
+        }
+        let crm_api_base = get("CRM_API_BASE");
+        if let Some(base) = &crm_api_base {
+            check_url("CRM_API_BASE", base, &["http", "https"])?;
+        }
+
+        let jwt_secret = get("JWT_SECRET").map(Secret);
+        if let Some(secret) = &jwt_secret
+            && secret.0.len() < 32
+        {
+            return Err(invalid("JWT_SECRET", "must be at least 32 characters"));
+        }
+        if app_env == AppEnv::Production && jwt_secret.is_none() {
+            return Err(invalid(
+                "JWT_SECRET",
+                "required when APP_ENV=production (refusing to start with a generated secret)",
+            ));
+        }
+
+        let number = |name: &'static str, default: u32, min: u32, max: u32| match get(name) {
+            None => Ok(default),
+            Some(v) => match v.parse::<u32>() {
+                Ok(n) if (min..=max).contains(&n) => Ok(n),
+                _ => Err(invalid(
+                    name,
+                    format!("expected a whole number from {min} to {max}, got `{v}`"),
+                )),
+            },
+        };
+        let flag = |name: &'static str, default: bool| match get(name).as_deref() {
+            None => Ok(default),
+            Some("1" | "true" | "yes" | "on" | "TRUE" | "True") => Ok(true),
+            Some("0" | "false" | "no" | "off" | "FALSE" | "False") => Ok(false),
+            Some(v) => Err(invalid(name, format!("expected true or false, got `{v}`"))),
+        };
+
+        let log_format = match get("LOG_FORMAT").as_deref() {
+            None | Some("pretty") | Some("text") => LogFormat::Pretty,
+            Some("json") => LogFormat::Json,
+            Some(v) => {
+                return Err(invalid(
+                    "LOG_FORMAT",
+                    format!("expected `pretty` or `json`, got `{v}`"),
+                ));
+            }
+        };
+        let workers = match get("WORKERS") {
+            None => None,
+            Some(_) => Some(number("WORKERS", 0, 1, 256)? as usize),
+        };
+
+        Ok(Self {
+            bind_addr,
+            mail_outbox_dir: get("MAIL_OUTBOX_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| data_dir.join("outbox")),
+            uploads_dir: get("UPLOADS_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| data_dir.join("uploads")),
+            data_dir,
+            database,
+            redis_url,
+            cache_prefix: get("CACHE_PREFIX").unwrap_or_else(|| "mkt:".into()),
+            smtp_url,
+            mail_from: get("MAIL_FROM")
+                .unwrap_or_else(|| "Marketplace <no-reply@marketplace.local>".into()),
+            frontend_url: frontend_url.trim_end_matches('/').to_owned(),
+            app_env,
+            cookie_domain: get("COOKIE_DOMAIN"),
+            jwt_secret,
+            jwt_access_expire_minutes: number("JWT_ACCESS_EXPIRE_MINUTES", 15, 1, 24 * 60)?,
+            jwt_refresh_expire_days: number("JWT_REFRESH_EXPIRE_DAYS", 7, 1, 365)?,
+            max_concurrent_sessions: number("MAX_CONCURRENT_SESSIONS", 10, 1, 10_000)?,
+            rate_limit_per_minute: number("RATE_LIMIT_PER_MINUTE", 60, 0, 1_000_000)?,
+            login_max_attempts_per_user: number(
+                "LOGIN_RATE_LIMIT_MAX_ATTEMPTS_PER_USER",
+                5,
+                1,
+                1_000_000,
+            )?,
+            login_max_attempts_per_ip: number(
+                "LOGIN_RATE_LIMIT_MAX_ATTEMPTS_PER_IP",
+                20,
+                1,
+                1_000_000,
+            )?,
+            login_window_seconds: number("LOGIN_RATE_LIMIT_WINDOW_SECONDS", 60, 1, 86_400)?,
+            bcrypt_cost: number("BCRYPT_COST", 12, 4, 31)?,
+            processor_secret_key: get("PROCESSOR_SECRET_KEY").map(Secret),
+            processor_publishable_key: get("PROCESSOR_PUBLISHABLE_KEY"),
+            processor_webhook_secret: get("PROCESSOR_WEBHOOK_SECRET").map(Secret),
+            processor_api_base,
+            crm_api_key: get("CRM_API_KEY").map(Secret),
+            crm_api_base,
+            crm_webhook_secret: get("CRM_WEBHOOK_SECRET").map(Secret),
+            crm_retry_enabled: flag("CRM_RETRY_ENABLED", true)?,
+            crm_retry_interval_minutes: number("CRM_RETRY_INTERVAL_MINUTES", 30, 1, 10_080)?,
+            enable_test_reset_endpoint: flag("ENABLE_TEST_RESET_ENDPOINT", false)?,
+            test_reset_token: get("TEST_RESET_TOKEN").map(Secret),
+            log_format,
+            workers,
+        })
+    }
+
+    /// In development without `JWT_SECRET`, loads the secret kept under `DATA_DIR` or creates
+    /// it once, so a restart keeps everyone's sessions.
+    pub fn resolve_jwt_secret(&mut self) -> std::io::Result<()> {
+        if self.jwt_secret.is_some() {
+            return Ok(());
+        }
+        let path = self.data_dir.join("jwt_secret");
+        let secret = match std::fs::read_to_string(&path) {
+            Ok(existing) if existing.trim().len() >= 32 => existing.trim().to_owned(),
+            _ => {
+                let fresh = crate::domain::token::random_token(48);
+                write_private(&path, &fresh)?;
+                fresh
+            }
+        };
+        self.jwt_secret = Some(Secret(secret));
+        Ok(())
+    }
+
+    pub fn is_production(&self) -> bool {
+        self.app_env == AppEnv::Production
+    }
+}
+
+fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    use std::io::Write;
+    options.open(path)?.write_all(contents.as_bytes())
+}
+
+fn parse_database_url(url: &str) -> Result<DatabaseTarget, ConfigError> {
+    if let Some(path) = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+    {
+        let path = path.split('?').next().unwrap_or_default();
+        if path.is_empty() {
+            return Err(invalid("DATABASE_URL", "an sqlite URL needs a file path"));
+        }
+        return Ok(DatabaseTarget::Sqlite(PathBuf::from(path)));
+    }
+    let parsed = check_url("DATABASE_URL", url, &["postgres", "postgresql"])?;
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(invalid("DATABASE_URL", "a postgres URL needs a host"));
+    }
+    Ok(DatabaseTarget::Postgres(url.to_owned()))
+}
+
+fn check_url(var: &'static str, value: &str, schemes: &[&str]) -> Result<url::Url, ConfigError> {
+    // The value may hold credentials: never echo it back.
+    let parsed = url::Url::parse(value).map_err(|e| invalid(var, format!("not a URL ({e})")))?;
+    if !schemes.contains(&parsed.scheme()) {
+        return Err(invalid(
+            var,
+            format!("scheme must be one of {}", schemes.join(", ")),
+        ));
+    }
+    Ok(parsed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn parse(vars: &[(&str, &str)]) -> Result<Settings, ConfigError> {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Settings::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_need_nothing() {
+        let s = parse(&[]).unwrap();
+        assert_eq!(s.bind_addr.to_string(), "127.0.0.1:8080");
+        assert_eq!(
+            s.database,
+            DatabaseTarget::Sqlite(PathBuf::from("data/marketplace.db"))
+        );
+        assert_eq!(s.mail_outbox_dir, PathBuf::from("data/outbox"));
+        assert_eq!(s.uploads_dir, PathBuf::from("data/uploads"));
+        assert_eq!(s.jwt_access_expire_minutes, 15);
+        assert_eq!(s.jwt_refresh_expire_days, 7);
+        assert_eq!(s.max_concurrent_sessions, 10);
+        assert_eq!(s.rate_limit_per_minute, 60);
+        assert_eq!(
+            (
+                s.login_max_attempts_per_user,
+                s.login_max_attempts_per_ip,
+                s.login_window_seconds
+            ),
+            (5, 20, 60)
+        );
+        assert_eq!(s.bcrypt_cost, 12);
+        assert!(s.crm_retry_enabled);
+        assert_eq!(s.crm_retry_interval_minutes, 30);
+        assert!(!s.enable_test_reset_endpoint);
+        assert_eq!(s.app_env, AppEnv::Development);
+    }
+
+    #[test]
+    fn production_without_jwt_secret_refuses() {
+        let err = parse(&[("APP_ENV", "production")]).unwrap_err();
+        assert_eq!(err.var, "JWT_SECRET");
+        let ok = parse(&[
+            ("APP_ENV", "production"),
+            ("JWT_SECRET", "0123456789abcdef0123456789abcdef"),
+        ]);
+        assert!(ok.unwrap().is_production());
+    }
+
+    #[test]
+    fn bad_values_name_their_variable() {
+        for (var, value) in [
+            ("DATABASE_URL", "mysql://x/y"),
+            ("DATABASE_URL", "postgres://"),
+            ("DATABASE_URL", "not a url"),
+            ("RATE_LIMIT_PER_MINUTE", "-1"),
+            ("MAX_CONCURRENT_SESSIONS", "lots"),
+            ("JWT_ACCESS_EXPIRE_MINUTES", "0"),
+            ("BIND_ADDR", "localhost"),
+            ("REDIS_URL", "http://127.0.0.1"),
+            ("CRM_RETRY_ENABLED", "maybe"),
+            ("APP_ENV", "staging"),
+            ("JWT_SECRET", "short"),
+        ] {
+            let err = parse(&[(var, value)]).unwrap_err();
+            assert_eq!(err.var, var, "{value}");
+            assert!(err.to_string().starts_with("invalid configuration: "));
+            assert!(!err.to_string().contains('\n'));
+        }
+    }
+
+    #[test]
+    fn database_url_never_printed() {
+        let err = parse(&[("DATABASE_URL", "mysql://user:hunter2@host/db")]).unwrap_err();
+        assert!(!err.to_string().contains("hunter2"));
+        let s = parse(&[("DATABASE_URL", "postgres://u:hunter2@localhost/db")]).unwrap();
+        assert!(!format!("{s:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn zero_disables_rate_limit_and_sqlite_urls_work() {
+        let s = parse(&[
+            ("RATE_LIMIT_PER_MINUTE", "0"),
+            ("DATABASE_URL", "sqlite:///tmp/x.db"),
+        ])
+        .unwrap();
+        assert_eq!(s.rate_limit_per_minute, 0);
+        assert_eq!(
+            s.database,
+            DatabaseTarget::Sqlite(PathBuf::from("/tmp/x.db"))
+        );
+    }
+
+    #[test]
+    fn dev_secret_is_generated_once_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().to_str().unwrap();
+        let mut first = parse(&[("DATA_DIR", data)]).unwrap();
+        first.resolve_jwt_secret().unwrap();
+        let mut second = parse(&[("DATA_DIR", data)]).unwrap();
+        second.resolve_jwt_secret().unwrap();
+        assert_eq!(first.jwt_secret, second.jwt_secret);
+        assert!(first.jwt_secret.unwrap().expose().len() >= 32);
+    }
+}

@@ -1,0 +1,105 @@
+//! The HTTP layer: routes per resource, extractors, middleware, error mapping, OpenAPI.
+//!
+//! Every route is mounted through [`configure`] with `utoipa_actix_web`, which only accepts
+//! handlers that carry an OpenAPI description: a route cannot be mounted undocumented.
+
+use actix_web::{HttpResponse, web};
+use utoipa::OpenApi;
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub mod auth;
+pub mod error;
+pub mod metrics;
+pub mod middleware;
+pub mod pagination;
+pub mod rate_limit;
+pub mod routes;
+pub mod system;
+
+pub use error::{ApiError, ApiResult};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Expert marketplace API",
+        description = "Companies post projects, experts propose milestones, payments are held in escrow and released on approval."
+    ),
+    components(schemas(error::ErrorBody, error::FieldError)),
+    modifiers(&BearerAuth)
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// Mounts every route of the service.
+pub fn configure(cfg: &mut ServiceConfig) {
+    use routes::{auth, invitations, users};
+    cfg.service(system::health)
+        .service(system::metrics)
+        .service(system::openapi)
+        // Accounts and sessions.
+        .service(auth::register)
+        .service(auth::login)
+        .service(auth::login_secure)
+        .service(auth::refresh)
+        .service(auth::refresh_secure)
+        .service(auth::verify)
+        .service(auth::verify_secure)
+        .service(auth::verify_token)
+        .service(auth::logout)
+        .service(auth::logout_secure)
+        .service(auth::forgot_password)
+        .service(auth::reset_password)
+        .service(auth::verify_email)
+        .service(auth::send_verification_email)
+        .service(auth::add_role)
+        .service(auth::switch_role)
+        .service(auth::accept_admin_invitation)
+        // Users: `me` routes before `{id}`.
+        .service(users::me)
+        .service(users::update_me)
+        .service(users::change_password)
+        .service(users::change_email)
+        .service(users::get_webhook)
+        .service(users::put_webhook)
+        .service(users::get_webhook_secret)
+        .service(users::regenerate_webhook_secret)
+        .service(users::public_user)
+        // Admin invitations.
+        .service(invitations::create)
+        .service(invitations::list)
+        .service(invitations::get)
+        .service(invitations::cancel);
+}
+
+/// The answer for an address no route matches.
+pub async fn no_route() -> HttpResponse {
+    HttpResponse::NotFound().json(error::ErrorBody {
+        detail: "No route matches this address".into(),
+        code: "ROUTE_NOT_FOUND".into(),
+        errors: None,
+    })
+}
+
+/// Extraction settings shared by every route (error shapes of DESIGN §6).
+pub fn extractor_configs(cfg: &mut web::ServiceConfig) {
+    cfg.app_data(error::extract::json_config())
+        .app_data(error::extract::query_config())
+        .app_data(error::extract::path_config());
+}

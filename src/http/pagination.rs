@@ -1,0 +1,144 @@
+//! Pagination (DESIGN §6): query `page` (default 1) and `size` (default 20, max 100); body
+//! `{"items", "total", "page", "size", "pages"}`.
+
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::error::{ApiError, ApiResult, FieldError};
+
+pub const DEFAULT_PAGE_SIZE: i64 = 20;
+pub const MAX_PAGE_SIZE: i64 = 100;
+
+/// The `page` and `size` query parameters, as received.
+#[derive(Debug, Default, Clone, Copy, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PageQuery {
+    /// Page number, from 1.
+    pub page: Option<i64>,
+    /// Items per page, 1 to 100.
+    pub size: Option<i64>,
+}
+
+/// A validated page request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Page {
+    pub page: i64,
+    pub size: i64,
+}
+
+impl PageQuery {
+    pub fn validate(self) -> ApiResult<Page> {
+        let page = self.page.unwrap_or(1);
+        let size = self.size.unwrap_or(DEFAULT_PAGE_SIZE);
+        let mut errors = Vec::new();
+        if page < 1 {
+            errors.push(FieldError::new("page", "must be 1 or more"));
+        }
+        if !(1..=MAX_PAGE_SIZE).contains(&size) {
+            errors.push(FieldError::new(
+                "size",
+                format!("must be from 1 to {MAX_PAGE_SIZE}"),
+            ));
+        }
+        if errors.is_empty() {
+            Ok(Page { page, size })
+        } else {
+            Err(ApiError::validation(errors))
+        }
+    }
+}
+
+impl Page {
+    pub fn limit(&self) -> i64 {
+        self.size
+    }
+    pub fn offset(&self) -> i64 {
+        (self.page - 1).saturating_mul(self.size)
+    }
+}
+
+/// One page of a list.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Paginated<T> {
+    pub items: Vec<T>,
+    pub total: i64,
+    pub page: i64,
+    pub size: i64,
+    pub pages: i64,
+}
+
+impl<T> Paginated<T> {
+    pub fn new(items: Vec<T>, total: i64, page: Page) -> Self {
+        Self {
+            items,
+            total,
+            page: page.page,
+            size: page.size,
+            pages: if total == 0 {
+                0
+            } else {
+                (total + page.size - 1) / page.size
+            },
+        }
+    }
+
+    pub fn map<U>(self, f: impl FnMut(T) -> U) -> Paginated<U> {
+        Paginated {
+            items: self.items.into_iter().map(f).collect(),
+            total: self.total,
+            page: self.page,
+            size: self.size,
+            pages: self.pages,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_bounds() {
+        let p = PageQuery::default().validate().unwrap();
+        assert_eq!((p.page, p.size, p.offset()), (1, 20, 0));
+        let p = PageQuery {
+            page: Some(3),
+            size: Some(100),
+        }
+        .validate()
+        .unwrap();
+        assert_eq!(p.offset(), 200);
+        assert!(
+            PageQuery {
+                page: Some(0),
+                size: None
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            PageQuery {
+                page: None,
+                size: Some(101)
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            PageQuery {
+                page: None,
+                size: Some(0)
+            }
+            .validate()
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn pages_round_up() {
+        let page = Page { page: 1, size: 20 };
+        assert_eq!(Paginated::new(Vec::<()>::new(), 0, page).pages, 0);
+        assert_eq!(Paginated::new(Vec::<()>::new(), 20, page).pages, 1);
+        assert_eq!(Paginated::new(Vec::<()>::new(), 21, page).pages, 2);
+    }
+}

@@ -1,0 +1,850 @@
+//! `/api/auth/*`: registration, the standard and secure login flavours, e-mail verification,
+//! password recovery, roles and admin-invitation acceptance.
+
+use actix_web::{HttpRequest, HttpResponse, get, post, web};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use utoipa::ToSchema;
+
+use super::views::{Message, SessionUser, UserView};
+use crate::domain::token::random_token;
+use crate::domain::user::{EmailAddress, Role, Username, check_password_policy};
+use crate::http::auth::{
+    AuthUser, CSRF_COOKIE, CookieJar, REFRESH_COOKIE, bearer_token, check_csrf, client_info,
+    client_session_id, peer_ip,
+};
+use crate::http::error::{ApiError, ApiResult, FieldError};
+use crate::http::rate_limit;
+use crate::state::AppState;
+use crate::store::users::{self, User};
+use crate::workflows::accounts::{self, AccountError};
+use crate::workflows::auth::{AuthError, Issued};
+use crate::workflows::passwords;
+
+impl From<AccountError> for ApiError {
+    fn from(err: AccountError) -> Self {
+        match err {
+            AccountError::EmailTaken => {
+                ApiError::conflict("EMAIL_EXISTS", "An account with this e-mail already exists")
+            }
+            AccountError::UsernameTaken => {
+                ApiError::conflict("USERNAME_EXISTS", "This username is taken")
+            }
+            AccountError::InvalidToken => {
+                ApiError::bad_request("INVALID_TOKEN", "The token is invalid")
+            }
+            AccountError::ExpiredToken => {
+                ApiError::bad_request("TOKEN_EXPIRED", "The token has expired")
+            }
+            AccountError::UsedToken => {
+                ApiError::bad_request("TOKEN_USED", "The token has already been used")
+            }
+            AccountError::WrongPassword => {
+                ApiError::bad_request("INVALID_PASSWORD", "The current password is not correct")
+            }
+            AccountError::Store(e) => e.into(),
+            AccountError::Other(e) => ApiError::internal(e),
+        }
+    }
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct RegisterRequest {
+    pub email: String,
+    pub username: String,
+    pub password: String,
+    /// `["empresa"]`, `["experto"]` or both; the first becomes the active role.
+    pub roles: Vec<String>,
+    #[serde(default)]
+    pub accept_marketing: bool,
+    pub source: Option<String>,
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct LoginRequest {
+    /// Username or e-mail.
+    pub username: String,
+    pub password: String,
+}
+
+/// Body of `login_secure` (and of registration).
+#[derive(Serialize, ToSchema)]
+pub struct SecureLoginResponse {
+    pub access_token: String,
+    pub csrf_token: String,
+    pub user: SessionUser,
+}
+
+/// Body of the standard login.
+#[derive(Serialize, ToSchema)]
+pub struct LoginResponse {
+    pub access_token: String,
+    pub refresh_token: String,
+    pub token_type: &'static str,
+    pub user: UserView,
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct RefreshRequest {
+    pub refresh_token: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct RefreshResponse {
+    pub access_token: String,
+    pub refresh_token: String,
+    pub token_type: &'static str,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct SecureRefreshResponse {
+    pub access_token: String,
+    pub csrf_token: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct VerifySecureResponse {
+    pub valid: bool,
+    pub authenticated: bool,
+    pub user: SessionUser,
+    pub access_token: String,
+    pub csrf_token: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct VerifyResponse {
+    pub valid: bool,
+    pub user: UserView,
+}
+
+#[derive(Deserialize, ToSchema, Default)]
+pub struct LogoutRequest {
+    pub refresh_token: Option<String>,
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct TokenRequest {
+    pub token: String,
+}
+
+#[derive(Deserialize, ToSchema, utoipa::IntoParams)]
+pub struct TokenQuery {
+    pub token: Option<String>,
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct EmailRequest {
+    pub email: String,
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct ResetPasswordRequest {
+    pub token: String,
+    pub new_password: String,
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct RoleRequest {
+    pub role: String,
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct AcceptInvitationRequest {
+    pub token: String,
+    pub username: String,
+    pub password: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct AcceptInvitationResponse {
+    pub message: String,
+    pub user: UserView,
+}
+
+/// Sets the refresh and CSRF cookies of a cookie session and answers `status` with `body`.
+fn with_session_cookies<T: Serialize>(
+    state: &AppState,
+    status: actix_web::http::StatusCode,
+    issued: &Issued,
+    csrf: &str,
+    body: &T,
+) -> HttpResponse {
+    let jar = CookieJar::new(state);
+    HttpResponse::build(status)
+        .cookie(jar.refresh(&issued.refresh_token))
+        .cookie(jar.csrf(csrf))
+        .json(body)
+}
+
+/// The CSRF value to hand out: the existing cookie's (its max age is renewed by re-setting
+/// it), or a new one when the client has none.
+fn csrf_value(req: &HttpRequest) -> String {
+    req.cookie(CSRF_COOKIE)
+        .map(|c| c.value().to_owned())
+        .filter(|v| v.len() >= 16 && v.len() <= 128)
+        .unwrap_or_else(|| random_token(32))
+}
+
+fn parse_roles(raw: &[String]) -> Result<Vec<Role>, FieldError> {
+    if raw.is_empty() {
+        return Err(FieldError::new("roles", "choose empresa, experto or both"));
+    }
+    let mut roles = Vec::new();
+    for name in raw {
+        match Role::parse(name) {
+            Some(role) if role.self_selectable() => {
+                if !roles.contains(&role) {
+                    roles.push(role);
+                }
+            }
+            _ => {
+                return Err(FieldError::new(
+                    "roles",
+                    "only empresa and experto can be chosen",
+                ));
+            }
+        }
+    }
+    Ok(roles)
+}
+
+/// Register with one or both roles; logged in at once (secure flavour) and sent a
+/// verification e-mail.
+#[utoipa::path(
+    tag = "auth",
+    request_body = RegisterRequest,
+    params(("X-Session-ID" = Option<String>, Header, description = "Client session id `sess_…`")),
+    responses(
+        (status = 201, body = SecureLoginResponse, description = "Registered and logged in; sets `refresh_token` and `csrf_token` cookies"),
+        (status = 409, body = crate::http::error::ErrorBody, description = "E-mail or username taken"),
+        (status = 422, body = crate::http::error::ErrorBody, description = "Invalid fields"),
+    )
+)]
+#[post("/api/auth/register")]
+pub async fn register(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: web::Json<RegisterRequest>,
+) -> ApiResult<HttpResponse> {
+    let mut errors = Vec::new();
+    let email = EmailAddress::parse(&body.email)
+        .map_err(|m| errors.push(FieldError::new("email", m)))
+        .ok();
+    let username = Username::parse(&body.username)
+        .map_err(|m| errors.push(FieldError::new("username", m)))
+        .ok();
+    if let Err(m) = check_password_policy(&body.password) {
+        errors.push(FieldError::new("password", m));
+    }
+    let roles = parse_roles(&body.roles).map_err(|e| errors.push(e)).ok();
+    let source = body
+        .source
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
+    if source.is_some_and(|s| s.len() > 100) {
+        errors.push(FieldError::new("source", "must be at most 100 characters"));
+    }
+    let (Some(email), Some(username), Some(roles), true) =
+        (email, username, roles, errors.is_empty())
+    else {
+        return Err(ApiError::validation(errors));
+    };
+
+    let user = accounts::register(
+        &state,
+        &email,
+        &username,
+        &body.password,
+        &roles,
+        body.accept_marketing,
+        source,
+    )
+    .await?;
+    let issued = state
+        .auth
+        .start_session(
+            &user,
+            client_session_id(&req).as_deref(),
+            true,
+            &client_info(&req),
+        )
+        .await?;
+    let csrf = csrf_value(&req);
+    let body = SecureLoginResponse {
+        access_token: issued.access_token.clone(),
+        csrf_token: csrf.clone(),
+        user: SessionUser::from(&user),
+    };
+    Ok(with_session_cookies(
+        &state,
+        actix_web::http::StatusCode::CREATED,
+        &issued,
+        &csrf,
+        &body,
+    ))
+}
+
+/// Checks the login limits and the credentials; the user on success.
+async fn authenticate_credentials(
+    state: &AppState,
+    req: &HttpRequest,
+    credentials: &LoginRequest,
+) -> ApiResult<User> {
+    let window = Duration::from_secs(u64::from(state.settings.login_window_seconds));
+    let ip = peer_ip(req).unwrap_or_else(|| "unknown".into());
+    let name = credentials.username.trim().to_lowercase();
+    rate_limit::hit(
+        state.cache.as_ref(),
+        &format!("login:ip:{ip}"),
+        state.settings.login_max_attempts_per_ip,
+        window,
+    )
+    .await?;
+    rate_limit::hit(
+        state.cache.as_ref(),
+        &format!("login:user:{}", crate::domain::token::hash_token(&name)),
+        state.settings.login_max_attempts_per_user,
+        window,
+    )
+    .await?;
+
+    let invalid =
+        || ApiError::unauthorized("INVALID_CREDENTIALS", "Incorrect username or password");
+    if credentials.password.is_empty() || credentials.password.len() > 1024 || name.is_empty() {
+        return Err(invalid());
+    }
+    let mut conn = state.db.conn().await?;
+    let found = users::find_by_login(conn.exec(), &credentials.username).await?;
+    drop(conn);
+    let Some(user) = found else {
+        passwords::verify_nothing(credentials.password.clone(), state.settings.bcrypt_cost).await;
+        return Err(invalid());
+    };
+    if !passwords::verify(credentials.password.clone(), user.password_hash.clone())
+        .await
+        .map_err(ApiError::internal)?
+    {
+        return Err(invalid());
+    }
+    if !user.is_active {
+        return Err(ApiError::new(
+            actix_web::http::StatusCode::FORBIDDEN,
+            "ACCOUNT_DISABLED",
+            "This account is disabled",
+        ));
+    }
+    Ok(user)
+}
+
+/// Standard login: tokens in the body.
+#[utoipa::path(
+    tag = "auth",
+    request_body = LoginRequest,
+    responses(
+        (status = 200, body = LoginResponse),
+        (status = 401, body = crate::http::error::ErrorBody, description = "Wrong credentials"),
+        (status = 429, body = crate::http::error::ErrorBody, description = "Too many attempts; see Retry-After"),
+    )
+)]
+#[post("/api/auth/login")]
+pub async fn login(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: web::Json<LoginRequest>,
+) -> ApiResult<HttpResponse> {
+    let user = authenticate_credentials(&state, &req, &body).await?;
+    let issued = state
+        .auth
+        .start_session(
+            &user,
+            client_session_id(&req).as_deref(),
+            false,
+            &client_info(&req),
+        )
+        .await?;
+    Ok(HttpResponse::Ok().json(LoginResponse {
+        access_token: issued.access_token,
+        refresh_token: issued.refresh_token,
+        token_type: "bearer",
+        user: UserView::from(&user),
+    }))
+}
+
+/// Secure login: the refresh token and CSRF token go in HttpOnly cookies; the access token
+/// carries the `X-Session-ID` of the browser window.
+#[utoipa::path(
+    tag = "auth",
+    request_body = LoginRequest,
+    params(("X-Session-ID" = String, Header, description = "Client session id `sess_…`")),
+    responses(
+        (status = 200, body = SecureLoginResponse, description = "Sets `refresh_token` and `csrf_token` cookies"),
+        (status = 401, body = crate::http::error::ErrorBody),
+        (status = 422, body = crate::http::error::ErrorBody, description = "X-Session-ID missing"),
+        (status = 429, body = crate::http::error::ErrorBody),
+    )
+)]
+#[post("/api/auth/login_secure")]
+pub async fn login_secure(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: web::Json<LoginRequest>,
+) -> ApiResult<HttpResponse> {
+    let session_id = client_session_id(&req).ok_or_else(|| {
+        ApiError::invalid_field("X-Session-ID", "header required, of the form sess_<random>")
+    })?;
+    let user = authenticate_credentials(&state, &req, &body).await?;
+    let issued = state
+        .auth
+        .start_session(&user, Some(&session_id), true, &client_info(&req))
+        .await?;
+    let csrf = csrf_value(&req);
+    let body = SecureLoginResponse {
+        access_token: issued.access_token.clone(),
+        csrf_token: csrf.clone(),
+        user: SessionUser::from(&user),
+    };
+    Ok(with_session_cookies(
+        &state,
+        actix_web::http::StatusCode::OK,
+        &issued,
+        &csrf,
+        &body,
+    ))
+}
+
+/// Standard refresh: rotates the refresh token.
+#[utoipa::path(
+    tag = "auth",
+    request_body = RefreshRequest,
+    responses((status = 200, body = RefreshResponse), (status = 401, body = crate::http::error::ErrorBody))
+)]
+#[post("/api/auth/refresh")]
+pub async fn refresh(
+    state: web::Data<AppState>,
+    body: web::Json<RefreshRequest>,
+) -> ApiResult<HttpResponse> {
+    let issued = state.auth.refresh(&body.refresh_token, None, false).await?;
+    Ok(HttpResponse::Ok().json(RefreshResponse {
+        access_token: issued.access_token,
+        refresh_token: issued.refresh_token,
+        token_type: "bearer",
+    }))
+}
+
+fn refresh_cookie(req: &HttpRequest) -> ApiResult<String> {
+    req.cookie(REFRESH_COOKIE)
+        .map(|c| c.value().to_owned())
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| AuthError::Missing.into())
+}
+
+fn required_session_id(req: &HttpRequest) -> ApiResult<String> {
+    client_session_id(req).ok_or_else(|| AuthError::SessionMismatch.into())
+}
+
+/// Secure refresh: the `refresh_token` cookie is rotated; `X-Session-ID` must match the
+/// session's.
+#[utoipa::path(
+    tag = "auth",
+    params(("X-Session-ID" = String, Header, description = "Must equal the session's id")),
+    responses(
+        (status = 200, body = SecureRefreshResponse, description = "Rotates the `refresh_token` cookie; renews `csrf_token`"),
+        (status = 401, body = crate::http::error::ErrorBody, description = "No or invalid refresh cookie, or SESSION_MISMATCH"),
+    )
+)]
+#[post("/api/auth/refresh_secure")]
+pub async fn refresh_secure(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+) -> ApiResult<HttpResponse> {
+    let token = refresh_cookie(&req)?;
+    let session_id = required_session_id(&req)?;
+    let issued = state.auth.refresh(&token, Some(&session_id), true).await?;
+    let csrf = csrf_value(&req);
+    let body = SecureRefreshResponse {
+        access_token: issued.access_token.clone(),
+        csrf_token: csrf.clone(),
+    };
+    Ok(with_session_cookies(
+        &state,
+        actix_web::http::StatusCode::OK,
+        &issued,
+        &csrf,
+        &body,
+    ))
+}
+
+/// Secure session check: the refresh cookie's session, a fresh access token and the CSRF
+/// token (its cookie renewed).
+#[utoipa::path(
+    tag = "auth",
+    params(("X-Session-ID" = String, Header, description = "Must equal the session's id")),
+    responses(
+        (status = 200, body = VerifySecureResponse),
+        (status = 401, body = crate::http::error::ErrorBody),
+    )
+)]
+#[get("/api/auth/verify_secure")]
+pub async fn verify_secure(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+) -> ApiResult<HttpResponse> {
+    let token = refresh_cookie(&req)?;
+    let session_id = required_session_id(&req)?;
+    let (session, user) = state
+        .auth
+        .session_of_refresh(&token, Some(&session_id))
+        .await?;
+    let (access_token, _) = state
+        .auth
+        .sign_access(&user, &session_id, session.id, true)?;
+    let csrf = csrf_value(&req);
+    Ok(HttpResponse::Ok()
+        .cookie(CookieJar::new(&state).csrf(&csrf))
+        .json(VerifySecureResponse {
+            valid: true,
+            authenticated: true,
+            user: SessionUser::from(&user),
+            access_token,
+            csrf_token: csrf,
+        }))
+}
+
+/// Secure logout: needs `X-CSRF-Token` and the matching `X-Session-ID`; blacklists the
+/// refresh token and removes both cookies.
+#[utoipa::path(
+    tag = "auth",
+    params(
+        ("X-Session-ID" = String, Header, description = "Must equal the session's id"),
+        ("X-CSRF-Token" = String, Header, description = "Must equal the `csrf_token` cookie"),
+    ),
+    responses(
+        (status = 200, body = Message),
+        (status = 401, body = crate::http::error::ErrorBody),
+        (status = 403, body = crate::http::error::ErrorBody, description = "CSRF check failed"),
+    )
+)]
+#[post("/api/auth/logout_secure")]
+pub async fn logout_secure(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+) -> ApiResult<HttpResponse> {
+    check_csrf(&req)?;
+    let token = refresh_cookie(&req)?;
+    let session_id = required_session_id(&req)?;
+    let (session, _) = state
+        .auth
+        .session_of_refresh(&token, Some(&session_id))
+        .await?;
+    state.auth.end_session(session.id, Some(&token)).await?;
+    let jar = CookieJar::new(&state);
+    Ok(HttpResponse::Ok()
+        .cookie(jar.removal(REFRESH_COOKIE))
+        .cookie(jar.removal(CSRF_COOKIE))
+        .json(Message::new("Logged out")))
+}
+
+/// Standard logout: ends the bearer's session and, if given, blacklists a refresh token.
+#[utoipa::path(
+    tag = "auth",
+    request_body(content = Option<LogoutRequest>),
+    security(("bearer" = [])),
+    responses((status = 200, body = Message), (status = 401, body = crate::http::error::ErrorBody))
+)]
+#[post("/api/auth/logout")]
+pub async fn logout(
+    state: web::Data<AppState>,
+    auth: AuthUser,
+    body: Option<web::Json<LogoutRequest>>,
+) -> ApiResult<HttpResponse> {
+    let given = body
+        .and_then(|b| b.into_inner().refresh_token)
+        .filter(|t| !t.is_empty());
+    state.auth.end_session(auth.session.id, None).await?;
+    if let Some(token) = given {
+        state.auth.end_session_of_refresh(&token).await?;
+    }
+    Ok(HttpResponse::Ok().json(Message::new("Logged out")))
+}
+
+async fn verified(state: &AppState, token: &str) -> ApiResult<HttpResponse> {
+    let (_, _, user) = state.auth.authenticate(token).await?;
+    Ok(HttpResponse::Ok().json(VerifyResponse {
+        valid: true,
+        user: UserView::from(&user),
+    }))
+}
+
+/// Checks an access token given as `token` query parameter or bearer header.
+#[utoipa::path(
+    tag = "auth",
+    params(TokenQuery),
+    responses((status = 200, body = VerifyResponse), (status = 401, body = crate::http::error::ErrorBody))
+)]
+#[get("/api/auth/verify")]
+pub async fn verify(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    query: web::Query<TokenQuery>,
+) -> ApiResult<HttpResponse> {
+    let token = query
+        .into_inner()
+        .token
+        .or_else(|| bearer_token(&req))
+        .ok_or(AuthError::Missing)?;
+    verified(&state, &token).await
+}
+
+/// Checks the bearer token.
+#[utoipa::path(
+    tag = "auth",
+    security(("bearer" = [])),
+    responses((status = 200, body = VerifyResponse), (status = 401, body = crate::http::error::ErrorBody))
+)]
+#[get("/api/auth/verify_token")]
+pub async fn verify_token(auth: AuthUser) -> ApiResult<HttpResponse> {
+    Ok(HttpResponse::Ok().json(VerifyResponse {
+        valid: true,
+        user: UserView::from(&auth.user),
+    }))
+}
+
+/// Always answers the same, whether or not the address has an account; a reset link is
+/// e-mailed when it does.
+#[utoipa::path(
+    tag = "auth",
+    request_body = EmailRequest,
+    responses((status = 200, body = Message))
+)]
+#[post("/api/auth/forgot-password")]
+pub async fn forgot_password(
+    state: web::Data<AppState>,
+    body: web::Json<EmailRequest>,
+) -> ApiResult<HttpResponse> {
+    // The work runs after the answer, so its duration reveals nothing.
+    let state = state.into_inner();
+    let email = body.into_inner().email;
+    actix_web::rt::spawn(async move {
+        if let Err(err) = accounts::request_password_reset(&state, &email).await {
+            tracing::warn!(error = %err, "password reset request failed");
+        }
+    });
+    Ok(HttpResponse::Ok().json(Message::new(
+        "If an account exists for this address, a reset link has been sent",
+    )))
+}
+
+/// Sets a new password with a reset token (1 hour, single use); every session ends.
+#[utoipa::path(
+    tag = "auth",
+    request_body = ResetPasswordRequest,
+    responses(
+        (status = 200, body = Message),
+        (status = 400, body = crate::http::error::ErrorBody, description = "Invalid, used or expired token"),
+        (status = 422, body = crate::http::error::ErrorBody, description = "Password policy"),
+    )
+)]
+#[post("/api/auth/reset-password")]
+pub async fn reset_password(
+    state: web::Data<AppState>,
+    body: web::Json<ResetPasswordRequest>,
+) -> ApiResult<HttpResponse> {
+    check_password_policy(&body.new_password)
+        .map_err(|m| ApiError::invalid_field("new_password", m))?;
+    accounts::reset_password(&state, &body.token, &body.new_password).await?;
+    Ok(HttpResponse::Ok().json(Message::new("Password updated")))
+}
+
+/// Verifies the e-mail address with the token from the verification e-mail; sends the
+/// welcome e-mail.
+#[utoipa::path(
+    tag = "auth",
+    request_body = TokenRequest,
+    responses(
+        (status = 200, body = Message),
+        (status = 400, body = crate::http::error::ErrorBody, description = "Invalid, used or expired token"),
+    )
+)]
+#[post("/api/auth/verify-email")]
+pub async fn verify_email(
+    state: web::Data<AppState>,
+    body: web::Json<TokenRequest>,
+) -> ApiResult<HttpResponse> {
+    accounts::verify_email(&state, &body.token).await?;
+    Ok(HttpResponse::Ok().json(Message::new("E-mail verified")))
+}
+
+/// Sends the verification e-mail again: at most once per two minutes.
+#[utoipa::path(
+    tag = "auth",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = Message),
+        (status = 400, body = crate::http::error::ErrorBody, description = "Already verified"),
+        (status = 429, body = crate::http::error::ErrorBody, description = "Sent less than two minutes ago; see Retry-After"),
+    )
+)]
+#[post("/api/auth/send-verification-email")]
+pub async fn send_verification_email(
+    state: web::Data<AppState>,
+    auth: AuthUser,
+) -> ApiResult<HttpResponse> {
+    if auth.user.email_verified {
+        return Err(ApiError::bad_request(
+            "ALREADY_VERIFIED",
+            "This e-mail address is already verified",
+        ));
+    }
+    rate_limit::hit(
+        state.cache.as_ref(),
+        &accounts::resend_key(auth.id()),
+        1,
+        Duration::from_secs(120),
+    )
+    .await?;
+    accounts::send_verification(&state, &auth.user).await?;
+    Ok(HttpResponse::Ok().json(Message::new("Verification e-mail sent")))
+}
+
+fn parse_marketplace_role(raw: &str) -> ApiResult<Role> {
+    match Role::parse(raw) {
+        Some(role) if role.self_selectable() => Ok(role),
+        _ => Err(ApiError::invalid_field(
+            "role",
+            "must be empresa or experto",
+        )),
+    }
+}
+
+/// Adds `empresa` or `experto`; its profile is created afterwards.
+#[utoipa::path(
+    tag = "auth",
+    request_body = RoleRequest,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = UserView),
+        (status = 409, body = crate::http::error::ErrorBody, description = "Role already held"),
+        (status = 422, body = crate::http::error::ErrorBody),
+    )
+)]
+#[post("/api/auth/add-role")]
+pub async fn add_role(
+    state: web::Data<AppState>,
+    auth: AuthUser,
+    body: web::Json<RoleRequest>,
+) -> ApiResult<HttpResponse> {
+    let role = parse_marketplace_role(&body.role)?;
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    if !users::add_role(tx.exec(), auth.id(), role, now).await? {
+        return Err(ApiError::conflict(
+            "ROLE_EXISTS",
+            "You already have this role",
+        ));
+    }
+    crate::store::events::record(
+        tx.exec(),
+        crate::store::events::NewEvent {
+            kind: "user.role_added",
+            aggregate: "user",
+            aggregate_id: Some(auth.id()),
+            payload: serde_json::json!({ "user_id": auth.id(), "role": role }),
+        },
+        now,
+    )
+    .await?;
+    let user = users::find(tx.exec(), auth.id())
+        .await?
+        .ok_or_else(|| ApiError::not_found("User not found"))?;
+    tx.commit().await?;
+    state.outbox.wake();
+    Ok(HttpResponse::Ok().json(UserView::from(&user)))
+}
+
+/// Changes the active role to one the user has.
+#[utoipa::path(
+    tag = "auth",
+    request_body = RoleRequest,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = UserView),
+        (status = 403, body = crate::http::error::ErrorBody, description = "Role not held"),
+        (status = 422, body = crate::http::error::ErrorBody),
+    )
+)]
+#[post("/api/auth/switch-role")]
+pub async fn switch_role(
+    state: web::Data<AppState>,
+    auth: AuthUser,
+    body: web::Json<RoleRequest>,
+) -> ApiResult<HttpResponse> {
+    let role = Role::parse(&body.role)
+        .ok_or_else(|| ApiError::invalid_field("role", "must be empresa, experto or admin"))?;
+    if !auth.has_role(role) {
+        return Err(ApiError::new(
+            actix_web::http::StatusCode::FORBIDDEN,
+            "ROLE_NOT_ASSIGNED",
+            "You do not have this role",
+        ));
+    }
+    let mut conn = state.db.conn().await?;
+    users::set_active_role(conn.exec(), auth.id(), role, state.clock.now()).await?;
+    let user = users::find(conn.exec(), auth.id())
+        .await?
+        .ok_or_else(|| ApiError::not_found("User not found"))?;
+    Ok(HttpResponse::Ok().json(UserView::from(&user)))
+}
+
+/// Creates an administrator from an invitation token (single use, expiry honoured).
+#[utoipa::path(
+    tag = "auth",
+    request_body = AcceptInvitationRequest,
+    responses(
+        (status = 201, body = AcceptInvitationResponse),
+        (status = 400, body = crate::http::error::ErrorBody, description = "Invalid, used or expired invitation"),
+        (status = 409, body = crate::http::error::ErrorBody, description = "E-mail or username exists"),
+        (status = 422, body = crate::http::error::ErrorBody),
+    )
+)]
+#[post("/api/auth/accept-admin-invitation")]
+pub async fn accept_admin_invitation(
+    state: web::Data<AppState>,
+    body: web::Json<AcceptInvitationRequest>,
+) -> ApiResult<HttpResponse> {
+    let mut errors = Vec::new();
+    let username = Username::parse(&body.username)
+        .map_err(|m| errors.push(FieldError::new("username", m)))
+        .ok();
+    if body.password.chars().count() < 8 {
+        errors.push(FieldError::new("password", "must be at least 8 characters"));
+    } else if body.password.len() > 72 {
+        errors.push(FieldError::new("password", "must be at most 72 bytes"));
+    }
+    if body.token.trim().is_empty() {
+        errors.push(FieldError::new("token", "required"));
+    }
+    let (Some(username), true) = (username, errors.is_empty()) else {
+        return Err(ApiError::validation(errors));
+    };
+    let user =
+        accounts::accept_admin_invitation(&state, body.token.trim(), &username, &body.password)
+            .await
+            .map_err(|e| match e {
+                AccountError::ExpiredToken => {
+                    ApiError::bad_request("INVITATION_EXPIRED", "This invitation has expired")
+                }
+                AccountError::UsedToken => ApiError::bad_request(
+                    "INVITATION_USED",
+                    "This invitation has already been used",
+                ),
+                AccountError::InvalidToken => {
+                    ApiError::bad_request("INVALID_INVITATION", "This invitation is not valid")
+                }
+                other => other.into(),
+            })?;
+    Ok(HttpResponse::Created().json(AcceptInvitationResponse {
+        message: "Administrator account created".into(),
+        user: UserView::from(&user),
+    }))
+}

@@ -1,0 +1,316 @@
+//! `/api/users/*`: the caller's account, public user views and the outgoing webhook
+//! configuration.
+
+use actix_web::{HttpResponse, get, post, put, web};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::views::{Message, PublicUser, UserView};
+use crate::domain::token::random_token;
+use crate::domain::user::{EmailAddress, Username, check_password_policy};
+use crate::http::auth::{AuthUser, CsrfChecked};
+use crate::http::error::{ApiError, ApiResult, FieldError};
+use crate::state::AppState;
+use crate::store::{users, webhooks};
+use crate::workflows::accounts;
+
+#[derive(Deserialize, ToSchema)]
+pub struct UpdateMeRequest {
+    pub username: Option<String>,
+    pub is_active: Option<bool>,
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct ChangePasswordRequest {
+    pub current_password: String,
+    pub new_password: String,
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct ChangeEmailRequest {
+    pub new_email: String,
+    pub current_password: String,
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct WebhookConfigRequest {
+    /// HTTPS only.
+    pub url: Option<String>,
+    pub enabled: bool,
+    /// `JWT` (HS256 with the secret) or `none`.
+    pub auth_method: String,
+}
+
+/// The webhook configuration; the secret is read on its own route.
+#[derive(Serialize, ToSchema)]
+pub struct WebhookConfigView {
+    pub url: Option<String>,
+    pub enabled: bool,
+    pub auth_method: String,
+    pub has_secret: bool,
+    pub updated_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct WebhookSecret {
+    pub secret: String,
+}
+
+/// The caller's account.
+#[utoipa::path(tag = "users", security(("bearer" = [])), responses((status = 200, body = UserView), (status = 401, body = crate::http::error::ErrorBody)))]
+#[get("/api/users/me")]
+pub async fn me(auth: AuthUser) -> HttpResponse {
+    HttpResponse::Ok().json(UserView::from(&auth.user))
+}
+
+/// Updates username and/or `is_active` (CSRF protected).
+#[utoipa::path(
+    tag = "users",
+    request_body = UpdateMeRequest,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = UserView),
+        (status = 403, body = crate::http::error::ErrorBody, description = "CSRF check failed"),
+        (status = 409, body = crate::http::error::ErrorBody, description = "Username taken"),
+        (status = 422, body = crate::http::error::ErrorBody),
+    )
+)]
+#[put("/api/users/me")]
+pub async fn update_me(
+    state: web::Data<AppState>,
+    CsrfChecked(auth): CsrfChecked,
+    body: web::Json<UpdateMeRequest>,
+) -> ApiResult<HttpResponse> {
+    let username = body
+        .username
+        .as_deref()
+        .map(Username::parse)
+        .transpose()
+        .map_err(|m| ApiError::invalid_field("username", m))?;
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    if let Some(username) = &username
+        && username.as_str() != auth.user.username
+    {
+        if users::exists(tx.exec(), "", username.as_str()).await? {
+            return Err(ApiError::conflict(
+                "USERNAME_EXISTS",
+                "This username is taken",
+            ));
+        }
+        users::set_username(tx.exec(), auth.id(), username.as_str(), now)
+            .await
+            .map_err(|e| {
+                if e.is_unique_violation() {
+                    ApiError::conflict("USERNAME_EXISTS", "This username is taken")
+                } else {
+                    e.into()
+                }
+            })?;
+    }
+    if let Some(active) = body.is_active {
+        users::set_active(tx.exec(), auth.id(), active, now).await?;
+    }
+    let user = users::find(tx.exec(), auth.id())
+        .await?
+        .ok_or_else(|| ApiError::not_found("User not found"))?;
+    tx.commit().await?;
+    Ok(HttpResponse::Ok().json(UserView::from(&user)))
+}
+
+/// Changes the password; the current one is required; other sessions end (CSRF protected).
+#[utoipa::path(
+    tag = "users",
+    request_body = ChangePasswordRequest,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = Message),
+        (status = 400, body = crate::http::error::ErrorBody, description = "Current password wrong"),
+        (status = 403, body = crate::http::error::ErrorBody, description = "CSRF check failed"),
+        (status = 422, body = crate::http::error::ErrorBody, description = "Password policy"),
+    )
+)]
+#[post("/api/users/me/change-password")]
+pub async fn change_password(
+    state: web::Data<AppState>,
+    CsrfChecked(auth): CsrfChecked,
+    body: web::Json<ChangePasswordRequest>,
+) -> ApiResult<HttpResponse> {
+    check_password_policy(&body.new_password)
+        .map_err(|m| ApiError::invalid_field("new_password", m))?;
+    accounts::change_password(
+        &state,
+        &auth.user,
+        auth.session.id,
+        &body.current_password,
+        &body.new_password,
+    )
+    .await?;
+    Ok(HttpResponse::Ok().json(Message::new("Password changed")))
+}
+
+/// Changes the e-mail address; it becomes unverified and a verification goes to it (CSRF
+/// protected).
+#[utoipa::path(
+    tag = "users",
+    request_body = ChangeEmailRequest,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = UserView),
+        (status = 400, body = crate::http::error::ErrorBody, description = "Current password wrong"),
+        (status = 403, body = crate::http::error::ErrorBody, description = "CSRF check failed"),
+        (status = 409, body = crate::http::error::ErrorBody, description = "E-mail taken"),
+        (status = 422, body = crate::http::error::ErrorBody),
+    )
+)]
+#[put("/api/users/me/email")]
+pub async fn change_email(
+    state: web::Data<AppState>,
+    CsrfChecked(auth): CsrfChecked,
+    body: web::Json<ChangeEmailRequest>,
+) -> ApiResult<HttpResponse> {
+    let email = EmailAddress::parse(&body.new_email)
+        .map_err(|m| ApiError::invalid_field("new_email", m))?;
+    let user = accounts::change_email(&state, &auth.user, &email, &body.current_password).await?;
+    Ok(HttpResponse::Ok().json(UserView::from(&user)))
+}
+
+fn webhook_view(config: Option<webhooks::WebhookConfig>) -> WebhookConfigView {
+    match config {
+        Some(c) => WebhookConfigView {
+            url: c.url,
+            enabled: c.enabled,
+            auth_method: c.auth_method,
+            has_secret: !c.secret.is_empty(),
+            updated_at: Some(c.updated_at),
+        },
+        None => WebhookConfigView {
+            url: None,
+            enabled: false,
+            auth_method: "JWT".into(),
+            has_secret: false,
+            updated_at: None,
+        },
+    }
+}
+
+/// The caller's webhook configuration.
+#[utoipa::path(tag = "users", security(("bearer" = [])), responses((status = 200, body = WebhookConfigView)))]
+#[get("/api/users/me/webhook")]
+pub async fn get_webhook(state: web::Data<AppState>, auth: AuthUser) -> ApiResult<HttpResponse> {
+    let mut conn = state.db.conn().await?;
+    let config = webhooks::find(conn.exec(), auth.id()).await?;
+    Ok(HttpResponse::Ok().json(webhook_view(config)))
+}
+
+/// Sets the webhook URL (HTTPS only), whether it is enabled and how deliveries authenticate
+/// (CSRF protected). A secret is created with the first configuration.
+#[utoipa::path(
+    tag = "users",
+    request_body = WebhookConfigRequest,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = WebhookConfigView),
+        (status = 403, body = crate::http::error::ErrorBody, description = "CSRF check failed"),
+        (status = 422, body = crate::http::error::ErrorBody, description = "Not an HTTPS URL, or unknown method"),
+    )
+)]
+#[put("/api/users/me/webhook")]
+pub async fn put_webhook(
+    state: web::Data<AppState>,
+    CsrfChecked(auth): CsrfChecked,
+    body: web::Json<WebhookConfigRequest>,
+) -> ApiResult<HttpResponse> {
+    let mut errors = Vec::new();
+    let url = body.url.as_deref().map(str::trim).filter(|u| !u.is_empty());
+    if let Some(url) = url {
+        match url::Url::parse(url) {
+            Ok(parsed)
+                if parsed.scheme() == "https"
+                    && parsed.host_str().is_some()
+                    && url.len() <= 2048 => {}
+            _ => errors.push(FieldError::new("url", "must be an HTTPS URL")),
+        }
+    } else if body.enabled {
+        errors.push(FieldError::new(
+            "url",
+            "required when the webhook is enabled",
+        ));
+    }
+    if !matches!(body.auth_method.as_str(), "JWT" | "none") {
+        errors.push(FieldError::new("auth_method", "must be JWT or none"));
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors));
+    }
+    let mut conn = state.db.conn().await?;
+    webhooks::upsert(
+        conn.exec(),
+        auth.id(),
+        url,
+        body.enabled,
+        &body.auth_method,
+        &random_token(32),
+        state.clock.now(),
+    )
+    .await?;
+    let config = webhooks::find(conn.exec(), auth.id()).await?;
+    Ok(HttpResponse::Ok().json(webhook_view(config)))
+}
+
+/// The caller's current webhook signing secret (created if there is none).
+#[utoipa::path(tag = "users", security(("bearer" = [])), responses((status = 200, body = WebhookSecret)))]
+#[get("/api/users/me/webhook/secret")]
+pub async fn get_webhook_secret(
+    state: web::Data<AppState>,
+    auth: AuthUser,
+) -> ApiResult<HttpResponse> {
+    let mut conn = state.db.conn().await?;
+    let secret = match webhooks::find(conn.exec(), auth.id()).await? {
+        Some(config) => config.secret,
+        None => {
+            let secret = random_token(32);
+            webhooks::set_secret(conn.exec(), auth.id(), &secret, state.clock.now()).await?;
+            secret
+        }
+    };
+    Ok(HttpResponse::Ok().json(WebhookSecret { secret }))
+}
+
+/// Replaces the webhook signing secret (CSRF protected).
+#[utoipa::path(
+    tag = "users",
+    security(("bearer" = [])),
+    responses((status = 200, body = WebhookSecret), (status = 403, body = crate::http::error::ErrorBody))
+)]
+#[post("/api/users/me/webhook/secret")]
+pub async fn regenerate_webhook_secret(
+    state: web::Data<AppState>,
+    CsrfChecked(auth): CsrfChecked,
+) -> ApiResult<HttpResponse> {
+    let secret = random_token(32);
+    let mut conn = state.db.conn().await?;
+    webhooks::set_secret(conn.exec(), auth.id(), &secret, state.clock.now()).await?;
+    Ok(HttpResponse::Ok().json(WebhookSecret { secret }))
+}
+
+/// Another user's public view: no e-mail, no flags.
+#[utoipa::path(
+    tag = "users",
+    params(("id" = i64, Path)),
+    security(("bearer" = [])),
+    responses((status = 200, body = PublicUser), (status = 404, body = crate::http::error::ErrorBody))
+)]
+#[get("/api/users/{id}")]
+pub async fn public_user(
+    state: web::Data<AppState>,
+    _auth: AuthUser,
+    id: web::Path<i64>,
+) -> ApiResult<HttpResponse> {
+    let mut conn = state.db.conn().await?;
+    let user = users::find(conn.exec(), id.into_inner())
+        .await?
+        .filter(|u| u.is_active)
+        .ok_or_else(|| ApiError::not_found("User not found"))?;
+    Ok(HttpResponse::Ok().json(PublicUser::from(&user)))
+}

@@ -1,0 +1,117 @@
+//! Operational routes: health, metrics and the OpenAPI document.
+
+use actix_web::{HttpResponse, get, web};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::metrics::{render_actors, render_single};
+use crate::state::AppState;
+
+#[derive(Serialize, ToSchema)]
+pub struct DependencyHealth {
+    /// `ok` or `error`.
+    pub status: &'static str,
+    /// The engine or backend in use (`sqlite`, `postgres`, `memory`, `redis`).
+    pub backend: &'static str,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Health {
+    /// `ok` when every dependency answers, `degraded` when the cache does not, `unavailable`
+    /// when the database does not.
+    pub status: &'static str,
+    pub version: &'static str,
+    pub database: DependencyHealth,
+    pub cache: DependencyHealth,
+}
+
+/// Application status with database and cache reachability.
+#[utoipa::path(
+    tag = "system",
+    responses(
+        (status = 200, description = "The database answers", body = Health),
+        (status = 503, description = "The database does not answer", body = Health),
+    )
+)]
+#[get("/health")]
+pub async fn health(state: web::Data<AppState>) -> HttpResponse {
+    let timeout = std::time::Duration::from_secs(3);
+    let (db, cache) = tokio::join!(
+        tokio::time::timeout(timeout, state.db.ping()),
+        tokio::time::timeout(timeout, state.cache.ping()),
+    );
+    let db_ok = matches!(db, Ok(Ok(())));
+    let cache_ok = matches!(cache, Ok(Ok(())));
+    let body = Health {
+        status: match (db_ok, cache_ok) {
+            (true, true) => "ok",
+            (true, false) => "degraded",
+            (false, _) => "unavailable",
+        },
+        version: env!("CARGO_PKG_VERSION"),
+        database: DependencyHealth {
+            status: if db_ok { "ok" } else { "error" },
+            backend: state.db.engine(),
+        },
+        cache: DependencyHealth {
+            status: if cache_ok { "ok" } else { "error" },
+            backend: state.cache.backend(),
+        },
+    };
+    if db_ok {
+        HttpResponse::Ok().json(body)
+    } else {
+        HttpResponse::ServiceUnavailable().json(body)
+    }
+}
+
+/// Prometheus text: HTTP requests, actors, database pool and outbox backlog.
+#[utoipa::path(
+    tag = "system",
+    responses((status = 200, description = "Prometheus text format", content_type = "text/plain"))
+)]
+#[get("/metrics")]
+pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    let mut out = String::with_capacity(16 * 1024);
+    state.http_metrics.render(&mut out);
+    render_actors(&mut out);
+    let (size, idle) = state.db.pool_stats();
+    render_single(
+        &mut out,
+        "db_pool_connections",
+        "gauge",
+        "Open database connections.",
+        f64::from(size),
+    );
+    render_single(
+        &mut out,
+        "db_pool_idle_connections",
+        "gauge",
+        "Idle database connections.",
+        idle as f64,
+    );
+    if let Ok(mut conn) = state.db.conn().await
+        && let Ok(pending) = crate::store::events::pending_count(conn.exec()).await
+    {
+        render_single(
+            &mut out,
+            "outbox_pending_events",
+            "gauge",
+            "Events not yet dispatched.",
+            pending as f64,
+        );
+    }
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4; charset=utf-8")
+        .body(out)
+}
+
+/// This document.
+#[utoipa::path(
+    tag = "system",
+    responses((status = 200, description = "OpenAPI 3 document of every route", content_type = "application/json"))
+)]
+#[get("/openapi.json")]
+pub async fn openapi(doc: web::Data<utoipa::openapi::OpenApi>) -> HttpResponse {
+    HttpResponse::Ok().json(doc.get_ref())
+}

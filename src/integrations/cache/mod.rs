@@ -1,0 +1,114 @@
+//! Shared cache store: refresh-token blacklist, rate-limit counters shared by several
+//! instances, "at most once per interval" guards and pub/sub between instances.
+//!
+//! Two backends implement [`Cache`]: [`MemoryCache`] for a single instance (the default)
+//! and [`RedisCache`] when several instances share state. Keys are used as given; callers
+//! namespace them. Keys may hold token hashes, so they never appear in errors or logs.
+
+mod error;
+mod memory;
+mod prefixed;
+mod redis;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::stream::BoxStream;
+
+pub use self::error::CacheError;
+pub use self::memory::MemoryCache;
+pub use self::prefixed::Prefixed;
+pub use self::redis::RedisCache;
+
+/// The state of a fixed-window counter right after a [`Cache::hit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowCount {
+    /// Hits counted in the current window, this one included.
+    pub count: u64,
+    /// Time until the window ends and the count starts again from zero.
+    pub resets_in: Duration,
+}
+
+/// A shared key-value store with expiring entries, window counters and pub/sub.
+///
+/// Every operation is atomic with respect to concurrent callers, also across instances
+/// sharing one Redis. Durations (TTL, window) must be at least one millisecond; they are
+/// rounded up to whole milliseconds.
+#[async_trait::async_trait]
+pub trait Cache: Send + Sync + 'static {
+    /// The value stored under `key`, or `None` when absent or expired.
+    async fn get(&self, key: &str) -> Result<Option<String>, CacheError>;
+
+    /// Stores `value` under `key` for `ttl`, replacing any previous value and TTL.
+    async fn set(&self, key: &str, value: &str, ttl: Duration) -> Result<(), CacheError>;
+
+    /// Sets only when absent; true when this call set it. Atomic.
+    async fn set_if_absent(
+        &self,
+        key: &str,
+        value: &str,
+        ttl: Duration,
+    ) -> Result<bool, CacheError>;
+
+    /// Removes `key`; removing an absent key is not an error.
+    async fn delete(&self, key: &str) -> Result<(), CacheError>;
+
+    /// Counts one hit in a fixed window that starts at the first hit of the key; atomic.
+    ///
+    /// The counter lives under `key` itself (as a decimal string), so `get` reads it and
+    /// `delete` resets it.
+    async fn hit(&self, key: &str, window: Duration) -> Result<WindowCount, CacheError>;
+
+    /// Sends `payload` to every current subscriber of `channel` (none is fine).
+    async fn publish(&self, channel: &str, payload: &str) -> Result<(), CacheError>;
+
+    /// Every message published on `channel` after this call returns, in order.
+    ///
+    /// The stream ends if the backend connection is lost; the caller may subscribe again.
+    async fn subscribe(&self, channel: &str) -> Result<BoxStream<'static, String>, CacheError>;
+
+    /// Checks that the backend answers.
+    async fn ping(&self) -> Result<(), CacheError>;
+
+    /// `"memory"` or `"redis"`, for health output and logs.
+    fn backend(&self) -> &'static str;
+}
+
+/// Opens the cache the configuration asks for: Redis when `redis_url` is given,
+/// memory otherwise.
+pub async fn connect(redis_url: Option<&str>) -> Result<Arc<dyn Cache>, CacheError> {
+    let cache: Arc<dyn Cache> = match redis_url {
+        Some(url) => Arc::new(RedisCache::connect(url).await?),
+        None => Arc::new(MemoryCache::new()),
+    };
+    Ok(cache)
+}
+
+/// [`connect`], with every key and channel under `prefix`.
+pub async fn connect_prefixed(
+    redis_url: Option<&str>,
+    prefix: &str,
+) -> Result<Arc<dyn Cache>, CacheError> {
+    let cache: Arc<dyn Cache> = Arc::new(Prefixed::new(connect(redis_url).await?, prefix));
+    // The URL may carry a password: only the backend name is logged.
+    tracing::info!(backend = cache.backend(), "cache ready");
+    Ok(cache)
+}
+
+/// Longest TTL or window accepted; longer ones are shortened to it so that deadline
+/// arithmetic cannot overflow.
+const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+
+/// Validates a TTL or window and rounds it up to whole milliseconds, the unit of Redis.
+fn whole_millis(duration: Duration) -> Result<Duration, CacheError> {
+    if duration.is_zero() {
+        return Err(CacheError::InvalidDuration);
+    }
+    let duration = duration.min(MAX_DURATION);
+    let millis = duration.as_nanos().div_ceil(1_000_000);
+    let millis = u64::try_from(millis).unwrap_or(u64::MAX);
+    Ok(Duration::from_millis(millis))
+}
+
+#[cfg(test)]
+mod tests;

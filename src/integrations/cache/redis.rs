@@ -1,0 +1,185 @@
+//! Redis-backed cache shared by several instances.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Client, RedisError, Value};
+
+use super::{Cache, CacheError, WindowCount, whole_millis};
+
+/// Limit for opening a connection (commands and each subscription).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Limit for one command's answer.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Reconnection attempts of the command connection before a command fails.
+const RECONNECT_ATTEMPTS: usize = 3;
+
+/// Counts a hit and starts the window on the first one, in one atomic step (a Lua
+/// script runs without interruption). Sent with `EVAL`, which Redis caches by digest.
+///
+/// Returns `{count, milliseconds left}`. A counter found without expiry (written by
+/// something else) gets the window too, so it can never stick forever.
+const HIT_SCRIPT: &str = r"
+local count = redis.call('INCR', KEYS[1])
+if count == 1 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+end
+local left = redis.call('PTTL', KEYS[1])
+if left < 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  left = tonumber(ARGV[1])
+end
+return {count, left}
+";
+
+/// Cache in a Redis server: commands share one self-healing [`ConnectionManager`], and
+/// each subscription has a dedicated connection.
+pub struct RedisCache {
+    client: Client,
+    commands: ConnectionManager,
+}
+
+impl RedisCache {
+    /// Connects to the Redis at `url` (`redis://[user:password@]host[:port][/db]`) and
+    /// checks that it answers.
+    pub async fn connect(url: &str) -> Result<Self, CacheError> {
+        let client = Client::open(url).map_err(|error| connect_error(&error))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(CONNECT_TIMEOUT))
+            .set_response_timeout(Some(RESPONSE_TIMEOUT))
+            .set_number_of_retries(RECONNECT_ATTEMPTS);
+        let commands = client
+            .get_connection_manager_with_config(config)
+            .await
+            .map_err(|error| connect_error(&error))?;
+        let cache = Self { client, commands };
+        cache.ping().await?;
+        Ok(cache)
+    }
+
+    async fn query<T: redis::FromRedisValue>(
+        &self,
+        operation: &'static str,
+        command: &redis::Cmd,
+    ) -> Result<T, CacheError> {
+        // Clones share the underlying multiplexed connection.
+        let mut connection = self.commands.clone();
+        command
+            .query_async(&mut connection)
+            .await
+            .map_err(|error| operation_error(operation, &error))
+    }
+}
+
+/// Redis errors name the failure and the server's answer, never the command's
+/// arguments, so their text is safe to keep.
+fn connect_error(error: &RedisError) -> CacheError {
+    CacheError::Connect(error.to_string())
+}
+
+fn operation_error(operation: &'static str, error: &RedisError) -> CacheError {
+    CacheError::Operation {
+        operation,
+        detail: error.to_string(),
+    }
+}
+
+/// Milliseconds for `PX`/`PEXPIRE`; `whole_millis` bounds the value far below `u64::MAX`.
+fn millis(duration: Duration) -> Result<u64, CacheError> {
+    let duration = whole_millis(duration)?;
+    Ok(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
+}
+
+#[async_trait::async_trait]
+impl Cache for RedisCache {
+    async fn get(&self, key: &str) -> Result<Option<String>, CacheError> {
+        self.query("get", redis::cmd("GET").arg(key)).await
+    }
+
+    async fn set(&self, key: &str, value: &str, ttl: Duration) -> Result<(), CacheError> {
+        let ttl = millis(ttl)?;
+        let command = redis::cmd("SET")
+            .arg(key)
+            .arg(value)
+            .arg("PX")
+            .arg(ttl)
+            .clone();
+        self.query::<()>("set", &command).await
+    }
+
+    async fn set_if_absent(
+        &self,
+        key: &str,
+        value: &str,
+        ttl: Duration,
+    ) -> Result<bool, CacheError> {
+        let ttl = millis(ttl)?;
+        let command = redis::cmd("SET")
+            .arg(key)
+            .arg(value)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl)
+            .clone();
+        // `OK` when set, nil when the key already existed.
+        let answer: Value = self.query("set_if_absent", &command).await?;
+        Ok(!matches!(answer, Value::Nil))
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), CacheError> {
+        self.query::<()>("delete", redis::cmd("DEL").arg(key)).await
+    }
+
+    async fn hit(&self, key: &str, window: Duration) -> Result<WindowCount, CacheError> {
+        let window = millis(window)?;
+        let command = redis::cmd("EVAL")
+            .arg(HIT_SCRIPT)
+            .arg(1)
+            .arg(key)
+            .arg(window)
+            .clone();
+        let (count, left_millis): (u64, u64) = self.query("hit", &command).await?;
+        Ok(WindowCount {
+            count,
+            resets_in: Duration::from_millis(left_millis),
+        })
+    }
+
+    async fn publish(&self, channel: &str, payload: &str) -> Result<(), CacheError> {
+        let command = redis::cmd("PUBLISH").arg(channel).arg(payload).clone();
+        self.query::<()>("publish", &command).await
+    }
+
+    async fn subscribe(&self, channel: &str) -> Result<BoxStream<'static, String>, CacheError> {
+        // A connection in subscribed mode cannot run other commands: one per subscription.
+        let mut pubsub = tokio::time::timeout(CONNECT_TIMEOUT, self.client.get_async_pubsub())
+            .await
+            .map_err(|_| CacheError::Connect("timed out opening a subscription".to_owned()))?
+            .map_err(|error| connect_error(&error))?;
+        // Returns once the server has confirmed the subscription.
+        pubsub
+            .subscribe(channel)
+            .await
+            .map_err(|error| operation_error("subscribe", &error))?;
+        let messages = pubsub.into_on_message().filter_map(|message| async move {
+            match message.get_payload::<String>() {
+                Ok(payload) => Some(payload),
+                Err(_) => {
+                    tracing::warn!("dropped a pub/sub message that is not UTF-8");
+                    None
+                }
+            }
+        });
+        Ok(messages.boxed())
+    }
+
+    async fn ping(&self) -> Result<(), CacheError> {
+        self.query::<()>("ping", &redis::cmd("PING")).await
+    }
+
+    fn backend(&self) -> &'static str {
+        "redis"
+    }
+}

@@ -1,0 +1,55 @@
+//! Delivery into a directory, one `.eml` file per message: the default when no SMTP
+//! server is configured, and what black-box tests read (see [`super::outbox_reader`]).
+
+use std::path::{Path, PathBuf};
+
+use super::{Email, MailError, MailTransport, message};
+
+/// Writes each message as an RFC 5322 file `<UTC time with micros>-<random>.eml`, so
+/// names sort by time and never collide.
+///
+/// The file is written under a hidden temporary name and then renamed, so a reader
+/// never sees half a message.
+#[derive(Debug, Clone)]
+pub struct FileOutbox {
+    /// Directory that receives the files; created on first use.
+    pub dir: PathBuf,
+}
+
+impl FileOutbox {
+    /// An outbox writing into `dir`.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+}
+
+/// `20250102T030405.123456Z-9f1c2b3a4d5e6f70`: sortable by time, unique by chance.
+fn unique_stem() -> String {
+    let now = chrono::Utc::now().format("%Y%m%dT%H%M%S%.6fZ");
+    format!("{now}-{:016x}", rand::random::<u64>())
+}
+
+async fn write_atomically(dir: &Path, stem: &str, contents: &[u8]) -> std::io::Result<PathBuf> {
+    tokio::fs::create_dir_all(dir).await?;
+    let temporary = dir.join(format!(".{stem}.tmp"));
+    let path = dir.join(format!("{stem}.eml"));
+    tokio::fs::write(&temporary, contents).await?;
+    if let Err(error) = tokio::fs::rename(&temporary, &path).await {
+        // Do not leave the partial file behind; the rename error is the one that matters.
+        let _ = tokio::fs::remove_file(&temporary).await;
+        return Err(error);
+    }
+    Ok(path)
+}
+
+#[async_trait::async_trait]
+impl MailTransport for FileOutbox {
+    async fn send(&self, from: &str, email: &Email) -> Result<(), MailError> {
+        let contents = message::build(from, email)?.formatted();
+        let path = write_atomically(&self.dir, &unique_stem(), &contents)
+            .await
+            .map_err(MailError::Outbox)?;
+        tracing::debug!(to = %email.to, file = %path.display(), "mail written to the outbox");
+        Ok(())
+    }
+}

@@ -1,0 +1,55 @@
+//! Transactional e-mail: [`Template`]s rendered by the [`Mailer`] and handed to a
+//! [`MailTransport`]: [`SmtpTransport`] when `SMTP_URL` is set, otherwise a
+//! [`FileOutbox`] that writes one `.eml` file per message.
+//!
+//! Message bodies carry tokens (verification, reset, invitation links), so neither
+//! errors nor logs ever hold them; logs name the recipient and the template only.
+
+mod error;
+mod file_outbox;
+mod mailer;
+mod message;
+pub mod outbox_reader;
+mod smtp;
+mod templates;
+
+use std::fmt;
+
+pub use self::error::MailError;
+pub use self::file_outbox::FileOutbox;
+pub use self::mailer::Mailer;
+pub use self::smtp::SmtpTransport;
+pub use self::templates::{RenderedMail, Template};
+
+/// One message ready to send.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Email {
+    /// Recipient address, e.g. `ana@example.com` or `Ana <ana@example.com>`.
+    pub to: String,
+    /// Subject line.
+    pub subject: String,
+    /// Plain-text body, always sent.
+    pub text: String,
+    /// HTML alternative of the body, sent as well when present.
+    pub html: Option<String>,
+}
+
+/// Leaves the bodies out: they may contain tokens.
+impl fmt::Debug for Email {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Email")
+            .field("to", &self.to)
+            .field("subject", &self.subject)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Delivers e-mail somewhere: an SMTP server, a directory, a test double.
+#[async_trait::async_trait]
+pub trait MailTransport: Send + Sync {
+    /// Sends `email` with `from` (an address, optionally with a display name) as sender.
+    async fn send(&self, from: &str, email: &Email) -> Result<(), MailError>;
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,4 @@
+//! Everything that talks to the outside world: cache, mail, payment processor, CRM.
+
+pub mod cache;
+pub mod mail;

@@ -1,0 +1,150 @@
+//! Builds the running service from its settings: database, cache, mail, background jobs and
+//! the HTTP server.
+
+use actix_web::dev::Server;
+use actix_web::middleware::{NormalizePath, TrailingSlash, from_fn};
+use actix_web::{App, HttpServer, web};
+use anyhow::Context as _;
+use std::net::TcpListener;
+use std::sync::Arc;
+use utoipa::OpenApi as _;
+use utoipa_actix_web::AppExt as _;
+
+use crate::clock::Clock;
+use crate::config::Settings;
+use crate::http;
+use crate::integrations::{cache, mail};
+use crate::state::AppState;
+use crate::store::Db;
+use crate::workflows::auth::AuthService;
+use crate::workflows::outbox::{Dispatcher, Outbox};
+
+/// A built service, bound to its port, not yet serving.
+pub struct Application {
+    port: u16,
+    server: Server,
+    state: AppState,
+}
+
+impl Application {
+    /// Opens every dependency and binds the listener (port 0 picks a free one).
+    pub async fn build(settings: Settings) -> anyhow::Result<Self> {
+        Self::build_with_clock(settings, Clock::system()).await
+    }
+
+    pub async fn build_with_clock(mut settings: Settings, clock: Clock) -> anyhow::Result<Self> {
+        settings
+            .resolve_jwt_secret()
+            .context("cannot keep the development JWT secret under DATA_DIR")?;
+        let settings = Arc::new(settings);
+
+        let db = Db::connect(&settings.database)
+            .await
+            .context("cannot open the database")?;
+        let cache = cache::connect_prefixed(
+            settings.redis_url.as_ref().map(|s| s.expose()),
+            &settings.cache_prefix,
+        )
+        .await
+        .context("cannot reach the cache (REDIS_URL)")?;
+        let mailer = build_mailer(&settings)?;
+
+        let dispatcher = Dispatcher::new(db.clone(), clock.clone(), Vec::new());
+        let outbox = Outbox::start(dispatcher, std::time::Duration::from_secs(1));
+
+        let auth = Arc::new(AuthService::new(
+            &settings,
+            db.clone(),
+            cache.clone(),
+            clock.clone(),
+        ));
+        let state = AppState {
+            settings: settings.clone(),
+            db,
+            cache,
+            mailer,
+            clock,
+            auth,
+            outbox,
+            http_metrics: Arc::default(),
+        };
+
+        let listener = TcpListener::bind(settings.bind_addr)
+            .with_context(|| format!("cannot bind {}", settings.bind_addr))?;
+        let port = listener.local_addr()?.port();
+        let server = run(listener, state.clone(), settings.workers)?;
+        Ok(Self {
+            port,
+            server,
+            state,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// A handle that stops the server.
+    pub fn server_handle(&self) -> actix_web::dev::ServerHandle {
+        self.server.handle()
+    }
+
+    pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        let result = self.server.await;
+        self.state.outbox.stop();
+        result
+    }
+}
+
+fn build_mailer(settings: &Settings) -> anyhow::Result<mail::Mailer> {
+    let transport: Arc<dyn mail::MailTransport> = match &settings.smtp_url {
+        Some(url) => {
+            Arc::new(mail::SmtpTransport::from_url(url.expose()).context("invalid SMTP_URL")?)
+        }
+        None => Arc::new(mail::FileOutbox::new(settings.mail_outbox_dir.clone())),
+    };
+    Ok(mail::Mailer::new(
+        transport,
+        settings.mail_from.clone(),
+        settings.frontend_url.clone(),
+    )?)
+}
+
+/// The OpenAPI document of every mounted route, as `/openapi.json` serves it.
+pub fn openapi_document() -> utoipa::openapi::OpenApi {
+    let (_, api) = App::new()
+        .into_utoipa_app()
+        .openapi(http::ApiDoc::openapi())
+        .configure(http::configure)
+        .split_for_parts();
+    api
+}
+
+fn run(listener: TcpListener, state: AppState, workers: Option<usize>) -> anyhow::Result<Server> {
+    let data = web::Data::new(state);
+    let openapi = web::Data::new(openapi_document());
+    let mut server = HttpServer::new(move || {
+        let (app, _) = App::new()
+            .into_utoipa_app()
+            .openapi(http::ApiDoc::openapi())
+            .configure(http::configure)
+            .split_for_parts();
+        app.app_data(data.clone())
+            .app_data(openapi.clone())
+            .configure(http::extractor_configs)
+            .default_service(web::to(http::no_route))
+            // Outermost last: the request context sees the final status of everything inside.
+            .wrap(from_fn(http::rate_limit::global_limit))
+            .wrap(NormalizePath::new(TrailingSlash::Trim))
+            .wrap(from_fn(http::middleware::request_context))
+    })
+    .listen(listener)?;
+    if let Some(workers) = workers {
+        server = server.workers(workers);
+    }
+    Ok(server.run())
+}

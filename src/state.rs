@@ -1,0 +1,24 @@
+//! What every handler shares.
+
+use std::sync::Arc;
+
+use crate::clock::Clock;
+use crate::config::Settings;
+use crate::http::metrics::HttpMetrics;
+use crate::integrations::cache::Cache;
+use crate::integrations::mail::Mailer;
+use crate::store::Db;
+use crate::workflows::auth::AuthService;
+use crate::workflows::outbox::Outbox;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub settings: Arc<Settings>,
+    pub db: Db,
+    pub cache: Arc<dyn Cache>,
+    pub mailer: Mailer,
+    pub clock: Clock,
+    pub auth: Arc<AuthService>,
+    pub outbox: Outbox,
+    pub http_metrics: Arc<HttpMetrics>,
+}

@@ -1,0 +1,143 @@
+//! The events outbox (DESIGN §4): a transition writes its domain events in the same
+//! transaction as its state change; the dispatcher delivers them afterwards.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::types::Json;
+
+use super::{Exec, StoreResult};
+use crate::on_exec;
+
+/// A stored domain event.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Event {
+    pub id: i64,
+    pub kind: String,
+    pub aggregate: String,
+    pub aggregate_id: Option<i64>,
+    pub payload: Json<Value>,
+    pub created_at: DateTime<Utc>,
+    pub available_at: DateTime<Utc>,
+    pub attempts: i64,
+}
+
+/// What a transition records; `kind` names it (`payment.held`, `user.registered`, …).
+#[derive(Debug, Clone)]
+pub struct NewEvent<'a> {
+    pub kind: &'a str,
+    pub aggregate: &'a str,
+    pub aggregate_id: Option<i64>,
+    pub payload: Value,
+}
+
+/// Writes an event; it is delivered only if the surrounding transaction commits.
+pub async fn record(mut ex: Exec<'_>, event: NewEvent<'_>, now: DateTime<Utc>) -> StoreResult<i64> {
+    let id: i64 = on_exec!(ex.re(), c => sqlx::query_scalar(
+        "INSERT INTO events (kind, aggregate, aggregate_id, payload, created_at, available_at, attempts)
+         VALUES ($1, $2, $3, $4, $5, $5, 0) RETURNING id",
+    )
+    .bind(event.kind)
+    .bind(event.aggregate)
+    .bind(event.aggregate_id)
+    .bind(Json(&event.payload))
+    .bind(now)
+    .fetch_one(c)
+    .await)?;
+    Ok(id)
+}
+
+/// Events not yet dispatched whose next attempt is due, oldest first.
+pub async fn due(ex: Exec<'_>, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Event>> {
+    Ok(on_exec!(ex, c => sqlx::query_as::<_, Event>(
+        "SELECT id, kind, aggregate, aggregate_id, payload, created_at, available_at, attempts
+         FROM events WHERE dispatched_at IS NULL AND available_at <= $1
+         ORDER BY id LIMIT $2",
+    )
+    .bind(now)
+    .bind(limit)
+    .fetch_all(c)
+    .await)?)
+}
+
+/// Claims an event for `lease_until`: a conditional update, so of several dispatchers (other
+/// instances) exactly one wins each attempt.
+pub async fn claim(ex: Exec<'_>, event: &Event, lease_until: DateTime<Utc>) -> StoreResult<bool> {
+    let done = on_exec!(ex, c => sqlx::query(
+        "UPDATE events SET available_at = $1
+         WHERE id = $2 AND available_at = $3 AND dispatched_at IS NULL",
+    )
+    .bind(lease_until)
+    .bind(event.id)
+    .bind(event.available_at)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(done == 1)
+}
+
+/// Consumers that already handled the event: they are never run again for it.
+pub async fn delivered_consumers(ex: Exec<'_>, event_id: i64) -> StoreResult<Vec<String>> {
+    Ok(on_exec!(ex, c => sqlx::query_scalar(
+        "SELECT consumer FROM event_deliveries WHERE event_id = $1",
+    )
+    .bind(event_id)
+    .fetch_all(c)
+    .await)?)
+}
+
+pub async fn mark_delivered(
+    ex: Exec<'_>,
+    event_id: i64,
+    consumer: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
+    on_exec!(ex, c => sqlx::query(
+        "INSERT INTO event_deliveries (event_id, consumer, delivered_at) VALUES ($1, $2, $3)
+         ON CONFLICT DO NOTHING",
+    )
+    .bind(event_id)
+    .bind(consumer)
+    .bind(now)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(())
+}
+
+pub async fn mark_dispatched(ex: Exec<'_>, event_id: i64, now: DateTime<Utc>) -> StoreResult<()> {
+    on_exec!(ex, c => sqlx::query("UPDATE events SET dispatched_at = $1 WHERE id = $2")
+        .bind(now)
+        .bind(event_id)
+        .execute(c)
+        .await
+        .map(|r| r.rows_affected()))?;
+    Ok(())
+}
+
+/// Records a failed attempt and when to try again.
+pub async fn mark_failed(
+    ex: Exec<'_>,
+    event_id: i64,
+    error: &str,
+    retry_at: DateTime<Utc>,
+) -> StoreResult<()> {
+    on_exec!(ex, c => sqlx::query(
+        "UPDATE events SET attempts = attempts + 1, last_error = $1, available_at = $2 WHERE id = $3",
+    )
+    .bind(error)
+    .bind(retry_at)
+    .bind(event_id)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(())
+}
+
+/// Number of events still waiting, for `/metrics`.
+pub async fn pending_count(ex: Exec<'_>) -> StoreResult<i64> {
+    Ok(on_exec!(ex, c => sqlx::query_scalar(
+        "SELECT COUNT(*) FROM events WHERE dispatched_at IS NULL",
+    )
+    .fetch_one(c)
+    .await)?)
+}

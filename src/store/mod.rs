@@ -1,0 +1,262 @@
+//! Storage: one code path for SQLite and PostgreSQL (DESIGN §2).
+//!
+//! Query text is written once with `$N` placeholders; [`on_exec!`] compiles each query for
+//! both engines. Store modules hold SQL only, no business rules. Every function takes an
+//! [`Exec`], obtained from a pooled [`Conn`] for reads or from a [`Tx`] for writes that must
+//! commit together (state change plus its events).
+
+use sqlx::pool::PoolConnection;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{PgConnection, PgPool, Postgres, Sqlite, SqliteConnection, SqlitePool, Transaction};
+use std::str::FromStr as _;
+use std::time::Duration;
+
+use crate::config::DatabaseTarget;
+
+pub mod events;
+pub mod invitations;
+pub mod sessions;
+pub mod tokens;
+pub mod users;
+pub mod webhooks;
+
+/// Runs the same query code on whichever engine backs an [`Exec`]:
+/// `on_exec!(ex, c => sqlx::query("…").bind(x).execute(c).await)`.
+#[macro_export]
+macro_rules! on_exec {
+    ($exec:expr, $conn:ident => $body:expr) => {
+        match $exec {
+            $crate::store::Exec::Postgres($conn) => $body,
+            $crate::store::Exec::Sqlite($conn) => $body,
+        }
+    };
+}
+
+static PG_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
+static SQLITE_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Sqlx(#[from] sqlx::Error),
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("cannot prepare the database directory: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl StoreError {
+    /// A unique constraint refused the write (a duplicate).
+    pub fn is_unique_violation(&self) -> bool {
+        matches!(self, Self::Sqlx(sqlx::Error::Database(e)) if e.is_unique_violation())
+    }
+
+    /// The database was busy or locked past its timeout, or a serialisation conflict: the
+    /// caller may try again.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Sqlx(sqlx::Error::Database(e)) => {
+                let code = e.code().unwrap_or_default();
+                // SQLite: 5 BUSY, 6 LOCKED (and extended codes); PostgreSQL: serialization
+                // failure and deadlock.
+                code == "5"
+                    || code == "6"
+                    || code.ends_with("_BUSY")
+                    || code == "40001"
+                    || code == "40P01"
+            }
+            Self::Sqlx(sqlx::Error::PoolTimedOut) => true,
+            _ => false,
+        }
+    }
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// The database pool of either engine.
+#[derive(Clone, Debug)]
+pub enum Db {
+    Postgres(PgPool),
+    Sqlite(SqlitePool),
+}
+
+/// A pooled connection, for reads that need no transaction.
+pub enum Conn {
+    Postgres(PoolConnection<Postgres>),
+    Sqlite(PoolConnection<Sqlite>),
+}
+
+/// A transaction. On SQLite it began `IMMEDIATE`, so two writers queue on the busy timeout
+/// instead of failing when a read lock cannot be upgraded.
+pub enum Tx {
+    Postgres(Transaction<'static, Postgres>),
+    Sqlite(Transaction<'static, Sqlite>),
+}
+
+/// A borrowed connection of either engine: what store functions run queries on.
+pub enum Exec<'c> {
+    Postgres(&'c mut PgConnection),
+    Sqlite(&'c mut SqliteConnection),
+}
+
+impl Exec<'_> {
+    /// Reborrows, so one function can run several queries on the same connection.
+    pub fn re(&mut self) -> Exec<'_> {
+        match self {
+            Exec::Postgres(c) => Exec::Postgres(c),
+            Exec::Sqlite(c) => Exec::Sqlite(c),
+        }
+    }
+}
+
+impl Conn {
+    pub fn exec(&mut self) -> Exec<'_> {
+        match self {
+            Conn::Postgres(c) => Exec::Postgres(c),
+            Conn::Sqlite(c) => Exec::Sqlite(c),
+        }
+    }
+}
+
+impl Tx {
+    pub fn exec(&mut self) -> Exec<'_> {
+        match self {
+            Tx::Postgres(t) => Exec::Postgres(t),
+            Tx::Sqlite(t) => Exec::Sqlite(t),
+        }
+    }
+
+    pub async fn commit(self) -> StoreResult<()> {
+        match self {
+            Tx::Postgres(t) => t.commit().await?,
+            Tx::Sqlite(t) => t.commit().await?,
+        }
+        Ok(())
+    }
+
+    pub async fn rollback(self) -> StoreResult<()> {
+        match self {
+            Tx::Postgres(t) => t.rollback().await?,
+            Tx::Sqlite(t) => t.rollback().await?,
+        }
+        Ok(())
+    }
+
+    /// Serialises this transaction with every other one locking the same `(scope, id)` until
+    /// commit, across instances (PostgreSQL advisory lock). On SQLite the transaction already
+    /// holds the database's single write lock, so nothing more is needed.
+    pub async fn lock(&mut self, scope: LockScope, id: i64) -> StoreResult<()> {
+        if let Tx::Postgres(t) = self {
+            sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
+                .bind(scope as i32)
+                .bind(i32::try_from(id.rem_euclid(i64::from(i32::MAX))).unwrap_or_default())
+                .execute(&mut **t)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// Namespaces of advisory locks.
+#[derive(Debug, Clone, Copy)]
+#[repr(i32)]
+pub enum LockScope {
+    Project = 1,
+    Payment = 2,
+    User = 3,
+}
+
+impl Db {
+    /// Opens the database (creating an SQLite file and its directory when needed) and runs the
+    /// embedded migrations.
+    pub async fn connect(target: &DatabaseTarget) -> StoreResult<Self> {
+        let db = Self::open(target).await?;
+        db.migrate().await?;
+        Ok(db)
+    }
+
+    /// Opens the pool without migrating.
+    pub async fn open(target: &DatabaseTarget) -> StoreResult<Self> {
+        match target {
+            DatabaseTarget::Postgres(url) => {
+                let options = PgConnectOptions::from_str(url)?;
+                let pool = PgPoolOptions::new()
+                    .max_connections(20)
+                    .acquire_timeout(Duration::from_secs(10))
+                    .connect_with(options)
+                    .await?;
+                Ok(Db::Postgres(pool))
+            }
+            DatabaseTarget::Sqlite(path) => {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir)?;
+                }
+                let options = SqliteConnectOptions::new()
+                    .filename(path)
+                    .create_if_missing(true)
+                    .journal_mode(SqliteJournalMode::Wal)
+                    .synchronous(SqliteSynchronous::Normal)
+                    .foreign_keys(true)
+                    .busy_timeout(Duration::from_secs(30));
+                let pool = SqlitePoolOptions::new()
+                    .max_connections(8)
+                    .acquire_timeout(Duration::from_secs(30))
+                    .connect_with(options)
+                    .await?;
+                Ok(Db::Sqlite(pool))
+            }
+        }
+    }
+
+    pub async fn migrate(&self) -> StoreResult<()> {
+        match self {
+            Db::Postgres(pool) => PG_MIGRATOR.run(pool).await?,
+            Db::Sqlite(pool) => SQLITE_MIGRATOR.run(pool).await?,
+        }
+        Ok(())
+    }
+
+    pub fn engine(&self) -> &'static str {
+        match self {
+            Db::Postgres(_) => "postgres",
+            Db::Sqlite(_) => "sqlite",
+        }
+    }
+
+    pub async fn conn(&self) -> StoreResult<Conn> {
+        Ok(match self {
+            Db::Postgres(pool) => Conn::Postgres(pool.acquire().await?),
+            Db::Sqlite(pool) => Conn::Sqlite(pool.acquire().await?),
+        })
+    }
+
+    pub async fn begin(&self) -> StoreResult<Tx> {
+        Ok(match self {
+            Db::Postgres(pool) => Tx::Postgres(pool.begin().await?),
+            Db::Sqlite(pool) => Tx::Sqlite(pool.begin_with("BEGIN IMMEDIATE").await?),
+        })
+    }
+
+    /// Answers whether the database takes a trivial query.
+    pub async fn ping(&self) -> StoreResult<()> {
+        let mut conn = self.conn().await?;
+        on_exec!(conn.exec(), c => sqlx::query("SELECT 1").execute(c).await.map(|_| ()))?;
+        Ok(())
+    }
+
+    /// Pool size and idle connections, for `/metrics`.
+    pub fn pool_stats(&self) -> (u32, usize) {
+        match self {
+            Db::Postgres(p) => (p.size(), p.num_idle()),
+            Db::Sqlite(p) => (p.size(), p.num_idle()),
+        }
+    }
+
+    pub async fn close(&self) {
+        match self {
+            Db::Postgres(p) => p.close().await,
+            Db::Sqlite(p) => p.close().await,
+        }
+    }
+}

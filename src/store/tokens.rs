@@ -1,0 +1,102 @@
+//! Single-use tokens sent by e-mail (verification, password reset), kept only as hashes.
+
+use chrono::{DateTime, Utc};
+
+use super::{Exec, StoreResult};
+use crate::on_exec;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    VerifyEmail,
+    ResetPassword,
+}
+
+impl Purpose {
+    fn as_str(self) -> &'static str {
+        match self {
+            Purpose::VerifyEmail => "verify_email",
+            Purpose::ResetPassword => "reset_password",
+        }
+    }
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct OneTimeToken {
+    pub id: i64,
+    pub user_id: i64,
+    pub email: String,
+    pub expires_at: DateTime<Utc>,
+    pub used_at: Option<DateTime<Utc>>,
+}
+
+pub async fn insert(
+    ex: Exec<'_>,
+    user_id: i64,
+    purpose: Purpose,
+    token_hash: &str,
+    email: &str,
+    expires_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
+    on_exec!(ex, c => sqlx::query(
+        "INSERT INTO one_time_tokens (user_id, purpose, token_hash, email, expires_at, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(user_id)
+    .bind(purpose.as_str())
+    .bind(token_hash)
+    .bind(email)
+    .bind(expires_at)
+    .bind(now)
+    .execute(c)
+    .await
+    .map(|_| ()))?;
+    Ok(())
+}
+
+pub async fn find(
+    ex: Exec<'_>,
+    purpose: Purpose,
+    token_hash: &str,
+) -> StoreResult<Option<OneTimeToken>> {
+    Ok(on_exec!(ex, c => sqlx::query_as::<_, OneTimeToken>(
+        "SELECT id, user_id, email, expires_at, used_at FROM one_time_tokens
+         WHERE token_hash = $1 AND purpose = $2",
+    )
+    .bind(token_hash)
+    .bind(purpose.as_str())
+    .fetch_optional(c)
+    .await)?)
+}
+
+/// Spends a token once: true only for the caller that marked it used.
+pub async fn consume(ex: Exec<'_>, id: i64, now: DateTime<Utc>) -> StoreResult<bool> {
+    let rows = on_exec!(ex, c => sqlx::query(
+        "UPDATE one_time_tokens SET used_at = $1 WHERE id = $2 AND used_at IS NULL AND expires_at > $1",
+    )
+    .bind(now)
+    .bind(id)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(rows == 1)
+}
+
+/// Spends every open token of a purpose for a user (a new one replaces them).
+pub async fn consume_all(
+    ex: Exec<'_>,
+    user_id: i64,
+    purpose: Purpose,
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
+    on_exec!(ex, c => sqlx::query(
+        "UPDATE one_time_tokens SET used_at = $1 WHERE user_id = $2 AND purpose = $3 AND used_at IS NULL",
+    )
+    .bind(now)
+    .bind(user_id)
+    .bind(purpose.as_str())
+    .execute(c)
+    .await
+    .map(|_| ()))?;
+    Ok(())
+}

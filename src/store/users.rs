@@ -1,0 +1,292 @@
+//! Users and their roles.
+
+use chrono::{DateTime, Utc};
+
+use super::{Exec, StoreResult};
+use crate::domain::user::Role;
+use crate::on_exec;
+
+/// A user as stored, with its roles.
+#[derive(Debug, Clone)]
+pub struct User {
+    pub id: i64,
+    pub email: String,
+    pub username: String,
+    pub password_hash: String,
+    pub active_role: Role,
+    pub roles: Vec<Role>,
+    pub is_active: bool,
+    pub email_verified: bool,
+    pub crm_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub last_login_at: Option<DateTime<Utc>>,
+}
+
+#[derive(sqlx::FromRow)]
+struct UserRow {
+    id: i64,
+    email: String,
+    username: String,
+    password_hash: String,
+    active_role: String,
+    is_active: bool,
+    email_verified: bool,
+    crm_id: Option<String>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    last_login_at: Option<DateTime<Utc>>,
+}
+
+/// `SELECT <user columns> FROM users <filter>` as one static string.
+macro_rules! select_users {
+    ($filter:literal) => {
+        concat!(
+            "SELECT id, email, username, password_hash, active_role, is_active, email_verified, ",
+            "crm_id, created_at, updated_at, last_login_at FROM users ",
+            $filter
+        )
+    };
+}
+
+/// What registration (or an administrator) creates.
+#[derive(Debug, Clone)]
+pub struct NewUser<'a> {
+    pub email: &'a str,
+    pub username: &'a str,
+    pub password_hash: &'a str,
+    pub roles: &'a [Role],
+    pub email_verified: bool,
+    pub accept_marketing: bool,
+    pub source: Option<&'a str>,
+}
+
+/// Inserts a user and its roles; the first role becomes the active one. A duplicate e-mail or
+/// username fails with a unique violation.
+pub async fn insert(mut ex: Exec<'_>, user: &NewUser<'_>, now: DateTime<Utc>) -> StoreResult<i64> {
+    let active = user.roles.first().copied().unwrap_or(Role::Empresa);
+    let id: i64 = on_exec!(ex.re(), c => sqlx::query_scalar(
+        "INSERT INTO users (email, username, password_hash, active_role, is_active, email_verified,
+                            accept_marketing, source, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, TRUE, $5, $6, $7, $8, $8) RETURNING id",
+    )
+    .bind(user.email)
+    .bind(user.username)
+    .bind(user.password_hash)
+    .bind(active.as_str())
+    .bind(user.email_verified)
+    .bind(user.accept_marketing)
+    .bind(user.source)
+    .bind(now)
+    .fetch_one(c)
+    .await)?;
+    for role in user.roles {
+        add_role(ex.re(), id, *role, now).await?;
+    }
+    Ok(id)
+}
+
+pub async fn add_role(
+    ex: Exec<'_>,
+    user_id: i64,
+    role: Role,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    let done = on_exec!(ex, c => sqlx::query(
+        "INSERT INTO user_roles (user_id, role, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+    )
+    .bind(user_id)
+    .bind(role.as_str())
+    .bind(now)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(done == 1)
+}
+
+pub async fn find(mut ex: Exec<'_>, id: i64) -> StoreResult<Option<User>> {
+    let row = on_exec!(ex.re(), c => sqlx::query_as::<_, UserRow>(
+        select_users!("WHERE id = $1"),
+    )
+    .bind(id)
+    .fetch_optional(c)
+    .await)?;
+    with_roles(ex, row).await
+}
+
+/// Finds by e-mail (case-insensitive) or by username: login accepts either.
+pub async fn find_by_login(mut ex: Exec<'_>, login: &str) -> StoreResult<Option<User>> {
+    let row = on_exec!(ex.re(), c => sqlx::query_as::<_, UserRow>(
+        select_users!("WHERE email = $1 OR username = $2"),
+    )
+    .bind(login.trim().to_lowercase())
+    .bind(login.trim())
+    .fetch_optional(c)
+    .await)?;
+    with_roles(ex, row).await
+}
+
+pub async fn find_by_email(mut ex: Exec<'_>, email: &str) -> StoreResult<Option<User>> {
+    let row = on_exec!(ex.re(), c => sqlx::query_as::<_, UserRow>(select_users!("WHERE email = $1"))
+        .bind(email)
+        .fetch_optional(c)
+        .await)?;
+    with_roles(ex, row).await
+}
+
+/// Whether an e-mail or a username is taken.
+pub async fn exists(ex: Exec<'_>, email: &str, username: &str) -> StoreResult<bool> {
+    let found: Option<i64> = on_exec!(ex, c => sqlx::query_scalar(
+        "SELECT id FROM users WHERE email = $1 OR username = $2 LIMIT 1",
+    )
+    .bind(email)
+    .bind(username)
+    .fetch_optional(c)
+    .await)?;
+    Ok(found.is_some())
+}
+
+pub async fn roles_of(ex: Exec<'_>, user_id: i64) -> StoreResult<Vec<Role>> {
+    let names: Vec<String> = on_exec!(ex, c => sqlx::query_scalar(
+        "SELECT role FROM user_roles WHERE user_id = $1",
+    )
+    .bind(user_id)
+    .fetch_all(c)
+    .await)?;
+    let mut roles: Vec<Role> = names.iter().filter_map(|r| Role::parse(r)).collect();
+    roles.sort();
+    Ok(roles)
+}
+
+async fn with_roles(ex: Exec<'_>, row: Option<UserRow>) -> StoreResult<Option<User>> {
+    let Some(row) = row else { return Ok(None) };
+    let roles = roles_of(ex, row.id).await?;
+    Ok(Some(User {
+        id: row.id,
+        active_role: Role::parse(&row.active_role).unwrap_or(Role::Empresa),
+        email: row.email,
+        username: row.username,
+        password_hash: row.password_hash,
+        roles,
+        is_active: row.is_active,
+        email_verified: row.email_verified,
+        crm_id: row.crm_id,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+        last_login_at: row.last_login_at,
+    }))
+}
+
+/// Runs an `UPDATE users SET … WHERE id = $1` whose other parameters were bound by `bind`.
+macro_rules! update_user {
+    ($ex:expr, $sql:literal, $id:expr $(, $arg:expr)*) => {{
+        let rows = on_exec!($ex, c => sqlx::query($sql)
+            .bind($id)
+            $(.bind($arg))*
+            .execute(c)
+            .await
+            .map(|r| r.rows_affected()))?;
+        Ok(rows == 1)
+    }};
+}
+
+pub async fn set_password(
+    ex: Exec<'_>,
+    id: i64,
+    hash: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    update_user!(
+        ex,
+        "UPDATE users SET password_hash = $2, updated_at = $3 WHERE id = $1",
+        id,
+        hash,
+        now
+    )
+}
+
+/// A new address starts unverified.
+pub async fn set_email(
+    ex: Exec<'_>,
+    id: i64,
+    email: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    update_user!(
+        ex,
+        "UPDATE users SET email = $2, email_verified = FALSE, email_verified_at = NULL, updated_at = $3 WHERE id = $1",
+        id,
+        email,
+        now
+    )
+}
+
+/// Marks the address verified, only if it is still the one the token was sent to.
+pub async fn verify_email(
+    ex: Exec<'_>,
+    id: i64,
+    email: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    update_user!(
+        ex,
+        "UPDATE users SET email_verified = TRUE, email_verified_at = $3, updated_at = $3 WHERE id = $1 AND email = $2",
+        id,
+        email,
+        now
+    )
+}
+
+pub async fn set_active_role(
+    ex: Exec<'_>,
+    id: i64,
+    role: Role,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    update_user!(
+        ex,
+        "UPDATE users SET active_role = $2, updated_at = $3 WHERE id = $1",
+        id,
+        role.as_str(),
+        now
+    )
+}
+
+pub async fn set_username(
+    ex: Exec<'_>,
+    id: i64,
+    username: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    update_user!(
+        ex,
+        "UPDATE users SET username = $2, updated_at = $3 WHERE id = $1",
+        id,
+        username,
+        now
+    )
+}
+
+pub async fn set_active(
+    ex: Exec<'_>,
+    id: i64,
+    active: bool,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    update_user!(
+        ex,
+        "UPDATE users SET is_active = $2, updated_at = $3 WHERE id = $1",
+        id,
+        active,
+        now
+    )
+}
+
+pub async fn touch_login(ex: Exec<'_>, id: i64, now: DateTime<Utc>) -> StoreResult<bool> {
+    update_user!(
+        ex,
+        "UPDATE users SET last_login_at = $2 WHERE id = $1",
+        id,
+        now
+    )
+}

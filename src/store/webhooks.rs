@@ -1,0 +1,76 @@
+//! Per-user outgoing webhook configuration.
+
+use chrono::{DateTime, Utc};
+
+use super::{Exec, StoreResult};
+use crate::on_exec;
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct WebhookConfig {
+    pub user_id: i64,
+    pub url: Option<String>,
+    pub enabled: bool,
+    pub auth_method: String,
+    pub secret: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+pub async fn find(ex: Exec<'_>, user_id: i64) -> StoreResult<Option<WebhookConfig>> {
+    Ok(on_exec!(ex, c => sqlx::query_as::<_, WebhookConfig>(
+        "SELECT user_id, url, enabled, auth_method, secret, created_at, updated_at
+         FROM webhook_configs WHERE user_id = $1",
+    )
+    .bind(user_id)
+    .fetch_optional(c)
+    .await)?)
+}
+
+/// Creates or replaces the configuration; `new_secret` is used only when none exists yet.
+pub async fn upsert(
+    ex: Exec<'_>,
+    user_id: i64,
+    url: Option<&str>,
+    enabled: bool,
+    auth_method: &str,
+    new_secret: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
+    on_exec!(ex, c => sqlx::query(
+        "INSERT INTO webhook_configs (user_id, url, enabled, auth_method, secret, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $6)
+         ON CONFLICT (user_id) DO UPDATE SET url = excluded.url, enabled = excluded.enabled,
+             auth_method = excluded.auth_method, updated_at = excluded.updated_at",
+    )
+    .bind(user_id)
+    .bind(url)
+    .bind(enabled)
+    .bind(auth_method)
+    .bind(new_secret)
+    .bind(now)
+    .execute(c)
+    .await
+    .map(|_| ()))?;
+    Ok(())
+}
+
+/// Replaces the secret, creating a disabled configuration when there is none.
+pub async fn set_secret(
+    ex: Exec<'_>,
+    user_id: i64,
+    secret: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
+    on_exec!(ex, c => sqlx::query(
+        "INSERT INTO webhook_configs (user_id, url, enabled, auth_method, secret, created_at, updated_at)
+         VALUES ($1, NULL, FALSE, 'JWT', $2, $3, $3)
+         ON CONFLICT (user_id) DO UPDATE SET secret = excluded.secret, updated_at = excluded.updated_at",
+    )
+    .bind(user_id)
+    .bind(secret)
+    .bind(now)
+    .execute(c)
+    .await
+    .map(|_| ()))?;
+    Ok(())
+}

@@ -1,0 +1,461 @@
+//! Account use cases shared by the HTTP layer and the command line.
+
+use anyhow::{Context as _, bail};
+
+use crate::clock::Clock;
+use crate::domain::user::{EmailAddress, Role, Username, check_password_policy};
+use crate::store::{Db, users};
+use crate::workflows::passwords;
+
+/// Creates an active, verified administrator. Fails when the e-mail or username is taken.
+pub async fn create_admin(
+    db: &Db,
+    clock: &Clock,
+    bcrypt_cost: u32,
+    email: &str,
+    username: &str,
+    password: &str,
+) -> anyhow::Result<i64> {
+    create_user(
+        db,
+        clock,
+        bcrypt_cost,
+        email,
+        username,
+        password,
+        &[Role::Admin],
+    )
+    .await
+}
+
+/// Creates an active user with verified e-mail and the given roles (the first is active).
+pub async fn create_user(
+    db: &Db,
+    clock: &Clock,
+    bcrypt_cost: u32,
+    email: &str,
+    username: &str,
+    password: &str,
+    roles: &[Role],
+) -> anyhow::Result<i64> {
+    let email = EmailAddress::parse(email).map_err(|e| anyhow::anyhow!("email {e}"))?;
+    let username = Username::parse(username).map_err(|e| anyhow::anyhow!("username {e}"))?;
+    check_password_policy(password).map_err(|e| anyhow::anyhow!("password {e}"))?;
+    let hash = passwords::hash(password.to_owned(), bcrypt_cost).await?;
+
+    let mut tx = db.begin().await?;
+    if users::exists(tx.exec(), email.as_str(), username.as_str()).await? {
+        bail!("a user with this e-mail or username already exists");
+    }
+    let new = users::NewUser {
+        email: email.as_str(),
+        username: username.as_str(),
+        password_hash: &hash,
+        roles,
+        email_verified: true,
+        accept_marketing: false,
+        source: None,
+    };
+    let id = users::insert(tx.exec(), &new, clock.now())
+        .await
+        .context("cannot store the user")?;
+    tx.commit().await?;
+    Ok(id)
+}
+
+use chrono::Duration;
+
+use crate::domain::token::{hash_token, random_token};
+use crate::integrations::mail::Template;
+use crate::state::AppState;
+use crate::store::tokens::{self, Purpose};
+use crate::store::users::User;
+use crate::store::{StoreError, sessions};
+
+pub const VERIFICATION_TTL: Duration = Duration::hours(48);
+pub const RESET_TTL: Duration = Duration::hours(1);
+
+/// Why an account operation was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum AccountError {
+    #[error("e-mail already registered")]
+    EmailTaken,
+    #[error("username already taken")]
+    UsernameTaken,
+    #[error("the token is invalid")]
+    InvalidToken,
+    #[error("the token has expired")]
+    ExpiredToken,
+    #[error("the token was already used")]
+    UsedToken,
+    #[error("wrong password")]
+    WrongPassword,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Other(#[from] anyhow::Error),
+}
+
+/// Creates a verification token for the user's current address and e-mails it.
+pub async fn send_verification(state: &AppState, user: &User) -> Result<(), AccountError> {
+    let token = random_token(32);
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    tokens::consume_all(tx.exec(), user.id, Purpose::VerifyEmail, now).await?;
+    tokens::insert(
+        tx.exec(),
+        user.id,
+        Purpose::VerifyEmail,
+        &hash_token(&token),
+        &user.email,
+        now + VERIFICATION_TTL,
+        now,
+    )
+    .await?;
+    tx.commit().await?;
+    let ctx = serde_json::json!({ "username": user.username, "token": token, "hours": 48 });
+    if let Err(err) = state
+        .mailer
+        .send(&user.email, Template::VerifyEmail, ctx)
+        .await
+    {
+        tracing::warn!(user_id = user.id, error = %err, "verification e-mail not sent");
+    }
+    Ok(())
+}
+
+/// Spends a verification token: marks the address verified and sends the welcome e-mail.
+pub async fn verify_email(state: &AppState, token: &str) -> Result<User, AccountError> {
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    let found = tokens::find(tx.exec(), Purpose::VerifyEmail, &hash_token(token))
+        .await?
+        .ok_or(AccountError::InvalidToken)?;
+    if found.used_at.is_some() {
+        return Err(AccountError::UsedToken);
+    }
+    if found.expires_at <= now {
+        return Err(AccountError::ExpiredToken);
+    }
+    if !tokens::consume(tx.exec(), found.id, now).await? {
+        return Err(AccountError::UsedToken);
+    }
+    // The address may have changed since the token was sent: then it verifies nothing.
+    if !users::verify_email(tx.exec(), found.user_id, &found.email, now).await? {
+        return Err(AccountError::InvalidToken);
+    }
+    let user = users::find(tx.exec(), found.user_id)
+        .await?
+        .ok_or(AccountError::InvalidToken)?;
+    tx.commit().await?;
+
+    let template = match (
+        user.roles.contains(&Role::Empresa),
+        user.roles.contains(&Role::Experto),
+    ) {
+        (true, false) => Template::WelcomeCompany,
+        (false, true) => Template::WelcomeExpert,
+        _ => Template::WelcomeGeneric,
+    };
+    let ctx = serde_json::json!({ "username": user.username });
+    if let Err(err) = state.mailer.send(&user.email, template, ctx).await {
+        tracing::warn!(user_id = user.id, error = %err, "welcome e-mail not sent");
+    }
+    Ok(user)
+}
+
+/// Sends a reset link when the address belongs to an active account; silent otherwise, and
+/// at most one e-mail per account every two minutes.
+pub async fn request_password_reset(state: &AppState, email: &str) -> Result<(), AccountError> {
+    let Ok(email) = EmailAddress::parse(email) else {
+        return Ok(());
+    };
+    let mut conn = state.db.conn().await?;
+    let Some(user) = users::find_by_email(conn.exec(), email.as_str()).await? else {
+        return Ok(());
+    };
+    drop(conn);
+    if !user.is_active {
+        return Ok(());
+    }
+    let first = state
+        .cache
+        .set_if_absent(
+            &format!("reset-mail:{}", user.id),
+            "1",
+            std::time::Duration::from_secs(120),
+        )
+        .await
+        .map_err(|e| AccountError::Other(e.into()))?;
+    if !first {
+        return Ok(());
+    }
+    let token = random_token(32);
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    tokens::consume_all(tx.exec(), user.id, Purpose::ResetPassword, now).await?;
+    tokens::insert(
+        tx.exec(),
+        user.id,
+        Purpose::ResetPassword,
+        &hash_token(&token),
+        &user.email,
+        now + RESET_TTL,
+        now,
+    )
+    .await?;
+    tx.commit().await?;
+    let ctx = serde_json::json!({ "username": user.username, "token": token, "minutes": 60 });
+    if let Err(err) = state
+        .mailer
+        .send(&user.email, Template::PasswordReset, ctx)
+        .await
+    {
+        tracing::warn!(user_id = user.id, error = %err, "password reset e-mail not sent");
+    }
+    Ok(())
+}
+
+/// Sets a new password with a reset token; every session of the account ends.
+pub async fn reset_password(
+    state: &AppState,
+    token: &str,
+    new_password: &str,
+) -> Result<(), AccountError> {
+    let hash = passwords::hash(new_password.to_owned(), state.settings.bcrypt_cost).await?;
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    let found = tokens::find(tx.exec(), Purpose::ResetPassword, &hash_token(token))
+        .await?
+        .ok_or(AccountError::InvalidToken)?;
+    if found.used_at.is_some() {
+        return Err(AccountError::UsedToken);
+    }
+    if found.expires_at <= now {
+        return Err(AccountError::ExpiredToken);
+    }
+    if !tokens::consume(tx.exec(), found.id, now).await? {
+        return Err(AccountError::UsedToken);
+    }
+    users::set_password(tx.exec(), found.user_id, &hash, now).await?;
+    sessions::revoke_all_of_user(
+        tx.exec(),
+        found.user_id,
+        None,
+        crate::workflows::auth::revoke_reason::PASSWORD_CHANGED,
+        now,
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Changes the password after checking the current one; other sessions end.
+pub async fn change_password(
+    state: &AppState,
+    user: &User,
+    keep_session: i64,
+    current: &str,
+    new_password: &str,
+) -> Result<(), AccountError> {
+    if !passwords::verify(current.to_owned(), user.password_hash.clone()).await? {
+        return Err(AccountError::WrongPassword);
+    }
+    let hash = passwords::hash(new_password.to_owned(), state.settings.bcrypt_cost).await?;
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    users::set_password(tx.exec(), user.id, &hash, now).await?;
+    sessions::revoke_all_of_user(
+        tx.exec(),
+        user.id,
+        Some(keep_session),
+        crate::workflows::auth::revoke_reason::PASSWORD_CHANGED,
+        now,
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Moves the account to a new address (unverified) and sends it a verification link.
+pub async fn change_email(
+    state: &AppState,
+    user: &User,
+    new_email: &EmailAddress,
+    current_password: &str,
+) -> Result<User, AccountError> {
+    if !passwords::verify(current_password.to_owned(), user.password_hash.clone()).await? {
+        return Err(AccountError::WrongPassword);
+    }
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    if let Some(other) = users::find_by_email(tx.exec(), new_email.as_str()).await?
+        && other.id != user.id
+    {
+        return Err(AccountError::EmailTaken);
+    }
+    users::set_email(tx.exec(), user.id, new_email.as_str(), now)
+        .await
+        .map_err(|e| {
+            if e.is_unique_violation() {
+                AccountError::EmailTaken
+            } else {
+                e.into()
+            }
+        })?;
+    let updated = users::find(tx.exec(), user.id)
+        .await?
+        .ok_or(AccountError::InvalidToken)?;
+    tx.commit().await?;
+    send_verification(state, &updated).await?;
+    Ok(updated)
+}
+
+/// Makes sure a fresh registration cannot collide on e-mail or username.
+pub async fn ensure_available(
+    state: &AppState,
+    email: &str,
+    username: &str,
+) -> Result<(), AccountError> {
+    let mut conn = state.db.conn().await?;
+    if users::find_by_email(conn.exec(), email).await?.is_some() {
+        return Err(AccountError::EmailTaken);
+    }
+    if users::find_by_login(conn.exec(), username)
+        .await?
+        .is_some_and(|u| u.username == username)
+    {
+        return Err(AccountError::UsernameTaken);
+    }
+    Ok(())
+}
+
+/// Registers a user (not an administrator) with one or both marketplace roles.
+pub async fn register(
+    state: &AppState,
+    email: &EmailAddress,
+    username: &Username,
+    password: &str,
+    roles: &[Role],
+    accept_marketing: bool,
+    source: Option<&str>,
+) -> Result<User, AccountError> {
+    ensure_available(state, email.as_str(), username.as_str()).await?;
+    let hash = passwords::hash(password.to_owned(), state.settings.bcrypt_cost).await?;
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    let id = users::insert(
+        tx.exec(),
+        &users::NewUser {
+            email: email.as_str(),
+            username: username.as_str(),
+            password_hash: &hash,
+            roles,
+            email_verified: false,
+            accept_marketing,
+            source,
+        },
+        now,
+    )
+    .await
+    .map_err(|e| {
+        if e.is_unique_violation() {
+            AccountError::EmailTaken
+        } else {
+            e.into()
+        }
+    })?;
+    crate::store::events::record(
+        tx.exec(),
+        crate::store::events::NewEvent {
+            kind: "user.registered",
+            aggregate: "user",
+            aggregate_id: Some(id),
+            payload: serde_json::json!({
+                "user_id": id,
+                "roles": roles,
+                "accept_marketing": accept_marketing,
+                "source": source,
+            }),
+        },
+        now,
+    )
+    .await?;
+    let user = users::find(tx.exec(), id)
+        .await?
+        .ok_or(AccountError::InvalidToken)?;
+    tx.commit().await?;
+    state.outbox.wake();
+    // The registration e-mail counts as the first send of the resend window.
+    let _ = state
+        .cache
+        .hit(&resend_key(user.id), std::time::Duration::from_secs(120))
+        .await;
+    send_verification(state, &user).await?;
+    Ok(user)
+}
+
+/// Cache key of the "one verification e-mail per two minutes" window.
+pub fn resend_key(user_id: i64) -> String {
+    format!("verify-resend:{user_id}")
+}
+
+/// Creates an administrator from an admin invitation: the token is spent in the same
+/// transaction, so it works once.
+pub async fn accept_admin_invitation(
+    state: &AppState,
+    token: &str,
+    username: &Username,
+    password: &str,
+) -> Result<User, AccountError> {
+    let hash = passwords::hash(password.to_owned(), state.settings.bcrypt_cost).await?;
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    let invitation = crate::store::invitations::find_by_token_hash(tx.exec(), &hash_token(token))
+        .await?
+        .ok_or(AccountError::InvalidToken)?;
+    if invitation.used {
+        return Err(AccountError::UsedToken);
+    }
+    if invitation.expires_at <= now {
+        return Err(AccountError::ExpiredToken);
+    }
+    if users::find_by_email(tx.exec(), &invitation.email)
+        .await?
+        .is_some()
+    {
+        return Err(AccountError::EmailTaken);
+    }
+    if users::exists(tx.exec(), "", username.as_str()).await? {
+        return Err(AccountError::UsernameTaken);
+    }
+    let id = users::insert(
+        tx.exec(),
+        &users::NewUser {
+            email: &invitation.email,
+            username: username.as_str(),
+            password_hash: &hash,
+            roles: &[Role::Admin],
+            email_verified: true,
+            accept_marketing: false,
+            source: None,
+        },
+        now,
+    )
+    .await
+    .map_err(|e| {
+        if e.is_unique_violation() {
+            AccountError::UsernameTaken
+        } else {
+            e.into()
+        }
+    })?;
+    if !crate::store::invitations::mark_used(tx.exec(), invitation.id, id, now).await? {
+        return Err(AccountError::UsedToken);
+    }
+    let user = users::find(tx.exec(), id)
+        .await?
+        .ok_or(AccountError::InvalidToken)?;
+    tx.commit().await?;
+    Ok(user)
+}

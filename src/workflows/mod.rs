@@ -1,0 +1,7 @@
+//! Use cases run end to end: the project and payment actors, services, and the event
+//! dispatcher with its consumers.
+
+pub mod accounts;
+pub mod auth;
+pub mod outbox;
+pub mod passwords;

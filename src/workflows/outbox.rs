@@ -1,0 +1,176 @@
+//! The outbox dispatcher (DESIGN §4): delivers every committed event, at least once, to each
+//! consumer that wants it. A consumer that handled an event is recorded and never runs again
+//! for it, so a retry after one consumer failed repeats nothing the others did.
+
+use async_trait::async_trait;
+use chrono::Duration;
+use std::sync::Arc;
+
+use crate::clock::Clock;
+use crate::store::events::{self, Event};
+use crate::store::{Db, StoreResult};
+
+/// Something done once per event: store a notification, push it, send an e-mail, call a
+/// webhook, sync the CRM. It must be idempotent by event id: after a crash between its effect
+/// and the record of its delivery it runs again.
+#[async_trait]
+pub trait Consumer: Send + Sync + 'static {
+    /// Stable name, stored with each delivery.
+    fn name(&self) -> &'static str;
+    /// Whether this consumer acts on events of `kind`.
+    fn wants(&self, kind: &str) -> bool;
+    async fn handle(&self, event: &Event) -> anyhow::Result<()>;
+}
+
+/// How long a claimed event is reserved for the dispatcher that claimed it.
+const LEASE: Duration = Duration::seconds(60);
+const BATCH: i64 = 100;
+
+#[derive(Clone)]
+pub struct Dispatcher {
+    db: Db,
+    clock: Clock,
+    consumers: Arc<Vec<Arc<dyn Consumer>>>,
+}
+
+/// The outcome of one dispatch pass.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Pass {
+    pub dispatched: usize,
+    pub failed: usize,
+}
+
+impl Dispatcher {
+    pub fn new(db: Db, clock: Clock, consumers: Vec<Arc<dyn Consumer>>) -> Self {
+        Self {
+            db,
+            clock,
+            consumers: Arc::new(consumers),
+        }
+    }
+
+    /// Delivers every due event once (up to a batch).
+    pub async fn run_once(&self) -> StoreResult<Pass> {
+        let mut conn = self.db.conn().await?;
+        let due = events::due(conn.exec(), self.clock.now(), BATCH).await?;
+        let mut pass = Pass::default();
+        for event in due {
+            if !events::claim(conn.exec(), &event, self.clock.now() + LEASE).await? {
+                continue; // another dispatcher has it
+            }
+            match self.deliver(&mut conn, &event).await? {
+                None => {
+                    events::mark_dispatched(conn.exec(), event.id, self.clock.now()).await?;
+                    pass.dispatched += 1;
+                }
+                Some(error) => {
+                    let retry_at = self.clock.now() + backoff(event.attempts);
+                    events::mark_failed(conn.exec(), event.id, &error, retry_at).await?;
+                    pass.failed += 1;
+                }
+            }
+        }
+        Ok(pass)
+    }
+
+    /// Runs the consumers that have not handled the event yet; the first error, if any.
+    async fn deliver(
+        &self,
+        conn: &mut crate::store::Conn,
+        event: &Event,
+    ) -> StoreResult<Option<String>> {
+        let done = events::delivered_consumers(conn.exec(), event.id).await?;
+        let mut first_error = None;
+        for consumer in self.consumers.iter() {
+            if !consumer.wants(&event.kind) || done.iter().any(|d| d == consumer.name()) {
+                continue;
+            }
+            match consumer.handle(event).await {
+                Ok(()) => {
+                    events::mark_delivered(conn.exec(), event.id, consumer.name(), self.clock.now())
+                        .await?
+                }
+                Err(err) => {
+                    tracing::warn!(
+                        event_id = event.id,
+                        kind = %event.kind,
+                        consumer = consumer.name(),
+                        error = %format!("{err:#}"),
+                        "event consumer failed; will retry"
+                    );
+                    first_error.get_or_insert_with(|| format!("{}: {err:#}", consumer.name()));
+                }
+            }
+        }
+        Ok(first_error)
+    }
+}
+
+/// 2^attempts seconds, at most an hour.
+fn backoff(attempts: i64) -> Duration {
+    Duration::seconds(1i64 << attempts.clamp(0, 12)).min(Duration::hours(1))
+}
+
+/// Runs the dispatcher as a supervised periodic job, and lets writers wake it right after a
+/// commit so events go out without waiting for the next tick.
+#[derive(Clone)]
+pub struct Outbox {
+    handle: Arc<actors::periodic::PeriodicHandle>,
+}
+
+impl Outbox {
+    pub fn start(dispatcher: Dispatcher, interval: std::time::Duration) -> Self {
+        let job = move || {
+            let dispatcher = dispatcher.clone();
+            async move {
+                dispatcher
+                    .run_once()
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            }
+        };
+        let handle = actors::periodic::PeriodicJob::spawn(
+            "outbox_dispatcher",
+            actors::periodic::PeriodicConfig {
+                interval,
+                initial_delay: std::time::Duration::ZERO,
+                backoff_base: std::time::Duration::from_millis(200),
+                backoff_max: std::time::Duration::from_secs(30),
+            },
+            job,
+        );
+        Self {
+            handle: Arc::new(handle),
+        }
+    }
+
+    /// Asks for a pass now, without waiting for it.
+    pub fn wake(&self) {
+        let handle = self.handle.clone();
+        tokio::spawn(async move {
+            let _ = handle.trigger().await;
+        });
+    }
+
+    /// Runs a pass now and waits for it (tests, shutdown).
+    pub async fn flush(&self) {
+        let _ = self.handle.trigger().await;
+    }
+
+    pub fn stop(&self) {
+        self.handle.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_caps() {
+        assert_eq!(backoff(0), Duration::seconds(1));
+        assert_eq!(backoff(3), Duration::seconds(8));
+        assert_eq!(backoff(40), Duration::hours(1));
+    }
+}

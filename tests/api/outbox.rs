@@ -1,0 +1,181 @@
+//! The events outbox and its dispatcher (DESIGN §4).
+
+use async_trait::async_trait;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::helpers::fresh_db;
+use marketplace::clock::Clock;
+use marketplace::store::Db;
+use marketplace::store::events::{self, Event, NewEvent};
+use marketplace::workflows::outbox::{Consumer, Dispatcher, Pass};
+
+/// Records what it saw; fails its first `fail_first` calls.
+struct Recorder {
+    name: &'static str,
+    seen: std::sync::Mutex<Vec<i64>>,
+    calls: AtomicUsize,
+    fail_first: usize,
+}
+
+impl Recorder {
+    fn new(name: &'static str, fail_first: usize) -> Arc<Self> {
+        Arc::new(Self {
+            name,
+            seen: Default::default(),
+            calls: AtomicUsize::new(0),
+            fail_first,
+        })
+    }
+    fn seen(&self) -> Vec<i64> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+#[async_trait]
+impl Consumer for Recorder {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn wants(&self, kind: &str) -> bool {
+        kind.starts_with("test.")
+    }
+    async fn handle(&self, event: &Event) -> anyhow::Result<()> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) < self.fail_first {
+            anyhow::bail!("consumer {} is down", self.name);
+        }
+        self.seen.lock().unwrap().push(event.id);
+        Ok(())
+    }
+}
+
+async fn record(db: &Db, clock: &Clock, commit: bool) -> i64 {
+    let mut tx = db.begin().await.unwrap();
+    let id = events::record(
+        tx.exec(),
+        NewEvent {
+            kind: "test.happened",
+            aggregate: "test",
+            aggregate_id: Some(7),
+            payload: serde_json::json!({"n": 1}),
+        },
+        clock.now(),
+    )
+    .await
+    .unwrap();
+    if commit {
+        tx.commit().await.unwrap()
+    } else {
+        tx.rollback().await.unwrap()
+    }
+    id
+}
+
+#[actix_web::test]
+async fn an_event_of_a_rolled_back_transaction_is_never_delivered() {
+    let (db, _dir) = fresh_db().await;
+    let clock = Clock::system();
+    let consumer = Recorder::new("recorder", 0);
+    let dispatcher = Dispatcher::new(db.clone(), clock.clone(), vec![consumer.clone()]);
+    record(&db, &clock, false).await;
+    let kept = record(&db, &clock, true).await;
+    assert_eq!(
+        dispatcher.run_once().await.unwrap(),
+        Pass {
+            dispatched: 1,
+            failed: 0
+        }
+    );
+    assert_eq!(consumer.seen(), vec![kept]);
+}
+
+#[actix_web::test]
+async fn a_failing_consumer_is_retried_and_each_consumer_sees_the_event_once() {
+    let (db, _dir) = fresh_db().await;
+    let clock = Clock::system();
+    let flaky = Recorder::new("flaky", 1);
+    let steady = Recorder::new("steady", 0);
+    let dispatcher = Dispatcher::new(
+        db.clone(),
+        clock.clone(),
+        vec![flaky.clone(), steady.clone()],
+    );
+    let id = record(&db, &clock, true).await;
+
+    assert_eq!(
+        dispatcher.run_once().await.unwrap(),
+        Pass {
+            dispatched: 0,
+            failed: 1
+        }
+    );
+    assert_eq!(steady.seen(), vec![id]);
+    assert!(flaky.seen().is_empty());
+    // Not due yet: the back-off holds it.
+    assert_eq!(dispatcher.run_once().await.unwrap(), Pass::default());
+
+    clock.advance(chrono::Duration::seconds(5));
+    assert_eq!(
+        dispatcher.run_once().await.unwrap(),
+        Pass {
+            dispatched: 1,
+            failed: 0
+        }
+    );
+    assert_eq!(flaky.seen(), vec![id]);
+    assert_eq!(
+        steady.seen(),
+        vec![id],
+        "the consumer that had succeeded is not run again"
+    );
+
+    clock.advance(chrono::Duration::hours(2));
+    assert_eq!(dispatcher.run_once().await.unwrap(), Pass::default());
+    assert_eq!((flaky.seen().len(), steady.seen().len()), (1, 1));
+}
+
+#[actix_web::test]
+async fn events_survive_a_restart() {
+    let (db, _dir) = fresh_db().await;
+    let clock = Clock::system();
+    // Written while no dispatcher runs (the server "crashed" after commit).
+    let id = record(&db, &clock, true).await;
+    let first = Recorder::new("recorder", 0);
+    drop(Dispatcher::new(
+        db.clone(),
+        clock.clone(),
+        vec![first.clone()],
+    ));
+
+    // A new process: a new pool on the same database, a new dispatcher.
+    let consumer = Recorder::new("recorder", 0);
+    let outbox = marketplace::workflows::outbox::Outbox::start(
+        Dispatcher::new(db.clone(), clock.clone(), vec![consumer.clone()]),
+        std::time::Duration::from_millis(50),
+    );
+    let delivered = crate::helpers::wait_for(std::time::Duration::from_secs(5), || {
+        (!consumer.seen().is_empty()).then(|| consumer.seen())
+    })
+    .await;
+    outbox.stop();
+    assert_eq!(delivered, Some(vec![id]));
+    assert!(first.seen().is_empty());
+}
+
+#[actix_web::test]
+async fn two_dispatchers_deliver_each_event_once() {
+    let (db, _dir) = fresh_db().await;
+    let clock = Clock::system();
+    let consumer = Recorder::new("recorder", 0);
+    let a = Dispatcher::new(db.clone(), clock.clone(), vec![consumer.clone()]);
+    let b = Dispatcher::new(db.clone(), clock.clone(), vec![consumer.clone()]);
+    let mut ids = Vec::new();
+    for _ in 0..20 {
+        ids.push(record(&db, &clock, true).await);
+    }
+    let (ra, rb) = tokio::join!(a.run_once(), b.run_once());
+    assert_eq!(ra.unwrap().dispatched + rb.unwrap().dispatched, 20);
+    let mut seen = consumer.seen();
+    seen.sort();
+    assert_eq!(seen, ids);
+}

@@ -1,0 +1,166 @@
+//! The store on both engines: migrations, constraints the specification implies.
+
+use crate::helpers::spawn_app;
+use marketplace::domain::user::Role;
+use marketplace::store::users::{self, NewUser};
+use marketplace::{on_exec, store::Tx};
+
+fn new_user<'a>(email: &'a str, username: &'a str, roles: &'a [Role]) -> NewUser<'a> {
+    NewUser {
+        email,
+        username,
+        password_hash: "$2b$04$abcdefghijklmnopqrstuu",
+        roles,
+        email_verified: false,
+        accept_marketing: false,
+        source: None,
+    }
+}
+
+#[actix_web::test]
+async fn users_round_trip_with_roles_and_times() {
+    let app = spawn_app().await;
+    let now = app.clock.now();
+    let mut tx = app.db.begin().await.unwrap();
+    let id = users::insert(
+        tx.exec(),
+        &new_user("ana@example.com", "ana", &[Role::Experto, Role::Empresa]),
+        now,
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+
+    let mut conn = app.db.conn().await.unwrap();
+    let user = users::find(conn.exec(), id).await.unwrap().unwrap();
+    assert_eq!(user.active_role, Role::Experto);
+    assert_eq!(user.roles, vec![Role::Empresa, Role::Experto]);
+    assert_eq!(user.created_at, now, "times read back exactly as written");
+    let by_name = users::find_by_login(conn.exec(), "ana")
+        .await
+        .unwrap()
+        .unwrap();
+    let by_mail = users::find_by_login(conn.exec(), "ANA@example.com")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((by_name.id, by_mail.id), (id, id));
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn duplicate_email_or_username_is_a_unique_violation() {
+    let app = spawn_app().await;
+    let now = app.clock.now();
+    let mut tx = app.db.begin().await.unwrap();
+    users::insert(
+        tx.exec(),
+        &new_user("a@example.com", "first", &[Role::Empresa]),
+        now,
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    for (email, name) in [("a@example.com", "second"), ("b@example.com", "first")] {
+        let mut tx = app.db.begin().await.unwrap();
+        let err = users::insert(tx.exec(), &new_user(email, name, &[Role::Empresa]), now)
+            .await
+            .unwrap_err();
+        assert!(err.is_unique_violation(), "{err}");
+        tx.rollback().await.unwrap();
+    }
+    app.stop().await;
+}
+
+async fn exec_sql(tx: &mut Tx, sql: &'static str) -> Result<u64, sqlx::Error> {
+    on_exec!(tx.exec(), c => sqlx::query(sql).execute(c).await.map(|r| r.rows_affected()))
+}
+
+#[actix_web::test]
+async fn one_active_dispute_per_project_is_enforced_in_sql() {
+    let app = spawn_app().await;
+    let now = app.clock.now();
+    let mut tx = app.db.begin().await.unwrap();
+    let company = users::insert(
+        tx.exec(),
+        &new_user("c@example.com", "company", &[Role::Empresa]),
+        now,
+    )
+    .await
+    .unwrap();
+    let project: i64 = on_exec!(tx.exec(), c => sqlx::query_scalar(
+        "INSERT INTO projects (company_id, title, description, budget_minor, currency, deadline,
+                               project_type, status, invited_experts, skills_required, created_at, updated_at)
+         VALUES ($1, 'Site', 'A web site', 100000, 'eur', $2, 'curated', 'in_progress', $3, $3, $2, $2)
+         RETURNING id",
+    )
+    .bind(company)
+    .bind(now)
+    .bind(sqlx::types::Json(serde_json::json!([])))
+    .fetch_one(c)
+    .await)
+    .unwrap();
+    tx.commit().await.unwrap();
+
+    let insert_dispute = |status: &'static str| {
+        let db = app.db.clone();
+        async move {
+            let mut tx = db.begin().await.unwrap();
+            let result = on_exec!(tx.exec(), c => sqlx::query(
+                "INSERT INTO disputes (project_id, raised_by, status, reason, created_at, updated_at)
+                 VALUES ($1, $2, $3, 'Work not delivered', $4, $4)",
+            )
+            .bind(project)
+            .bind(company)
+            .bind(status)
+            .bind(now)
+            .execute(c)
+            .await
+            .map(|r| r.rows_affected()));
+            if result.is_ok() {
+                tx.commit().await.unwrap();
+            }
+            result
+        }
+    };
+    insert_dispute("resolved")
+        .await
+        .expect("history is not limited");
+    insert_dispute("open").await.expect("first active dispute");
+    let second = insert_dispute("in_review").await.unwrap_err();
+    assert!(second.as_database_error().unwrap().is_unique_violation());
+
+    let mut tx = app.db.begin().await.unwrap();
+    exec_sql(
+        &mut tx,
+        "UPDATE disputes SET status = 'resolved' WHERE status = 'open'",
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    insert_dispute("open")
+        .await
+        .expect("a new dispute after resolution");
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn commission_defaults_are_seeded() {
+    let app = spawn_app().await;
+    let mut conn = app.db.conn().await.unwrap();
+    let rows: Vec<(String, i64)> = on_exec!(conn.exec(), c => sqlx::query_as(
+        "SELECT level, rate_bp FROM commission_config ORDER BY rate_bp DESC",
+    )
+    .fetch_all(c)
+    .await)
+    .unwrap();
+    assert_eq!(
+        rows,
+        vec![
+            ("Global".into(), 500),
+            ("Pro".into(), 400),
+            ("Enterprise".into(), 300)
+        ]
+    );
+    app.stop().await;
+}

@@ -1,0 +1,214 @@
+//! Health, metrics, OpenAPI and the HTTP conventions every route shares.
+
+use crate::helpers::{json, spawn_app};
+use std::collections::BTreeSet;
+
+#[actix_web::test]
+async fn health_reports_database_and_cache() {
+    let app = spawn_app().await;
+    let response = app.get("/health").await;
+    assert_eq!(response.status(), 200);
+    let body = json(response).await;
+    assert_eq!(body["status"], "ok");
+    assert_eq!(body["database"]["status"], "ok");
+    assert_eq!(body["cache"]["status"], "ok");
+    let engine = if std::env::var("TEST_DATABASE_URL").is_ok() {
+        "postgres"
+    } else {
+        "sqlite"
+    };
+    assert_eq!(body["database"]["backend"], engine);
+    let cache = if std::env::var("REDIS_URL").is_ok() {
+        "redis"
+    } else {
+        "memory"
+    };
+    assert_eq!(body["cache"]["backend"], cache);
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn health_is_503_when_the_database_is_gone() {
+    let app = spawn_app().await;
+    app.db.close().await;
+    let response = app.get("/health").await;
+    assert_eq!(response.status(), 503);
+    assert_eq!(json(response).await["database"]["status"], "error");
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn trailing_slash_is_optional_and_unknown_routes_answer_json() {
+    let app = spawn_app().await;
+    assert_eq!(app.get("/health/").await.status(), 200);
+    let response = app.get("/no/such/route").await;
+    assert_eq!(response.status(), 404);
+    let body = json(response).await;
+    assert_eq!(body["code"], "ROUTE_NOT_FOUND");
+    assert!(body["detail"].as_str().unwrap().len() > 5);
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn every_response_carries_a_request_id() {
+    let app = spawn_app().await;
+    let generated = app.get("/health").await;
+    let id = generated.headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(id.len() >= 12);
+    let given = app
+        .client
+        .get(app.url("/health"))
+        .header("X-Request-ID", "trace-abc_123")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(given.headers()["x-request-id"], "trace-abc_123");
+    // An id that could break a log line is replaced, not echoed.
+    let hostile = app
+        .client
+        .get(app.url("/health"))
+        .header("X-Request-ID", "a\"b c")
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(hostile.headers()["x-request-id"], "a\"b c");
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn metrics_show_http_and_actor_series() {
+    let app = spawn_app().await;
+    app.get("/health").await;
+    app.state.outbox.flush().await;
+    let response = app.get("/metrics").await;
+    assert_eq!(response.status(), 200);
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    let text = response.text().await.unwrap();
+    assert!(
+        text.contains(r#"http_requests_total{method="GET",route="/health",status="200"}"#),
+        "{text}"
+    );
+    assert!(text.contains("http_request_duration_seconds_bucket"));
+    assert!(text.contains(r#"kind="outbox_dispatcher""#), "{text}");
+    assert!(text.contains("db_pool_connections"));
+    assert!(text.contains("outbox_pending_events 0"));
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn openapi_is_a_valid_v3_document() {
+    let app = spawn_app().await;
+    let response = app.get("/openapi.json").await;
+    assert_eq!(response.status(), 200);
+    let doc = json(response).await;
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
+    assert!(doc["info"]["title"].is_string());
+    assert!(doc["paths"]["/health"]["get"].is_object());
+    assert!(doc["components"]["schemas"]["ErrorBody"].is_object());
+    app.stop().await;
+}
+
+/// (method, path) pairs the OpenAPI document describes.
+fn documented_routes(doc: &serde_json::Value) -> BTreeSet<(String, String)> {
+    let mut routes = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            routes.insert((method.to_uppercase(), path.clone()));
+        }
+    }
+    routes
+}
+
+/// (method, path) of every actix route macro in `src/http`: what the server can mount.
+fn routes_in_source() -> BTreeSet<(String, String)> {
+    let mut routes = BTreeSet::new();
+    let mut dirs = vec![std::path::PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/http"
+    ))];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for line in text.lines() {
+                let line = line.trim();
+                for method in ["get", "post", "put", "patch", "delete"] {
+                    if let Some(rest) = line.strip_prefix(&format!("#[{method}(\"")) {
+                        let route = rest.split('"').next().unwrap();
+                        routes.insert((method.to_uppercase(), route.to_owned()));
+                    }
+                }
+            }
+        }
+    }
+    routes
+}
+
+/// `/api/users/{id}` → `/api/users/1`.
+fn fill_path_parameters(path: &str) -> String {
+    let mut out = String::new();
+    let mut in_param = false;
+    for c in path.chars() {
+        match c {
+            '{' => in_param = true,
+            '}' => {
+                in_param = false;
+                out.push('1');
+            }
+            _ if !in_param => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[actix_web::test]
+async fn every_mounted_route_is_documented_and_every_documented_route_is_mounted() {
+    let app = spawn_app().await;
+    let doc = json(app.get("/openapi.json").await).await;
+    let documented = documented_routes(&doc);
+
+    let in_source = routes_in_source();
+    assert!(in_source.len() >= 3);
+    let undocumented: Vec<_> = in_source.difference(&documented).collect();
+    assert!(
+        undocumented.is_empty(),
+        "routes without OpenAPI description: {undocumented:?}"
+    );
+
+    // Each documented route reaches a handler: the router's own 404 (ROUTE_NOT_FOUND) or 405
+    // would mean it is described but not mounted.
+    for (method, path) in &documented {
+        let url = app.url(&fill_path_parameters(path));
+        let response = app
+            .client
+            .request(method.parse().unwrap(), &url)
+            .header("content-type", "application/json")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        assert_ne!(status, 405, "{method} {path} not mounted");
+        if status == 404 {
+            let body = response.text().await.unwrap();
+            assert!(
+                !body.contains("ROUTE_NOT_FOUND"),
+                "{method} {path} not mounted"
+            );
+        }
+    }
+    app.stop().await;
+}
