@@ -1,6 +1,9 @@
 //! Black-box tests: one binary (linking is minutes per binary on two cores), a module per area.
 
+mod auth;
 mod helpers;
+mod invitations;
 mod outbox;
 mod store;
 mod system;
+mod users;
