@@ -113,7 +113,7 @@ pub async fn send_verification(state: &AppState, user: &User) -> Result<(), Acco
     )
     .await?;
     tx.commit().await?;
-    let ctx = serde_json::json!({ "username": user.username, "token": token, "hours": 48 });
+    let ctx = serde_json::json!({ "name": user.username, "token": token });
     if let Err(err) = state
         .mailer
         .send(&user.email, Template::VerifyEmail, ctx)
@@ -157,7 +157,7 @@ pub async fn verify_email(state: &AppState, token: &str) -> Result<User, Account
         (false, true) => Template::WelcomeExpert,
         _ => Template::WelcomeGeneric,
     };
-    let ctx = serde_json::json!({ "username": user.username });
+    let ctx = serde_json::json!({ "name": user.username });
     if let Err(err) = state.mailer.send(&user.email, template, ctx).await {
         tracing::warn!(user_id = user.id, error = %err, "welcome e-mail not sent");
     }
@@ -205,7 +205,7 @@ pub async fn request_password_reset(state: &AppState, email: &str) -> Result<(),
     )
     .await?;
     tx.commit().await?;
-    let ctx = serde_json::json!({ "username": user.username, "token": token, "minutes": 60 });
+    let ctx = serde_json::json!({ "name": user.username, "token": token });
     if let Err(err) = state
         .mailer
         .send(&user.email, Template::PasswordReset, ctx)

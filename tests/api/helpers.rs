@@ -63,6 +63,7 @@ pub async fn spawn_app() -> TestApp {
 
 /// Spawns with some variables overridden (`("MAX_CONCURRENT_SESSIONS", "2")`).
 pub async fn spawn_app_with(overrides: &[(&str, &str)]) -> TestApp {
+    capture_logs();
     let data = tempfile::tempdir().expect("temporary directory");
     let mut vars = base_vars(data.path());
     if let Ok(url) = std::env::var("TEST_DATABASE_URL") {
@@ -223,4 +224,181 @@ pub async fn fresh_db() -> (Db, tempfile::TempDir) {
         Err(_) => marketplace::config::DatabaseTarget::Sqlite(dir.path().join("test.db")),
     };
     (Db::connect(&target).await.expect("database opens"), dir)
+}
+
+/// The password every test account uses.
+pub const PASSWORD: &str = "Secret123!";
+
+/// A registered account and its first session (secure flavour, as registration gives).
+pub struct Account {
+    pub id: i64,
+    pub email: String,
+    pub username: String,
+    pub access_token: String,
+    pub csrf_token: String,
+    pub refresh_cookie: String,
+}
+
+/// Registers `username` (e-mail `<username>@example.com`) with `roles`.
+pub async fn register(app: &TestApp, username: &str, roles: &[&str]) -> Account {
+    let email = format!("{username}@example.com");
+    let response = app
+        .post_json(
+            "/api/auth/register",
+            &serde_json::json!({"email": email, "username": username, "password": PASSWORD, "roles": roles}),
+        )
+        .await;
+    assert_eq!(response.status(), 201, "registration of {username}");
+    let refresh_cookie = cookie_value(&response, "refresh_token").expect("refresh cookie");
+    let body = json(response).await;
+    Account {
+        id: body["user"]["id"].as_i64().unwrap(),
+        email,
+        username: username.to_owned(),
+        access_token: body["access_token"].as_str().unwrap().to_owned(),
+        csrf_token: body["csrf_token"].as_str().unwrap().to_owned(),
+        refresh_cookie,
+    }
+}
+
+/// Standard login; the access token.
+pub async fn login(app: &TestApp, username: &str, password: &str) -> String {
+    let response = app
+        .post_json(
+            "/api/auth/login",
+            &serde_json::json!({"username": username, "password": password}),
+        )
+        .await;
+    assert_eq!(response.status(), 200, "login of {username}");
+    json(response).await["access_token"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Creates an administrator directly and logs in; (id, access token).
+pub async fn admin(app: &TestApp, username: &str) -> (i64, String) {
+    let id = marketplace::workflows::accounts::create_admin(
+        &app.db,
+        &app.clock,
+        4,
+        &format!("{username}@example.com"),
+        username,
+        PASSWORD,
+    )
+    .await
+    .expect("admin created");
+    (id, login(app, username, PASSWORD).await)
+}
+
+/// The value of cookie `name` set by a response.
+pub fn cookie_value(response: &reqwest::Response, name: &str) -> Option<String> {
+    set_cookie(response, name).map(|c| {
+        c.split(';')
+            .next()
+            .unwrap_or_default()
+            .split_once('=')
+            .map(|(_, v)| v.to_owned())
+            .unwrap_or_default()
+    })
+}
+
+/// The whole `Set-Cookie` line for cookie `name`.
+pub fn set_cookie(response: &reqwest::Response, name: &str) -> Option<String> {
+    response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with(&format!("{name}=")))
+        .map(str::to_owned)
+}
+
+/// Every log line the servers of this test process wrote (debug level and up), so tests can
+/// check that no secret ever reaches a log.
+pub fn captured_logs() -> String {
+    String::from_utf8_lossy(&LOGS.lock().unwrap()).into_owned()
+}
+
+static LOGS: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
+
+struct LogSink;
+
+impl std::io::Write for LogSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        LOGS.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn capture_logs() {
+    static INIT: std::sync::Once = std::sync::Once::new();
+    INIT.call_once(|| {
+        let _ = tracing_subscriber::fmt()
+            .json()
+            .with_env_filter("debug,h2=info,hyper=info,hyper_util=info,reqwest=info,rustls=info")
+            .with_writer(|| LogSink)
+            .try_init();
+    });
+}
+
+/// A cookie session opened by `POST /api/auth/login_secure`.
+pub struct CookieSession {
+    pub access_token: String,
+    /// The `csrf_token` cookie's value (equal to the body's `csrf_token`).
+    pub csrf_token: String,
+    pub refresh_cookie: String,
+}
+
+/// Secure-flavour login under a fresh `X-Session-ID`; the tokens are read from the cookies.
+pub async fn login_secure_session(app: &TestApp, username: &str, password: &str) -> CookieSession {
+    let session_id = format!("sess_{}", marketplace::domain::token::random_token(12));
+    let response = app
+        .client
+        .post(app.url("/api/auth/login_secure"))
+        .header("X-Session-ID", session_id)
+        .json(&serde_json::json!({"username": username, "password": password}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(response.status(), 200, "login_secure of {username}");
+    let csrf_token = cookie_value(&response, "csrf_token").expect("csrf cookie");
+    let refresh_cookie = cookie_value(&response, "refresh_token").expect("refresh cookie");
+    let body = json(response).await;
+    assert_eq!(body["csrf_token"], csrf_token.as_str());
+    CookieSession {
+        access_token: body["access_token"].as_str().unwrap().to_owned(),
+        csrf_token,
+        refresh_cookie,
+    }
+}
+
+/// A request with `Authorization: Bearer <token>` and, when given, a JSON body.
+pub async fn request_as(
+    app: &TestApp,
+    method: reqwest::Method,
+    path: &str,
+    token: &str,
+    body: Option<&Value>,
+) -> reqwest::Response {
+    let mut request = app.client.request(method, app.url(path)).bearer_auth(token);
+    if let Some(body) = body {
+        request = request.json(body);
+    }
+    request.send().await.expect("request")
+}
+
+/// Every object key of a JSON value, at any depth.
+pub fn json_keys(value: &Value) -> Vec<String> {
+    match value {
+        Value::Object(map) => map
+            .iter()
+            .flat_map(|(k, v)| std::iter::once(k.clone()).chain(json_keys(v)))
+            .collect(),
+        Value::Array(items) => items.iter().flat_map(json_keys).collect(),
+        _ => Vec::new(),
+    }
 }

@@ -132,12 +132,13 @@ pub async fn create(
         .await?
         .ok_or_else(|| ApiError::not_found("Invitation not found"))?;
     tx.commit().await?;
+    let expires_at = invitation.expires_at;
 
     let ctx = serde_json::json!({
-        "inviter": admin.user.username,
-        "message": message.unwrap_or_default(),
+        "invited_by": admin.user.username,
+        "message": message,
+        "expires_at": expires_at.to_rfc3339(),
         "token": token,
-        "hours": hours,
     });
     if let Err(err) = state
         .mailer
