@@ -860,3 +860,33 @@ async fn no_secret_reaches_the_logs() {
     }
     app.stop().await;
 }
+
+#[actix_web::test]
+async fn production_cookies_are_secure_and_scoped_to_the_domain() {
+    let app = spawn_app_with(&[
+        ("APP_ENV", "production"),
+        ("JWT_SECRET", "a-production-secret-of-at-least-32-chars"),
+        ("COOKIE_DOMAIN", ".marketplace.example"),
+    ])
+    .await;
+    let response = app
+        .post_json(
+            "/api/auth/register",
+            &j!({"email": "p@example.com", "username": "prod", "password": PASSWORD, "roles": ["empresa"]}),
+        )
+        .await;
+    assert_eq!(response.status(), 201);
+    for name in ["refresh_token", "csrf_token"] {
+        let cookie = set_cookie(&response, name).unwrap();
+        assert!(cookie.contains("Domain="), "{cookie}");
+        for attribute in [
+            "HttpOnly",
+            "SameSite=Strict",
+            "Secure",
+            "marketplace.example",
+        ] {
+            assert!(cookie.contains(attribute), "{name}: {cookie}");
+        }
+    }
+    app.stop().await;
+}
