@@ -1,0 +1,175 @@
+//! Stored notifications, one row per recipient. A notification produced by an event carries
+//! the event's id: `UNIQUE (user_id, type, event_id)` plus `ON CONFLICT DO NOTHING` make a
+//! replayed event store nothing twice. Notifications written without an event (`event_id`
+//! NULL) are never deduplicated.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::types::Json;
+
+use super::{Exec, StoreResult};
+use crate::on_exec;
+
+/// A notification as stored.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Notification {
+    pub id: i64,
+    pub user_id: i64,
+    #[sqlx(rename = "type")]
+    pub kind: String,
+    pub title: String,
+    pub message: String,
+    pub data: Json<Value>,
+    pub is_read: bool,
+    pub read_at: Option<DateTime<Utc>>,
+    pub event_id: Option<i64>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// `SELECT <notification columns> FROM notifications <filter>` as one static string.
+macro_rules! select_notifications {
+    ($filter:literal) => {
+        concat!(
+            "SELECT id, user_id, type, title, message, data, is_read, read_at, event_id, ",
+            "created_at FROM notifications ",
+            $filter
+        )
+    };
+}
+
+/// What is stored for one recipient.
+#[derive(Debug, Clone)]
+pub struct NewNotification<'a> {
+    pub user_id: i64,
+    /// The notification type (`payment_held`, `EXPERT_PAYOUT_PAID`, `test`, …).
+    pub kind: &'a str,
+    pub title: &'a str,
+    pub message: &'a str,
+    pub data: &'a Value,
+    /// The event that produced it; `None` for notifications written directly.
+    pub event_id: Option<i64>,
+}
+
+/// Stores a notification; `None` when it already exists for this `(user, type, event)` or
+/// when the user no longer exists (a deleted recipient is skipped, not an error).
+pub async fn insert(
+    ex: Exec<'_>,
+    n: &NewNotification<'_>,
+    now: DateTime<Utc>,
+) -> StoreResult<Option<i64>> {
+    // The WHERE clause also lets SQLite parse `ON CONFLICT` after an `INSERT … SELECT`.
+    Ok(on_exec!(ex, c => sqlx::query_scalar(
+        "INSERT INTO notifications (user_id, type, title, message, data, is_read, event_id, created_at)
+         SELECT $1, $2, $3, $4, $5, FALSE, $6, $7
+         WHERE EXISTS (SELECT 1 FROM users WHERE id = $1)
+         ON CONFLICT DO NOTHING RETURNING id",
+    )
+    .bind(n.user_id)
+    .bind(n.kind)
+    .bind(n.title)
+    .bind(n.message)
+    .bind(Json(n.data))
+    .bind(n.event_id)
+    .bind(now)
+    .fetch_optional(c)
+    .await)?)
+}
+
+/// One notification of `user_id` (another user's is not found).
+pub async fn find_for_user(
+    ex: Exec<'_>,
+    user_id: i64,
+    id: i64,
+) -> StoreResult<Option<Notification>> {
+    Ok(on_exec!(ex, c => sqlx::query_as::<_, Notification>(
+        select_notifications!("WHERE id = $1 AND user_id = $2"),
+    )
+    .bind(id)
+    .bind(user_id)
+    .fetch_optional(c)
+    .await)?)
+}
+
+/// A page of the user's notifications, newest first, and the total matching.
+pub async fn list_for_user(
+    mut ex: Exec<'_>,
+    user_id: i64,
+    unread_only: bool,
+    limit: i64,
+    offset: i64,
+) -> StoreResult<(Vec<Notification>, i64)> {
+    let items = on_exec!(ex.re(), c => sqlx::query_as::<_, Notification>(
+        select_notifications!(
+            "WHERE user_id = $1 AND ($2 = FALSE OR is_read = FALSE)
+             ORDER BY created_at DESC, id DESC LIMIT $3 OFFSET $4"
+        ),
+    )
+    .bind(user_id)
+    .bind(unread_only)
+    .bind(limit)
+    .bind(offset)
+    .fetch_all(c)
+    .await)?;
+    let total: i64 = on_exec!(ex, c => sqlx::query_scalar(
+        "SELECT COUNT(*) FROM notifications WHERE user_id = $1 AND ($2 = FALSE OR is_read = FALSE)",
+    )
+    .bind(user_id)
+    .bind(unread_only)
+    .fetch_one(c)
+    .await)?;
+    Ok((items, total))
+}
+
+/// Marks one of the user's notifications read. `false` when it is not the user's (or does not
+/// exist); marking an already read one again keeps its first `read_at` and answers `true`.
+pub async fn mark_read(
+    ex: Exec<'_>,
+    user_id: i64,
+    id: i64,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    let rows = on_exec!(ex, c => sqlx::query(
+        "UPDATE notifications SET is_read = TRUE, read_at = COALESCE(read_at, $3)
+         WHERE id = $1 AND user_id = $2",
+    )
+    .bind(id)
+    .bind(user_id)
+    .bind(now)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(rows == 1)
+}
+
+/// Marks every unread notification of the user read; how many changed.
+pub async fn mark_all_read(ex: Exec<'_>, user_id: i64, now: DateTime<Utc>) -> StoreResult<i64> {
+    let rows = on_exec!(ex, c => sqlx::query(
+        "UPDATE notifications SET is_read = TRUE, read_at = $2
+         WHERE user_id = $1 AND is_read = FALSE",
+    )
+    .bind(user_id)
+    .bind(now)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(i64::try_from(rows).unwrap_or(i64::MAX))
+}
+
+pub async fn unread_count(ex: Exec<'_>, user_id: i64) -> StoreResult<i64> {
+    Ok(on_exec!(ex, c => sqlx::query_scalar(
+        "SELECT COUNT(*) FROM notifications WHERE user_id = $1 AND is_read = FALSE",
+    )
+    .bind(user_id)
+    .fetch_one(c)
+    .await)?)
+}
+
+/// Ids of the active administrators (users holding the `admin` role), for fan-out.
+pub async fn administrator_ids(ex: Exec<'_>) -> StoreResult<Vec<i64>> {
+    Ok(on_exec!(ex, c => sqlx::query_scalar(
+        "SELECT u.id FROM users u JOIN user_roles r ON r.user_id = u.id
+         WHERE r.role = 'admin' AND u.is_active = TRUE ORDER BY u.id",
+    )
+    .fetch_all(c)
+    .await)?)
+}

@@ -1,0 +1,177 @@
+//! The notification service: storing notifications for people, directly or from events.
+//!
+//! Two ways in:
+//! - [`notify`]: a workflow stores a notification inside its own transaction (it commits with
+//!   the state change).
+//! - [`NotificationConsumer`]: the outbox consumer. Any event whose payload carries a `notify`
+//!   array stores those notifications, each with the event's id, so a replayed event stores
+//!   nothing twice (`UNIQUE (user_id, type, event_id)`). An entry is either
+//!   `{"user_id", "type", "title", "message", "data"}` for one person or
+//!   `{"to_admins": true, "type", "title", "message", "data"}` for every active administrator.
+//!   [`for_user`] and [`for_admins`] build the entries. One event stores at most one
+//!   notification per `(user, type)`: an administrator named both directly and through
+//!   `to_admins` with the same type gets it once.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::clock::Clock;
+use crate::store::events::Event;
+use crate::store::notifications::{self, NewNotification};
+use crate::store::{Db, Exec, StoreResult};
+use crate::workflows::outbox::Consumer;
+
+/// The payload key whose array the consumer turns into notifications.
+pub const NOTIFY_KEY: &str = "notify";
+
+/// Stores one notification for `user_id` on the caller's connection or transaction. With an
+/// `event_id` it is idempotent: the same `(user, kind, event)` is stored once. `None` when it
+/// already existed or the user does not exist.
+#[allow(clippy::too_many_arguments)] // the notification's fields, named at every call site
+pub async fn notify(
+    ex: Exec<'_>,
+    user_id: i64,
+    kind: &str,
+    title: &str,
+    message: &str,
+    data: &Value,
+    event_id: Option<i64>,
+    now: DateTime<Utc>,
+) -> StoreResult<Option<i64>> {
+    notifications::insert(
+        ex,
+        &NewNotification {
+            user_id,
+            kind,
+            title,
+            message,
+            data,
+            event_id,
+        },
+        now,
+    )
+    .await
+}
+
+/// A `notify` entry for one person.
+pub fn for_user(user_id: i64, kind: &str, title: &str, message: &str, data: Value) -> Value {
+    json!({"user_id": user_id, "type": kind, "title": title, "message": message, "data": data})
+}
+
+/// A `notify` entry for every active administrator.
+pub fn for_admins(kind: &str, title: &str, message: &str, data: Value) -> Value {
+    json!({"to_admins": true, "type": kind, "title": title, "message": message, "data": data})
+}
+
+/// One entry of an event's `notify` array.
+#[derive(Debug, Deserialize)]
+struct Entry {
+    user_id: Option<i64>,
+    #[serde(default)]
+    to_admins: bool,
+    #[serde(rename = "type")]
+    kind: String,
+    title: String,
+    #[serde(default)]
+    message: String,
+    #[serde(default)]
+    data: Option<Value>,
+}
+
+/// The entries of an event; malformed ones are logged and skipped (a retry cannot fix them).
+fn entries_of(event: &Event) -> Vec<Entry> {
+    let Some(list) = event.payload.0.get(NOTIFY_KEY) else {
+        return Vec::new();
+    };
+    let Some(list) = list.as_array() else {
+        tracing::warn!(event_id = event.id, kind = %event.kind, "`notify` is not an array; ignored");
+        return Vec::new();
+    };
+    list.iter()
+        .enumerate()
+        .filter_map(|(i, raw)| match Entry::deserialize(raw) {
+            Ok(entry) if entry.to_admins || entry.user_id.is_some() => Some(entry),
+            Ok(_) => {
+                tracing::warn!(event_id = event.id, index = i, "notify entry names no recipient; skipped");
+                None
+            }
+            Err(err) => {
+                tracing::warn!(event_id = event.id, index = i, error = %err, "malformed notify entry; skipped");
+                None
+            }
+        })
+        .collect()
+}
+
+/// Turns the `notify` array of any event into stored notifications.
+pub struct NotificationConsumer {
+    db: Db,
+    clock: Clock,
+}
+
+impl NotificationConsumer {
+    pub fn new(db: Db, clock: Clock) -> Self {
+        Self { db, clock }
+    }
+
+    /// Stores the event's notifications in one transaction; how many were new.
+    pub async fn store(&self, event: &Event) -> StoreResult<usize> {
+        let entries = entries_of(event);
+        if entries.is_empty() {
+            return Ok(0);
+        }
+        let now = self.clock.now();
+        let mut tx = self.db.begin().await?;
+        let admins = if entries.iter().any(|e| e.to_admins) {
+            notifications::administrator_ids(tx.exec()).await?
+        } else {
+            Vec::new()
+        };
+        let empty = json!({});
+        let mut stored = 0;
+        for entry in &entries {
+            let recipients = entry.user_id.into_iter().chain(
+                entry
+                    .to_admins
+                    .then(|| admins.iter().copied())
+                    .into_iter()
+                    .flatten(),
+            );
+            for user_id in recipients {
+                let id = notify(
+                    tx.exec(),
+                    user_id,
+                    &entry.kind,
+                    &entry.title,
+                    &entry.message,
+                    entry.data.as_ref().unwrap_or(&empty),
+                    Some(event.id),
+                    now,
+                )
+                .await?;
+                stored += usize::from(id.is_some());
+            }
+        }
+        tx.commit().await?;
+        Ok(stored)
+    }
+}
+
+#[async_trait]
+impl Consumer for NotificationConsumer {
+    fn name(&self) -> &'static str {
+        "notifications"
+    }
+
+    /// Any kind may carry a `notify` array; events without one are a no-op.
+    fn wants(&self, _kind: &str) -> bool {
+        true
+    }
+
+    async fn handle(&self, event: &Event) -> anyhow::Result<()> {
+        self.store(event).await?;
+        Ok(())
+    }
+}
