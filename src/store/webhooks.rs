@@ -74,3 +74,25 @@ pub async fn set_secret(
     .map(|_| ()))?;
     Ok(())
 }
+
+/// Creates a disabled configuration with `secret` unless one exists; the existing secret is
+/// left alone, so concurrent first reads all end up with the one stored value.
+pub async fn insert_secret_if_absent(
+    ex: Exec<'_>,
+    user_id: i64,
+    secret: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
+    on_exec!(ex, c => sqlx::query(
+        "INSERT INTO webhook_configs (user_id, url, enabled, auth_method, secret, created_at, updated_at)
+         VALUES ($1, NULL, FALSE, 'JWT', $2, $3, $3)
+         ON CONFLICT (user_id) DO NOTHING",
+    )
+    .bind(user_id)
+    .bind(secret)
+    .bind(now)
+    .execute(c)
+    .await
+    .map(|_| ()))?;
+    Ok(())
+}

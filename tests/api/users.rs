@@ -170,6 +170,31 @@ async fn cookie_session_needs_the_csrf_double_submit() {
     }
     assert_eq!(username_in_db(&app, ana.id).await, "ana");
 
+    // The password and e-mail changes are protected the same way.
+    let password = cookie_request(
+        &app,
+        Method::POST,
+        "/api/users/me/change-password",
+        access,
+        Some(csrf),
+        None,
+        Some(j!({"current_password": PASSWORD, "new_password": "Another456?"})),
+    )
+    .await;
+    assert_error(password, 403, "CSRF_FAILED").await;
+    let email = cookie_request(
+        &app,
+        Method::PUT,
+        "/api/users/me/email",
+        access,
+        Some(csrf),
+        Some("wrong-value-000000000000"),
+        Some(j!({"new_email": "elsewhere@example.com", "current_password": PASSWORD})),
+    )
+    .await;
+    assert_error(email, 403, "CSRF_FAILED").await;
+    login(&app, "ana@example.com", PASSWORD).await;
+
     let accepted = put(true, Some(csrf.to_owned()), "ana_csrf").await;
     assert_eq!(accepted.status(), 200);
     assert_eq!(json(accepted).await["username"], "ana_csrf");
@@ -255,6 +280,14 @@ async fn password_change_checks_policy_and_ends_other_sessions() {
     );
     assert_eq!(me(&app, &earlier).await.status(), 401, "other sessions end");
     assert_eq!(me(&app, &ana.access_token).await.status(), 401);
+    // The ended sessions cannot be renewed either.
+    let renewed = app
+        .post_json(
+            "/api/auth/refresh",
+            &j!({"refresh_token": ana.refresh_cookie}),
+        )
+        .await;
+    assert_eq!(renewed.status(), 401);
     app.stop().await;
 }
 
@@ -545,20 +578,92 @@ async fn concurrent_username_claims_have_one_winner() {
         ("ana", "wanted") => (bob.id, ana.id),
         other => panic!("exactly one user should hold the name: {other:?}"),
     };
+    // The winner's requests all succeed (repeating one's own name is no conflict); each of
+    // the loser's is a clean 409, never a 500.
     for (id, status, body) in &results {
-        assert!(matches!(status, 200 | 409), "{status}: {body}");
-        if *status == 409 {
+        if *id == winner {
+            assert_eq!(*status, 200, "{body}");
+            assert_eq!(body["username"], "wanted");
+        } else {
+            assert_eq!(*id, loser);
+            assert_eq!(*status, 409, "{body}");
             assert_eq!(body["code"], "USERNAME_EXISTS");
         }
-        if *id == loser {
-            assert_eq!(*status, 409, "the loser never gets the name: {body}");
-        }
     }
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn concurrent_first_secret_reads_agree() {
+    let app = spawn_app().await;
+    register(&app, "ana", &["empresa"]).await;
+    let ana = login(&app, "ana", PASSWORD).await;
+    let reads = (0..6).map(|_| {
+        let (app, ana) = (&app, ana.clone());
+        async move {
+            let response =
+                request_as(app, Method::GET, "/api/users/me/webhook/secret", &ana, None).await;
+            assert_eq!(response.status(), 200);
+            json(response).await["secret"].as_str().unwrap().to_owned()
+        }
+    });
+    let secrets = join_all(reads).await;
+    let response = request_as(
+        &app,
+        Method::GET,
+        "/api/users/me/webhook/secret",
+        &ana,
+        None,
+    )
+    .await;
+    let stored = json(response).await["secret"].as_str().unwrap().to_owned();
     assert!(
-        results
-            .iter()
-            .any(|(id, status, _)| *id == winner && *status == 200),
-        "the winner had a 200"
+        secrets.iter().all(|s| *s == stored),
+        "every caller got the secret that is kept: {secrets:?} vs {stored}"
     );
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn deactivating_oneself_ends_access() {
+    let app = spawn_app().await;
+    let ana = register(&app, "ana", &["empresa"]).await;
+    let viewer = register(&app, "bob", &["empresa"]).await;
+    let token = login(&app, "ana", PASSWORD).await;
+    let response = put_me(&app, &token, j!({"is_active": false})).await;
+    assert_eq!(response.status(), 200);
+    let body = json(response).await;
+    assert_eq!(
+        (&body["is_active"], &body["username"]),
+        (&j!(false), &j!("ana"))
+    );
+
+    assert_error(me(&app, &token).await, 401, "ACCOUNT_DISABLED").await;
+    let refused = app
+        .post_json(
+            "/api/auth/login",
+            &j!({"username": "ana", "password": PASSWORD}),
+        )
+        .await;
+    assert_error(refused, 403, "ACCOUNT_DISABLED").await;
+    let bob = login(&app, "bob", PASSWORD).await;
+    let public = request_as(
+        &app,
+        Method::GET,
+        &format!("/api/users/{}", ana.id),
+        &bob,
+        None,
+    )
+    .await;
+    assert_error(public, 404, "NOT_FOUND").await;
+    let own = request_as(
+        &app,
+        Method::GET,
+        &format!("/api/users/{}", viewer.id),
+        &bob,
+        None,
+    )
+    .await;
+    assert_eq!(own.status(), 200);
     app.stop().await;
 }

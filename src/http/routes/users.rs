@@ -92,7 +92,12 @@ pub async fn update_me(
     if let Some(username) = &username
         && username.as_str() != auth.user.username
     {
-        if users::exists(tx.exec(), "", username.as_str()).await? {
+        // Checked inside the transaction against another account: the caller's own row may
+        // already carry the name (a concurrent request of theirs set it after `auth` was read).
+        if users::find_by_login(tx.exec(), username.as_str())
+            .await?
+            .is_some_and(|other| other.id != auth.id())
+        {
             return Err(ApiError::conflict(
                 "USERNAME_EXISTS",
                 "This username is taken",
@@ -269,9 +274,19 @@ pub async fn get_webhook_secret(
     let secret = match webhooks::find(conn.exec(), auth.id()).await? {
         Some(config) => config.secret,
         None => {
-            let secret = random_token(32);
-            webhooks::set_secret(conn.exec(), auth.id(), &secret, state.clock.now()).await?;
-            secret
+            // A concurrent first read may have created one meanwhile: keep it, answer the
+            // stored value.
+            webhooks::insert_secret_if_absent(
+                conn.exec(),
+                auth.id(),
+                &random_token(32),
+                state.clock.now(),
+            )
+            .await?;
+            webhooks::find(conn.exec(), auth.id())
+                .await?
+                .map(|config| config.secret)
+                .ok_or_else(|| ApiError::not_found("Webhook configuration not found"))?
         }
     };
     Ok(HttpResponse::Ok().json(WebhookSecret { secret }))
