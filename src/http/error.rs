@@ -228,7 +228,7 @@ pub mod extract {
                     ),
                     JsonPayloadError::Deserialize(e) => {
                         ApiError::validation(vec![FieldError::new(
-                            field_of(&e.to_string()),
+                            field_of(&e.to_string(), "body"),
                             e.to_string(),
                         )])
                     }
@@ -241,7 +241,7 @@ pub mod extract {
     pub fn query_config() -> web::QueryConfig {
         web::QueryConfig::default().error_handler(|err: QueryPayloadError, _req| {
             let message = err.to_string();
-            ApiError::validation(vec![FieldError::new(field_of(&message), message)]).into()
+            ApiError::validation(vec![FieldError::new(field_of(&message, "query"), message)]).into()
         })
     }
 
@@ -253,12 +253,12 @@ pub mod extract {
 
     /// serde names the offending field in its message (`missing field \`x\``,
     /// `unknown variant` …); pick it out when it is there.
-    fn field_of(message: &str) -> String {
+    fn field_of(message: &str, fallback: &str) -> String {
         message
             .split('`')
             .nth(1)
             .filter(|_| message.contains("field"))
-            .unwrap_or("body")
+            .unwrap_or(fallback)
             .to_owned()
     }
 }

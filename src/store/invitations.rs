@@ -70,24 +70,30 @@ pub async fn find_by_token_hash(ex: Exec<'_>, hash: &str) -> StoreResult<Option<
     )
 }
 
-/// Spends the invitation once: true only for the caller that marked it.
-pub async fn mark_used(
-    ex: Exec<'_>,
-    id: i64,
-    user_id: i64,
-    now: DateTime<Utc>,
-) -> StoreResult<bool> {
+/// Spends the invitation once: true only for the caller that marked it. Concurrent accepts
+/// queue on the row, and all but the first find it used.
+pub async fn claim(ex: Exec<'_>, id: i64, now: DateTime<Utc>) -> StoreResult<bool> {
     let rows = on_exec!(ex, c => sqlx::query(
-        "UPDATE admin_invitations SET used = TRUE, used_at = $1, used_by = $2
-         WHERE id = $3 AND used = FALSE AND expires_at > $1",
+        "UPDATE admin_invitations SET used = TRUE, used_at = $1
+         WHERE id = $2 AND used = FALSE AND expires_at > $1",
     )
     .bind(now)
-    .bind(user_id)
     .bind(id)
     .execute(c)
     .await
     .map(|r| r.rows_affected()))?;
     Ok(rows == 1)
+}
+
+/// Records which account a claimed invitation created.
+pub async fn set_used_by(ex: Exec<'_>, id: i64, user_id: i64) -> StoreResult<()> {
+    on_exec!(ex, c => sqlx::query("UPDATE admin_invitations SET used_by = $1 WHERE id = $2")
+        .bind(user_id)
+        .bind(id)
+        .execute(c)
+        .await
+        .map(|_| ()))?;
+    Ok(())
 }
 
 pub async fn delete(ex: Exec<'_>, id: i64) -> StoreResult<bool> {

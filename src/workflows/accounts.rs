@@ -98,28 +98,43 @@ pub enum AccountError {
 
 /// Creates a verification token for the user's current address and e-mails it.
 pub async fn send_verification(state: &AppState, user: &User) -> Result<(), AccountError> {
+    mail_token(
+        state,
+        user,
+        Purpose::VerifyEmail,
+        VERIFICATION_TTL,
+        Template::VerifyEmail,
+    )
+    .await
+}
+
+/// Issues a single-use token for `purpose` (spending the user's earlier ones) and e-mails
+/// its link. A failed send is logged: the user can ask again.
+async fn mail_token(
+    state: &AppState,
+    user: &User,
+    purpose: Purpose,
+    ttl: Duration,
+    template: Template,
+) -> Result<(), AccountError> {
     let token = random_token(32);
     let now = state.clock.now();
     let mut tx = state.db.begin().await?;
-    tokens::consume_all(tx.exec(), user.id, Purpose::VerifyEmail, now).await?;
+    tokens::consume_all(tx.exec(), user.id, purpose, now).await?;
     tokens::insert(
         tx.exec(),
         user.id,
-        Purpose::VerifyEmail,
+        purpose,
         &hash_token(&token),
         &user.email,
-        now + VERIFICATION_TTL,
+        now + ttl,
         now,
     )
     .await?;
     tx.commit().await?;
     let ctx = serde_json::json!({ "name": user.username, "token": token });
-    if let Err(err) = state
-        .mailer
-        .send(&user.email, Template::VerifyEmail, ctx)
-        .await
-    {
-        tracing::warn!(user_id = user.id, error = %err, "verification e-mail not sent");
+    if let Err(err) = state.mailer.send(&user.email, template, ctx).await {
+        tracing::warn!(user_id = user.id, template = template.name(), error = %err, "e-mail not sent");
     }
     Ok(())
 }
@@ -190,30 +205,14 @@ pub async fn request_password_reset(state: &AppState, email: &str) -> Result<(),
     if !first {
         return Ok(());
     }
-    let token = random_token(32);
-    let now = state.clock.now();
-    let mut tx = state.db.begin().await?;
-    tokens::consume_all(tx.exec(), user.id, Purpose::ResetPassword, now).await?;
-    tokens::insert(
-        tx.exec(),
-        user.id,
+    mail_token(
+        state,
+        &user,
         Purpose::ResetPassword,
-        &hash_token(&token),
-        &user.email,
-        now + RESET_TTL,
-        now,
+        RESET_TTL,
+        Template::PasswordReset,
     )
-    .await?;
-    tx.commit().await?;
-    let ctx = serde_json::json!({ "name": user.username, "token": token });
-    if let Err(err) = state
-        .mailer
-        .send(&user.email, Template::PasswordReset, ctx)
-        .await
-    {
-        tracing::warn!(user_id = user.id, error = %err, "password reset e-mail not sent");
-    }
-    Ok(())
+    .await
 }
 
 /// Sets a new password with a reset token; every session of the account ends.
@@ -420,6 +419,10 @@ pub async fn accept_admin_invitation(
     if invitation.expires_at <= now {
         return Err(AccountError::ExpiredToken);
     }
+    // Claim first: of concurrent accepts, the others stop here.
+    if !crate::store::invitations::claim(tx.exec(), invitation.id, now).await? {
+        return Err(AccountError::UsedToken);
+    }
     if users::find_by_email(tx.exec(), &invitation.email)
         .await?
         .is_some()
@@ -450,9 +453,7 @@ pub async fn accept_admin_invitation(
             e.into()
         }
     })?;
-    if !crate::store::invitations::mark_used(tx.exec(), invitation.id, id, now).await? {
-        return Err(AccountError::UsedToken);
-    }
+    crate::store::invitations::set_used_by(tx.exec(), invitation.id, id).await?;
     let user = users::find(tx.exec(), id)
         .await?
         .ok_or(AccountError::InvalidToken)?;
