@@ -1,0 +1,568 @@
+//! Profiles (one per role per user) and administrators' team profiles.
+
+use chrono::{DateTime, Utc};
+
+use super::{Exec, StoreResult};
+use crate::on_exec;
+
+/// A profile as stored.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Profile {
+    pub id: i64,
+    pub user_id: i64,
+    pub profile_type: String,
+    pub full_name: Option<String>,
+    pub bio: Option<String>,
+    pub phone: Option<String>,
+    pub location: Option<String>,
+    pub profile_picture: Option<String>,
+    pub is_verified: bool,
+    pub verification_status: String,
+    pub verification_notes: Option<String>,
+    pub slug: Option<String>,
+    pub expert_level: String,
+    pub availability: Option<String>,
+    pub internal_rating: Option<f64>,
+    pub hourly_rate_minor: Option<i64>,
+    pub experience_years: Option<i64>,
+    pub main_area: Option<String>,
+    pub work_language: Option<String>,
+    pub portfolio_url: Option<String>,
+    pub linkedin_url: Option<String>,
+    pub company_name: Option<String>,
+    pub company_website: Option<String>,
+    pub contact_person: Option<String>,
+    pub company_type: Option<String>,
+    pub industry: Option<String>,
+    pub company_size: Option<String>,
+    pub company_email: Option<String>,
+    pub preferred_language: Option<String>,
+    pub tax_id: Option<String>,
+    pub fiscal_name: Option<String>,
+    pub fiscal_address: Option<String>,
+    pub fiscal_postal_code: Option<String>,
+    pub fiscal_city: Option<String>,
+    pub fiscal_province: Option<String>,
+    pub fiscal_country: Option<String>,
+    pub fiscal_type: Option<String>,
+    pub birth_date: Option<String>,
+    pub vat_number: Option<String>,
+    pub irpf_rate: Option<i64>,
+    pub commercial_registry: Option<String>,
+    pub fiscal_data_complete: bool,
+    pub dac7_review_status: Option<String>,
+    pub dac7_review_period: Option<i64>,
+    pub dac7_reviewed_at: Option<DateTime<Utc>>,
+    pub processor_connect_account_id: Option<String>,
+    pub processor_connect_status: Option<String>,
+    pub verified_at: Option<DateTime<Utc>>,
+    pub verified_by: Option<i64>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// `SELECT <profile columns> FROM profiles p <rest>` as one static string.
+macro_rules! select_profiles {
+    ($($rest:expr),* $(,)?) => {
+        concat!(
+            "SELECT p.id, p.user_id, p.profile_type, p.full_name, p.bio, p.phone, p.location, ",
+            "p.profile_picture, p.is_verified, p.verification_status, p.verification_notes, p.slug, ",
+            "p.expert_level, p.availability, p.internal_rating, p.hourly_rate_minor, ",
+            "p.experience_years, p.main_area, p.work_language, p.portfolio_url, p.linkedin_url, ",
+            "p.company_name, p.company_website, p.contact_person, p.company_type, p.industry, ",
+            "p.company_size, p.company_email, p.preferred_language, p.tax_id, p.fiscal_name, ",
+            "p.fiscal_address, p.fiscal_postal_code, p.fiscal_city, p.fiscal_province, ",
+            "p.fiscal_country, p.fiscal_type, p.birth_date, p.vat_number, p.irpf_rate, ",
+            "p.commercial_registry, p.fiscal_data_complete, p.dac7_review_status, ",
+            "p.dac7_review_period, p.dac7_reviewed_at, p.processor_connect_account_id, ",
+            "p.processor_connect_status, p.verified_at, p.verified_by, p.created_at, p.updated_at ",
+            "FROM profiles p ",
+            $($rest),*
+        )
+    };
+}
+
+/// Inserts an empty profile of `profile_type` for `user_id`; a second profile of the same
+/// type, or a taken slug, fails with a unique violation.
+pub async fn insert(
+    ex: Exec<'_>,
+    user_id: i64,
+    profile_type: &str,
+    slug: Option<&str>,
+    now: DateTime<Utc>,
+) -> StoreResult<i64> {
+    let id: i64 = on_exec!(ex, c => sqlx::query_scalar(
+        "INSERT INTO profiles (user_id, profile_type, slug, expert_level, created_at, updated_at)
+         VALUES ($1, $2, $3, 'Global', $4, $4) RETURNING id",
+    )
+    .bind(user_id)
+    .bind(profile_type)
+    .bind(slug)
+    .bind(now)
+    .fetch_one(c)
+    .await)?;
+    Ok(id)
+}
+
+pub async fn find(ex: Exec<'_>, id: i64) -> StoreResult<Option<Profile>> {
+    Ok(
+        on_exec!(ex, c => sqlx::query_as::<_, Profile>(select_profiles!("WHERE p.id = $1"))
+        .bind(id)
+        .fetch_optional(c)
+        .await)?,
+    )
+}
+
+pub async fn find_by_user(
+    ex: Exec<'_>,
+    user_id: i64,
+    profile_type: &str,
+) -> StoreResult<Option<Profile>> {
+    Ok(on_exec!(ex, c => sqlx::query_as::<_, Profile>(
+        select_profiles!("WHERE p.user_id = $1 AND p.profile_type = $2"),
+    )
+    .bind(user_id)
+    .bind(profile_type)
+    .fetch_optional(c)
+    .await)?)
+}
+
+/// The profiles of a user, oldest first.
+pub async fn list_by_user(ex: Exec<'_>, user_id: i64) -> StoreResult<Vec<Profile>> {
+    Ok(on_exec!(ex, c => sqlx::query_as::<_, Profile>(
+        select_profiles!("WHERE p.user_id = $1 ORDER BY p.id"),
+    )
+    .bind(user_id)
+    .fetch_all(c)
+    .await)?)
+}
+
+/// An expert found by slug; `key` is the slug with hyphens removed, so a legacy slug written
+/// without hyphens matches too.
+pub async fn find_expert_by_slug(
+    ex: Exec<'_>,
+    slug: &str,
+    key: &str,
+) -> StoreResult<Option<Profile>> {
+    Ok(
+        on_exec!(ex, c => sqlx::query_as::<_, Profile>(select_profiles!(
+        "WHERE p.profile_type = 'experto' AND (p.slug = $1 OR REPLACE(p.slug, '-', '') = $2)
+         ORDER BY CASE WHEN p.slug = $1 THEN 0 ELSE 1 END, p.id LIMIT 1"
+    ))
+    .bind(slug)
+    .bind(key)
+    .fetch_optional(c)
+    .await)?,
+    )
+}
+
+/// Slugs equal to `base` or of the form `base-…`, to pick the next free suffix.
+pub async fn slugs_like(ex: Exec<'_>, base: &str) -> StoreResult<Vec<String>> {
+    let pattern = format!("{base}-%");
+    Ok(on_exec!(ex, c => sqlx::query_scalar(
+        "SELECT slug FROM profiles WHERE slug = $1 OR slug LIKE $2",
+    )
+    .bind(base)
+    .bind(&pattern)
+    .fetch_all(c)
+    .await)?)
+}
+
+/// Writes the descriptive (non-fiscal, non-moderation) columns of `p`.
+pub async fn update_details(ex: Exec<'_>, p: &Profile, now: DateTime<Utc>) -> StoreResult<bool> {
+    let rows = on_exec!(ex, c => sqlx::query(
+        "UPDATE profiles SET full_name = $2, bio = $3, phone = $4, location = $5, slug = $6,
+            availability = $7, hourly_rate_minor = $8, experience_years = $9, main_area = $10,
+            work_language = $11, portfolio_url = $12, linkedin_url = $13, company_name = $14,
+            company_website = $15, contact_person = $16, company_type = $17, industry = $18,
+            company_size = $19, company_email = $20, preferred_language = $21, updated_at = $22
+         WHERE id = $1",
+    )
+    .bind(p.id)
+    .bind(&p.full_name)
+    .bind(&p.bio)
+    .bind(&p.phone)
+    .bind(&p.location)
+    .bind(&p.slug)
+    .bind(&p.availability)
+    .bind(p.hourly_rate_minor)
+    .bind(p.experience_years)
+    .bind(&p.main_area)
+    .bind(&p.work_language)
+    .bind(&p.portfolio_url)
+    .bind(&p.linkedin_url)
+    .bind(&p.company_name)
+    .bind(&p.company_website)
+    .bind(&p.contact_person)
+    .bind(&p.company_type)
+    .bind(&p.industry)
+    .bind(&p.company_size)
+    .bind(&p.company_email)
+    .bind(&p.preferred_language)
+    .bind(now)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(rows == 1)
+}
+
+/// Writes the fiscal columns of `p`, `fiscal_data_complete` included.
+pub async fn update_fiscal(ex: Exec<'_>, p: &Profile, now: DateTime<Utc>) -> StoreResult<bool> {
+    let rows = on_exec!(ex, c => sqlx::query(
+        "UPDATE profiles SET tax_id = $2, fiscal_name = $3, fiscal_address = $4,
+            fiscal_postal_code = $5, fiscal_city = $6, fiscal_province = $7, fiscal_country = $8,
+            fiscal_type = $9, birth_date = $10, vat_number = $11, irpf_rate = $12,
+            commercial_registry = $13, fiscal_data_complete = $14, updated_at = $15
+         WHERE id = $1",
+    )
+    .bind(p.id)
+    .bind(&p.tax_id)
+    .bind(&p.fiscal_name)
+    .bind(&p.fiscal_address)
+    .bind(&p.fiscal_postal_code)
+    .bind(&p.fiscal_city)
+    .bind(&p.fiscal_province)
+    .bind(&p.fiscal_country)
+    .bind(&p.fiscal_type)
+    .bind(&p.birth_date)
+    .bind(&p.vat_number)
+    .bind(p.irpf_rate)
+    .bind(&p.commercial_registry)
+    .bind(p.fiscal_data_complete)
+    .bind(now)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(rows == 1)
+}
+
+/// Records an administrator's verdict.
+pub async fn set_verification(
+    ex: Exec<'_>,
+    id: i64,
+    is_verified: bool,
+    status: &str,
+    notes: Option<&str>,
+    admin_id: i64,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    let rows = on_exec!(ex, c => sqlx::query(
+        "UPDATE profiles SET is_verified = $2, verification_status = $3,
+            verification_notes = COALESCE($4, verification_notes),
+            verified_at = CASE WHEN $2 THEN $6 ELSE NULL END,
+            verified_by = CASE WHEN $2 THEN $5 ELSE NULL END,
+            updated_at = $6
+         WHERE id = $1",
+    )
+    .bind(id)
+    .bind(is_verified)
+    .bind(status)
+    .bind(notes)
+    .bind(admin_id)
+    .bind(now)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(rows == 1)
+}
+
+/// Filters of the administrators' profile list. `search` is matched, case-insensitively, in
+/// names, company name, slug and the user's e-mail and username.
+#[derive(Debug, Default, Clone)]
+pub struct AdminFilter {
+    pub profile_type: Option<String>,
+    pub is_verified: Option<bool>,
+    pub verification_status: Option<String>,
+    pub search: Option<String>,
+}
+
+/// One page of profiles for administrators, newest first, and the total.
+pub async fn list_admin(
+    mut ex: Exec<'_>,
+    f: &AdminFilter,
+    limit: i64,
+    offset: i64,
+) -> StoreResult<(Vec<Profile>, i64)> {
+    macro_rules! admin_where {
+        () => {
+            "WHERE ($1 IS NULL OR p.profile_type = $1)
+               AND ($2 IS NULL OR p.is_verified = $2)
+               AND ($3 IS NULL OR p.verification_status = $3)
+               AND ($4 IS NULL OR LOWER(COALESCE(p.full_name, '')) LIKE $4
+                    OR LOWER(COALESCE(p.company_name, '')) LIKE $4
+                    OR LOWER(COALESCE(p.slug, '')) LIKE $4
+                    OR LOWER(u.email) LIKE $4 OR LOWER(u.username) LIKE $4) "
+        };
+    }
+    let search = f
+        .search
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| format!("%{}%", s.to_lowercase()));
+    let items = on_exec!(ex.re(), c => sqlx::query_as::<_, Profile>(select_profiles!(
+        "JOIN users u ON u.id = p.user_id ",
+        admin_where!(),
+        "ORDER BY p.created_at DESC, p.id DESC LIMIT $5 OFFSET $6"
+    ))
+    .bind(&f.profile_type)
+    .bind(f.is_verified)
+    .bind(&f.verification_status)
+    .bind(&search)
+    .bind(limit)
+    .bind(offset)
+    .fetch_all(c)
+    .await)?;
+    let total: i64 = on_exec!(ex, c => sqlx::query_scalar(concat!(
+        "SELECT COUNT(*) FROM profiles p JOIN users u ON u.id = p.user_id ",
+        admin_where!()
+    ))
+    .bind(&f.profile_type)
+    .bind(f.is_verified)
+    .bind(&f.verification_status)
+    .bind(&search)
+    .fetch_one(c)
+    .await)?;
+    Ok((items, total))
+}
+
+/// Filters of the public expert search.
+#[derive(Debug, Default, Clone)]
+pub struct ExpertFilter {
+    /// A skill slug.
+    pub skill: Option<String>,
+    pub level: Option<String>,
+    pub availability: Option<String>,
+    pub verified: Option<bool>,
+    /// Free text in name, bio, main area and skill names.
+    pub q: Option<String>,
+}
+
+/// One page of experts (active users only), verified first, then newest; and the total.
+pub async fn search_experts(
+    mut ex: Exec<'_>,
+    f: &ExpertFilter,
+    limit: i64,
+    offset: i64,
+) -> StoreResult<(Vec<Profile>, i64)> {
+    macro_rules! expert_where {
+        () => {
+            "WHERE p.profile_type = 'experto' AND u.is_active = TRUE
+               AND ($1 IS NULL OR EXISTS (SELECT 1 FROM profile_skills ps
+                    JOIN skills s ON s.id = ps.skill_id
+                    WHERE ps.profile_id = p.id AND s.slug = $1))
+               AND ($2 IS NULL OR p.expert_level = $2)
+               AND ($3 IS NULL OR LOWER(COALESCE(p.availability, '')) = $3)
+               AND ($4 IS NULL OR p.is_verified = $4)
+               AND ($5 IS NULL OR LOWER(COALESCE(p.full_name, '')) LIKE $5
+                    OR LOWER(COALESCE(p.bio, '')) LIKE $5
+                    OR LOWER(COALESCE(p.main_area, '')) LIKE $5
+                    OR EXISTS (SELECT 1 FROM profile_skills ps2
+                        JOIN skills s2 ON s2.id = ps2.skill_id
+                        WHERE ps2.profile_id = p.id AND LOWER(s2.name) LIKE $5)) "
+        };
+    }
+    let q =
+        f.q.as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| format!("%{}%", s.to_lowercase()));
+    let availability = f.availability.as_deref().map(str::to_lowercase);
+    let items = on_exec!(ex.re(), c => sqlx::query_as::<_, Profile>(select_profiles!(
+        "JOIN users u ON u.id = p.user_id ",
+        expert_where!(),
+        "ORDER BY p.is_verified DESC, p.created_at DESC, p.id DESC LIMIT $6 OFFSET $7"
+    ))
+    .bind(&f.skill)
+    .bind(&f.level)
+    .bind(&availability)
+    .bind(f.verified)
+    .bind(&q)
+    .bind(limit)
+    .bind(offset)
+    .fetch_all(c)
+    .await)?;
+    let total: i64 = on_exec!(ex, c => sqlx::query_scalar(concat!(
+        "SELECT COUNT(*) FROM profiles p JOIN users u ON u.id = p.user_id ",
+        expert_where!()
+    ))
+    .bind(&f.skill)
+    .bind(&f.level)
+    .bind(&availability)
+    .bind(f.verified)
+    .bind(&q)
+    .fetch_one(c)
+    .await)?;
+    Ok((items, total))
+}
+
+/// An administrator's team profile.
+#[derive(Debug, Clone, Default, sqlx::FromRow)]
+pub struct TeamProfile {
+    pub id: i64,
+    pub user_id: i64,
+    pub slug: Option<String>,
+    pub full_name: Option<String>,
+    pub team_role: Option<String>,
+    pub bio: Option<String>,
+    pub profile_picture: Option<String>,
+    pub location: Option<String>,
+    pub linkedin_url: Option<String>,
+    pub twitter_url: Option<String>,
+    pub github_url: Option<String>,
+    pub instagram_url: Option<String>,
+    pub tiktok_url: Option<String>,
+    pub personal_website: Option<String>,
+    pub display_order: i64,
+    pub is_visible_in_team: bool,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+macro_rules! select_team {
+    ($rest:literal) => {
+        concat!(
+            "SELECT id, user_id, slug, full_name, team_role, bio, profile_picture, location, ",
+            "linkedin_url, twitter_url, github_url, instagram_url, tiktok_url, personal_website, ",
+            "display_order, is_visible_in_team, created_at, updated_at FROM admin_team_profiles ",
+            $rest
+        )
+    };
+}
+
+/// Inserts a team profile; a second one for the same user fails with a unique violation.
+pub async fn insert_team(ex: Exec<'_>, t: &TeamProfile, now: DateTime<Utc>) -> StoreResult<i64> {
+    Ok(on_exec!(ex, c => sqlx::query_scalar(
+        "INSERT INTO admin_team_profiles (user_id, slug, full_name, team_role, bio, profile_picture,
+            location, linkedin_url, twitter_url, github_url, instagram_url, tiktok_url,
+            personal_website, display_order, is_visible_in_team, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16)
+         RETURNING id",
+    )
+    .bind(t.user_id)
+    .bind(&t.slug)
+    .bind(&t.full_name)
+    .bind(&t.team_role)
+    .bind(&t.bio)
+    .bind(&t.profile_picture)
+    .bind(&t.location)
+    .bind(&t.linkedin_url)
+    .bind(&t.twitter_url)
+    .bind(&t.github_url)
+    .bind(&t.instagram_url)
+    .bind(&t.tiktok_url)
+    .bind(&t.personal_website)
+    .bind(t.display_order)
+    .bind(t.is_visible_in_team)
+    .bind(now)
+    .fetch_one(c)
+    .await)?)
+}
+
+pub async fn update_team(ex: Exec<'_>, t: &TeamProfile, now: DateTime<Utc>) -> StoreResult<bool> {
+    let rows = on_exec!(ex, c => sqlx::query(
+        "UPDATE admin_team_profiles SET full_name = $2, team_role = $3, bio = $4,
+            profile_picture = $5, location = $6, linkedin_url = $7, twitter_url = $8,
+            github_url = $9, instagram_url = $10, tiktok_url = $11, personal_website = $12,
+            display_order = $13, is_visible_in_team = $14, updated_at = $15
+         WHERE user_id = $1",
+    )
+    .bind(t.user_id)
+    .bind(&t.full_name)
+    .bind(&t.team_role)
+    .bind(&t.bio)
+    .bind(&t.profile_picture)
+    .bind(&t.location)
+    .bind(&t.linkedin_url)
+    .bind(&t.twitter_url)
+    .bind(&t.github_url)
+    .bind(&t.instagram_url)
+    .bind(&t.tiktok_url)
+    .bind(&t.personal_website)
+    .bind(t.display_order)
+    .bind(t.is_visible_in_team)
+    .bind(now)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(rows == 1)
+}
+
+pub async fn find_team_by_user(ex: Exec<'_>, user_id: i64) -> StoreResult<Option<TeamProfile>> {
+    Ok(
+        on_exec!(ex, c => sqlx::query_as::<_, TeamProfile>(select_team!("WHERE user_id = $1"))
+        .bind(user_id)
+        .fetch_optional(c)
+        .await)?,
+    )
+}
+
+pub async fn find_team_by_slug(ex: Exec<'_>, slug: &str) -> StoreResult<Option<TeamProfile>> {
+    Ok(
+        on_exec!(ex, c => sqlx::query_as::<_, TeamProfile>(select_team!("WHERE slug = $1"))
+        .bind(slug)
+        .fetch_optional(c)
+        .await)?,
+    )
+}
+
+/// The public team: visible profiles by `display_order`, then id.
+pub async fn list_team(ex: Exec<'_>) -> StoreResult<Vec<TeamProfile>> {
+    Ok(
+        on_exec!(ex, c => sqlx::query_as::<_, TeamProfile>(select_team!(
+        "WHERE is_visible_in_team = TRUE ORDER BY display_order, id"
+    ))
+    .fetch_all(c)
+    .await)?,
+    )
+}
+
+/// Sets the picture path of a profile; the previous path, if any.
+pub async fn set_picture(
+    mut ex: Exec<'_>,
+    id: i64,
+    path: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<Option<String>> {
+    let previous: Option<Option<String>> = on_exec!(ex.re(), c => sqlx::query_scalar(
+        "SELECT profile_picture FROM profiles WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_optional(c)
+    .await)?;
+    on_exec!(ex, c => sqlx::query(
+        "UPDATE profiles SET profile_picture = $2, updated_at = $3 WHERE id = $1",
+    )
+    .bind(id)
+    .bind(path)
+    .bind(now)
+    .execute(c)
+    .await
+    .map(|_| ()))?;
+    Ok(previous.flatten())
+}
+
+/// Sets the picture path of an administrator's team profile; the previous path, if any.
+pub async fn set_team_picture(
+    mut ex: Exec<'_>,
+    user_id: i64,
+    path: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<Option<String>> {
+    let previous: Option<Option<String>> = on_exec!(ex.re(), c => sqlx::query_scalar(
+        "SELECT profile_picture FROM admin_team_profiles WHERE user_id = $1",
+    )
+    .bind(user_id)
+    .fetch_optional(c)
+    .await)?;
+    on_exec!(ex, c => sqlx::query(
+        "UPDATE admin_team_profiles SET profile_picture = $2, updated_at = $3 WHERE user_id = $1",
+    )
+    .bind(user_id)
+    .bind(path)
+    .bind(now)
+    .execute(c)
+    .await
+    .map(|_| ()))?;
+    Ok(previous.flatten())
+}
