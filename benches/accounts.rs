@@ -207,7 +207,7 @@ fn main() {
             let label = target.label();
             println!("\n== {label}");
             match run_target(target, &config, limit).await {
-                Ok(result) => result.record(&label, limit, &mut table),
+                Ok(result) => result.record(&label, limit, bcrypt.parallel_rate, &mut table),
                 Err(err) => {
                     println!("{label}: failed: {err:#}");
                     table.add(&label, "error", format!("{err:#}"));
@@ -305,12 +305,16 @@ struct TargetResult {
 }
 
 impl TargetResult {
-    fn record(&self, label: &str, limit: f64, table: &mut Table) {
+    /// Prints and tabulates the result; `limit` is the theoretical bcrypt limit and
+    /// `parallel_rate` the measured one.
+    fn record(&self, label: &str, limit: f64, parallel_rate: f64, table: &mut Table) {
         let login_rate = self.login.rate();
         println!(
-            "login: {} clients, {login_rate:.2} logins/s ({:.0}% of the bcrypt limit), {}",
+            "login: {} clients, {login_rate:.2} logins/s ({:.0}% of the theoretical bcrypt \
+             limit, {:.0}% of the measured parallel bcrypt rate), {}",
             self.login.clients,
             100.0 * login_rate / limit,
+            100.0 * login_rate / parallel_rate,
             self.login.summary()
         );
         println!(
@@ -327,11 +331,17 @@ impl TargetResult {
         );
         table.add(
             label,
+            "login (fraction of measured bcrypt)",
+            format!("{:.0}%", 100.0 * login_rate / parallel_rate),
+        );
+        table.add(
+            label,
             "login p50 / p99 (ms)",
             format!(
-                "{:.0} / {:.0}",
+                "{:.0} / {:.0} (n = {})",
                 self.login.percentile_ms(0.50),
-                self.login.percentile_ms(0.99)
+                self.login.percentile_ms(0.99),
+                self.login.latencies_us.len()
             ),
         );
         table.add(label, "login errors", self.login.errors.to_string());
@@ -340,9 +350,10 @@ impl TargetResult {
             label,
             "/users/me p50 / p99 (ms)",
             format!(
-                "{:.2} / {:.2}",
+                "{:.2} / {:.2} (n = {})",
                 self.me.percentile_ms(0.50),
-                self.me.percentile_ms(0.99)
+                self.me.percentile_ms(0.99),
+                self.me.latencies_us.len()
             ),
         );
         table.add(label, "/users/me errors", self.me.errors.to_string());

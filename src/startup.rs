@@ -49,7 +49,16 @@ impl Application {
         .context("cannot reach the cache (REDIS_URL)")?;
         let mailer = build_mailer(&settings)?;
 
-        let dispatcher = Dispatcher::new(db.clone(), clock.clone(), Vec::new());
+        let dispatcher = Dispatcher::new(
+            db.clone(),
+            clock.clone(),
+            vec![
+                Arc::new(crate::workflows::notify::NotificationConsumer::new(
+                    db.clone(),
+                    clock.clone(),
+                )) as Arc<dyn crate::workflows::outbox::Consumer>,
+            ],
+        );
         let outbox = Outbox::start(dispatcher, std::time::Duration::from_secs(1));
 
         let auth = Arc::new(AuthService::new(

@@ -53,6 +53,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(system::health)
         .service(system::metrics)
         .service(system::openapi)
+        .service(system::actor_metrics)
         // Accounts and sessions.
         .service(auth::register)
         .service(auth::login)
@@ -86,6 +87,41 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(invitations::list)
         .service(invitations::get)
         .service(invitations::cancel);
+    // Profiles (issue: profiles, projects and proposals).
+    // Fixed paths before `{id}`, `active` before `{slug}`.
+    cfg.service(routes::profiles::create)
+        .service(routes::profiles::me)
+        .service(routes::profiles::me_profile)
+        .service(routes::profiles::fiscal_status)
+        .service(routes::profiles::upload_picture)
+        .service(routes::profiles::picture_file)
+        .service(routes::profiles::search_experts)
+        .service(routes::profiles::expert_by_slug)
+        .service(routes::profiles::public_team)
+        .service(routes::profiles::create_team_profile)
+        .service(routes::profiles::update_team_profile)
+        .service(routes::profiles::get_team_profile)
+        .service(routes::profiles::team_profile_by_slug)
+        .service(routes::profiles::public_profile)
+        .service(routes::profiles::update)
+        .service(routes::profiles::update_fiscal)
+        .service(routes::profiles::active_skills)
+        .service(routes::profiles::skill)
+        .service(routes::profiles::skill_experts)
+        .service(routes::profiles::verify)
+        .service(routes::profiles::unverify)
+        .service(routes::profiles::reject)
+        .service(routes::profiles::resubmit)
+        .service(routes::profiles::pre_evaluate)
+        .service(routes::profiles::admin_user_profile)
+        .service(routes::profiles::admin_list)
+        .service(routes::profiles::admin_create_expert)
+        .service(routes::profiles::admin_create_company);
+    // Notifications.
+    cfg.service(routes::notifications::list)
+        .service(routes::notifications::mark_read)
+        .service(routes::notifications::mark_all_read)
+        .service(routes::notifications::test);
 }
 
 /// The answer for an address no route matches.

@@ -115,3 +115,38 @@ pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
 pub async fn openapi(doc: web::Data<utoipa::openapi::OpenApi>) -> HttpResponse {
     HttpResponse::Ok().json(doc.get_ref())
 }
+
+/// One actor kind's live numbers.
+#[derive(Serialize, ToSchema)]
+pub struct ActorKind {
+    pub kind: &'static str,
+    /// `registry`, `hub` or `periodic`.
+    pub category: &'static str,
+    /// Metric name to value: live actors, messages handled, handling time, mailbox wait,
+    /// restarts (registries); rooms and members (hubs); runs, failures, back-off (jobs).
+    #[schema(value_type = Object)]
+    pub metrics: std::collections::BTreeMap<&'static str, f64>,
+}
+
+/// Live actors, messages handled, handling time, mailbox wait and restarts per actor kind.
+#[utoipa::path(
+    tag = "admin",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = Vec<ActorKind>),
+        (status = 401, body = crate::http::error::ErrorBody),
+        (status = 403, body = crate::http::error::ErrorBody),
+    )
+)]
+#[get("/api/admin/actors")]
+pub async fn actor_metrics(_admin: crate::http::auth::AdminUser) -> HttpResponse {
+    let kinds: Vec<ActorKind> = ::actors::metrics::snapshot()
+        .into_iter()
+        .map(|k| ActorKind {
+            kind: k.kind,
+            category: k.category,
+            metrics: k.samples().into_iter().collect(),
+        })
+        .collect();
+    HttpResponse::Ok().json(kinds)
+}

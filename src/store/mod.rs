@@ -16,7 +16,10 @@ use crate::config::DatabaseTarget;
 
 pub mod events;
 pub mod invitations;
+pub mod notifications;
+pub mod profiles;
 pub mod sessions;
+pub mod skills;
 pub mod tokens;
 pub mod users;
 pub mod webhooks;

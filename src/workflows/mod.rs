@@ -3,5 +3,6 @@
 
 pub mod accounts;
 pub mod auth;
+pub mod notify;
 pub mod outbox;
 pub mod passwords;

@@ -890,3 +890,32 @@ async fn production_cookies_are_secure_and_scoped_to_the_domain() {
     }
     app.stop().await;
 }
+
+#[actix_web::test]
+async fn the_registration_session_refreshes_with_its_session_id() {
+    let app = spawn_app().await;
+    let ana = register(&app, "ana", &["experto"]).await;
+    let claims = decode_claims(&ana.access_token);
+    let session_id = claims["session_id"].as_str().unwrap();
+    assert!(
+        session_id.starts_with("sess_"),
+        "a session id is made when the client sends none"
+    );
+    let response = app
+        .client
+        .post(app.url("/api/auth/refresh_secure"))
+        .header("X-Session-ID", session_id)
+        .header(
+            "Cookie",
+            format!(
+                "refresh_token={}; csrf_token={}",
+                ana.refresh_cookie, ana.csrf_token
+            ),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(json(response).await["csrf_token"], ana.csrf_token.as_str());
+    app.stop().await;
+}

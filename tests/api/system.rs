@@ -212,3 +212,39 @@ async fn every_mounted_route_is_documented_and_every_documented_route_is_mounted
     }
     app.stop().await;
 }
+
+#[actix_web::test]
+async fn admins_see_the_actors() {
+    let app = spawn_app().await;
+    app.state.outbox.flush().await;
+    let (_, token) = crate::helpers::admin(&app, "root").await;
+    let response = app
+        .client
+        .get(app.url("/api/admin/actors"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let kinds = json(response).await;
+    let dispatcher = kinds
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["kind"] == "outbox_dispatcher")
+        .expect("the dispatcher is listed");
+    assert_eq!(dispatcher["category"], "periodic");
+    assert!(dispatcher["metrics"]["runs_total"].as_f64().unwrap() >= 1.0);
+
+    let user = crate::helpers::register(&app, "ana", &["empresa"]).await;
+    let denied = app
+        .client
+        .get(app.url("/api/admin/actors"))
+        .bearer_auth(&user.access_token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(denied.status(), 403);
+    assert_eq!(app.get("/api/admin/actors").await.status(), 401);
+    app.stop().await;
+}

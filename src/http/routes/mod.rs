@@ -2,5 +2,7 @@
 
 pub mod auth;
 pub mod invitations;
+pub mod notifications;
+pub mod profiles;
 pub mod users;
 pub mod views;
