@@ -519,50 +519,59 @@ pub async fn list_team(ex: Exec<'_>) -> StoreResult<Vec<TeamProfile>> {
 
 /// Sets the picture path of a profile; the previous path, if any.
 pub async fn set_picture(
-    mut ex: Exec<'_>,
+    ex: Exec<'_>,
     id: i64,
     path: &str,
     now: DateTime<Utc>,
 ) -> StoreResult<Option<String>> {
-    let previous: Option<Option<String>> = on_exec!(ex.re(), c => sqlx::query_scalar(
+    swap_picture(
+        ex,
         "SELECT profile_picture FROM profiles WHERE id = $1",
-    )
-    .bind(id)
-    .fetch_optional(c)
-    .await)?;
-    on_exec!(ex, c => sqlx::query(
         "UPDATE profiles SET profile_picture = $2, updated_at = $3 WHERE id = $1",
+        id,
+        path,
+        now,
     )
-    .bind(id)
-    .bind(path)
-    .bind(now)
-    .execute(c)
     .await
-    .map(|_| ()))?;
-    Ok(previous.flatten())
 }
 
 /// Sets the picture path of an administrator's team profile; the previous path, if any.
 pub async fn set_team_picture(
-    mut ex: Exec<'_>,
+    ex: Exec<'_>,
     user_id: i64,
     path: &str,
     now: DateTime<Utc>,
 ) -> StoreResult<Option<String>> {
-    let previous: Option<Option<String>> = on_exec!(ex.re(), c => sqlx::query_scalar(
+    swap_picture(
+        ex,
         "SELECT profile_picture FROM admin_team_profiles WHERE user_id = $1",
-    )
-    .bind(user_id)
-    .fetch_optional(c)
-    .await)?;
-    on_exec!(ex, c => sqlx::query(
         "UPDATE admin_team_profiles SET profile_picture = $2, updated_at = $3 WHERE user_id = $1",
+        user_id,
+        path,
+        now,
     )
-    .bind(user_id)
-    .bind(path)
-    .bind(now)
-    .execute(c)
     .await
-    .map(|_| ()))?;
+}
+
+/// Reads the current picture with `select` and stores `path` with `update` (both keyed by `$1`).
+async fn swap_picture(
+    mut ex: Exec<'_>,
+    select: &'static str,
+    update: &'static str,
+    key: i64,
+    path: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<Option<String>> {
+    let previous: Option<Option<String>> = on_exec!(ex.re(), c => sqlx::query_scalar(select)
+        .bind(key)
+        .fetch_optional(c)
+        .await)?;
+    on_exec!(ex, c => sqlx::query(update)
+        .bind(key)
+        .bind(path)
+        .bind(now)
+        .execute(c)
+        .await
+        .map(|_| ()))?;
     Ok(previous.flatten())
 }

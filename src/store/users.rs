@@ -146,6 +146,16 @@ pub async fn exists(ex: Exec<'_>, email: &str, username: &str) -> StoreResult<bo
     Ok(found.is_some())
 }
 
+/// The id of the account holding `username`, if any.
+pub async fn username_owner(ex: Exec<'_>, username: &str) -> StoreResult<Option<i64>> {
+    Ok(
+        on_exec!(ex, c => sqlx::query_scalar("SELECT id FROM users WHERE username = $1")
+        .bind(username)
+        .fetch_optional(c)
+        .await)?,
+    )
+}
+
 pub async fn roles_of(ex: Exec<'_>, user_id: i64) -> StoreResult<Vec<Role>> {
     let names: Vec<String> = on_exec!(ex, c => sqlx::query_scalar(
         "SELECT role FROM user_roles WHERE user_id = $1",

@@ -320,9 +320,9 @@ pub async fn ensure_available(
     if users::find_by_email(conn.exec(), email).await?.is_some() {
         return Err(AccountError::EmailTaken);
     }
-    if users::find_by_login(conn.exec(), username)
+    if users::username_owner(conn.exec(), username)
         .await?
-        .is_some_and(|u| u.username == username)
+        .is_some()
     {
         return Err(AccountError::UsernameTaken);
     }
@@ -429,7 +429,10 @@ pub async fn accept_admin_invitation(
     {
         return Err(AccountError::EmailTaken);
     }
-    if users::exists(tx.exec(), "", username.as_str()).await? {
+    if users::username_owner(tx.exec(), username.as_str())
+        .await?
+        .is_some()
+    {
         return Err(AccountError::UsernameTaken);
     }
     let id = users::insert(

@@ -94,9 +94,9 @@ pub async fn update_me(
     {
         // Checked inside the transaction against another account: the caller's own row may
         // already carry the name (a concurrent request of theirs set it after `auth` was read).
-        if users::find_by_login(tx.exec(), username.as_str())
+        if users::username_owner(tx.exec(), username.as_str())
             .await?
-            .is_some_and(|other| other.id != auth.id())
+            .is_some_and(|owner| owner != auth.id())
         {
             return Err(ApiError::conflict(
                 "USERNAME_EXISTS",
