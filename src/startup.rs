@@ -57,6 +57,10 @@ impl Application {
                     db.clone(),
                     clock.clone(),
                 )) as Arc<dyn crate::workflows::outbox::Consumer>,
+                Arc::new(crate::workflows::emails::EmailConsumer::new(
+                    mailer.clone(),
+                    cache.clone(),
+                )),
             ],
         );
         let outbox = Outbox::start(dispatcher, std::time::Duration::from_secs(1));
@@ -76,6 +80,7 @@ impl Application {
             auth,
             outbox,
             http_metrics: Arc::default(),
+            project_actors: actors::Registry::new("project", actors::RegistryConfig::default()),
         };
 
         let listener = TcpListener::bind(settings.bind_addr)

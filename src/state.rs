@@ -21,4 +21,6 @@ pub struct AppState {
     pub auth: Arc<AuthService>,
     pub outbox: Outbox,
     pub http_metrics: Arc<HttpMetrics>,
+    /// One actor per project: every transition of a project runs inside it (DESIGN §3).
+    pub project_actors: actors::Registry<i64>,
 }

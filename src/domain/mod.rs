@@ -1,5 +1,7 @@
 //! Types and rules with no I/O.
 
+pub mod money;
 pub mod profile;
+pub mod project;
 pub mod token;
 pub mod user;

@@ -1,8 +1,5 @@
-//! Profile rules with no I/O: slugs, money on the wire, fiscal completeness, verification
+//! Profile rules with no I/O: slugs, fiscal completeness, verification
 //! actions and the closed sets of values a profile may hold.
-
-use rust_decimal::Decimal;
-use std::str::FromStr as _;
 
 use super::user::Role;
 
@@ -86,29 +83,6 @@ pub fn unique_slug(base: &str, taken: &[String]) -> String {
 /// profile: the normalised slug with its hyphens removed.
 pub fn slug_key(slug: &str) -> String {
     slugify(slug).replace('-', "")
-}
-
-/// Parses an amount given on the wire (the text of a JSON number) into minor units (cents):
-/// at most 2 decimals, not negative.
-pub fn parse_money(text: &str) -> Result<i64, &'static str> {
-    let value = Decimal::from_str(text)
-        .or_else(|_| Decimal::from_scientific(text))
-        .map_err(|_| "must be a number")?;
-    let value = value.normalize();
-    if value.scale() > 2 {
-        return Err("must have at most 2 decimals");
-    }
-    if value.is_sign_negative() && !value.is_zero() {
-        return Err("must not be negative");
-    }
-    let minor = value * Decimal::ONE_HUNDRED;
-    i64::try_from(minor).map_err(|_| "is too large")
-}
-
-/// Minor units back to the number sent on the wire (exact for every cent amount: the
-/// shortest decimal that reads back as this double is the amount itself).
-pub fn minor_to_number(minor: i64) -> f64 {
-    minor as f64 / 100.0
 }
 
 /// The fiscal fields completeness is judged on.
@@ -291,24 +265,6 @@ mod tests {
         assert_eq!(slug_key("anagarcia"), slug_key("ana-garcia"));
         assert_eq!(slug_key("Ana-García"), "anagarcia");
         assert_ne!(slug_key("ana-garcia-2"), slug_key("anagarcia"));
-    }
-
-    #[test]
-    fn money_has_at_most_two_decimals() {
-        assert_eq!(parse_money("50"), Ok(5000));
-        assert_eq!(parse_money("50.5"), Ok(5050));
-        assert_eq!(parse_money("50.55"), Ok(5055));
-        assert_eq!(parse_money("50.50"), Ok(5050));
-        assert_eq!(parse_money("1e2"), Ok(10000));
-        assert_eq!(parse_money("0"), Ok(0));
-        assert!(parse_money("50.555").is_err());
-        assert!(parse_money("-1").is_err());
-        assert!(parse_money("abc").is_err());
-        assert_eq!(minor_to_number(5055), 50.55);
-        assert_eq!(
-            serde_json::to_string(&minor_to_number(1010)).unwrap(),
-            "10.1"
-        );
     }
 
     #[test]

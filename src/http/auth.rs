@@ -147,7 +147,7 @@ pub fn check_csrf(req: &HttpRequest) -> Result<(), ApiError> {
     }
 }
 
-/// An authenticated administrator.
+/// An authenticated administrator; mutating requests pass the CSRF check of [`CsrfChecked`].
 pub struct AdminUser(pub AuthUser);
 
 impl FromRequest for AdminUser {
@@ -156,10 +156,16 @@ impl FromRequest for AdminUser {
 
     fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
         let auth = AuthUser::from_request(req, payload);
+        let req = req.clone();
         Box::pin(async move {
             let auth = auth.await?;
             if !auth.has_role(Role::Admin) {
                 return Err(ApiError::forbidden("Administrators only"));
+            }
+            // Administrators' mutations get the same CSRF double submit as everyone's.
+            let mutating = !matches!(req.method().as_str(), "GET" | "HEAD" | "OPTIONS");
+            if mutating && (auth.claims.csrf || req.cookie(CSRF_COOKIE).is_some()) {
+                check_csrf(&req)?;
             }
             Ok(AdminUser(auth))
         })

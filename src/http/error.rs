@@ -198,6 +198,29 @@ impl From<StoreError> for ApiError {
     }
 }
 
+impl From<crate::workflows::error::FlowError> for ApiError {
+    fn from(err: crate::workflows::error::FlowError) -> Self {
+        use crate::workflows::error::{FlowError, Refusal};
+        match err {
+            FlowError::Refused {
+                kind,
+                code,
+                detail,
+                field,
+            } => match kind {
+                Refusal::Invalid => Self::invalid_field(field.unwrap_or("body"), detail),
+                Refusal::Rule => Self::bad_request(code, detail),
+                Refusal::Forbidden => Self::new(StatusCode::FORBIDDEN, code, detail),
+                Refusal::NotFound => Self::new(StatusCode::NOT_FOUND, code, detail),
+                Refusal::Conflict => Self::conflict(code, detail),
+                Refusal::Unavailable => Self::unavailable(detail).with_retry_after(1),
+            },
+            FlowError::Store(err) => err.into(),
+            FlowError::Internal(err) => Self::internal(err),
+        }
+    }
+}
+
 impl From<crate::integrations::cache::CacheError> for ApiError {
     fn from(err: crate::integrations::cache::CacheError) -> Self {
         Self::internal(err)

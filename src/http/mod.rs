@@ -117,6 +117,39 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(routes::profiles::admin_list)
         .service(routes::profiles::admin_create_expert)
         .service(routes::profiles::admin_create_company);
+    // Projects: fixed paths before `{project_id}`.
+    {
+        use routes::{applications, expert, projects};
+        cfg.service(projects::public_list)
+            .service(projects::my_projects)
+            .service(projects::all_projects)
+            .service(projects::list)
+            .service(projects::create)
+            .service(projects::get_project)
+            .service(projects::update)
+            .service(projects::change_status)
+            .service(projects::delete_project)
+            .service(projects::submit)
+            .service(projects::request_budget)
+            .service(projects::validate)
+            .service(projects::curate)
+            .service(projects::auto_curate)
+            .service(projects::curation_suggestions)
+            .service(projects::admin_invite_experts)
+            .service(applications::apply)
+            .service(applications::my_application)
+            .service(applications::list)
+            .service(applications::request_revision)
+            .service(applications::resubmit)
+            .service(applications::reject)
+            .service(applications::select)
+            .service(applications::cancel_selection)
+            .service(expert::stats)
+            .service(expert::my_applications)
+            .service(expert::available_projects)
+            .service(expert::assigned_projects)
+            .service(expert::invitations);
+    }
     // Notifications.
     cfg.service(routes::notifications::list)
         .service(routes::notifications::mark_read)

@@ -136,7 +136,7 @@ pub async fn list(
         StatusFilter::Expired => "expired",
     };
     let pattern = search
-        .map(|s| format!("%{}%", escape_like(&s.trim().to_lowercase())))
+        .map(|s| format!("%{}%", super::escape_like(&s.trim().to_lowercase())))
         .filter(|p| p != "%%")
         .unwrap_or_default();
     let items = on_exec!(ex.re(), c => sqlx::query_as::<_, Invitation>(sqlx::AssertSqlSafe(format!(
@@ -159,12 +159,4 @@ pub async fn list(
     .fetch_one(c)
     .await)?;
     Ok((items, total))
-}
-
-/// `%` and `_` in a search are literal characters, not wildcards.
-fn escape_like(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('%', "\\%")
-        .replace('_', "\\_")
 }

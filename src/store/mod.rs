@@ -14,10 +14,14 @@ use std::time::Duration;
 
 use crate::config::DatabaseTarget;
 
+pub mod applications;
 pub mod events;
 pub mod invitations;
+pub mod milestones;
 pub mod notifications;
+pub mod payments;
 pub mod profiles;
+pub mod projects;
 pub mod sessions;
 pub mod skills;
 pub mod tokens;
@@ -55,6 +59,11 @@ impl StoreError {
         matches!(self, Self::Sqlx(sqlx::Error::Database(e)) if e.is_unique_violation())
     }
 
+    /// A foreign key refused the write (e.g. a delete of something history refers to).
+    pub fn is_foreign_key_violation(&self) -> bool {
+        matches!(self, Self::Sqlx(sqlx::Error::Database(e)) if e.is_foreign_key_violation())
+    }
+
     /// The database was busy or locked past its timeout, or a serialisation conflict: the
     /// caller may try again.
     pub fn is_retryable(&self) -> bool {
@@ -76,6 +85,15 @@ impl StoreError {
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Escapes a search term for `LIKE … ESCAPE '\'`: `%` and `_` are literal characters, not
+/// wildcards.
+pub fn escape_like(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('%', "\\%")
+        .replace('_', "\\_")
+}
 
 /// The database pool of either engine.
 #[derive(Clone, Debug)]

@@ -575,3 +575,59 @@ async fn swap_picture(
         .map(|_| ()))?;
     Ok(previous.flatten())
 }
+
+/// An expert curation may suggest, with what the score needs.
+#[derive(Debug, Clone)]
+pub struct CurationCandidate {
+    pub profile: Profile,
+    /// Skill names.
+    pub skills: Vec<String>,
+    /// Average rating of the expert's published reviews, and how many there are.
+    pub review_average: Option<f64>,
+    pub review_count: i64,
+}
+
+/// Verified expert profiles of active users whose availability does not say they are
+/// unavailable, with their skills and published reviews.
+pub async fn curation_candidates(mut ex: Exec<'_>) -> StoreResult<Vec<CurationCandidate>> {
+    let profiles = on_exec!(ex.re(), c => sqlx::query_as::<_, Profile>(select_profiles!(
+        "JOIN users u ON u.id = p.user_id
+         WHERE p.profile_type = 'experto' AND p.is_verified = TRUE AND u.is_active = TRUE
+           AND LOWER(COALESCE(p.availability, 'available'))
+               NOT IN ('unavailable', 'not_available', 'busy')
+         ORDER BY p.user_id"
+    ))
+    .fetch_all(c)
+    .await)?;
+    let skills: Vec<(i64, String)> = on_exec!(ex.re(), c => sqlx::query_as(
+        "SELECT ps.profile_id, s.name FROM profile_skills ps
+         JOIN skills s ON s.id = ps.skill_id
+         JOIN profiles p ON p.id = ps.profile_id
+         WHERE p.profile_type = 'experto' AND p.is_verified = TRUE",
+    )
+    .fetch_all(c)
+    .await)?;
+    let reviews: Vec<(i64, f64, i64)> = on_exec!(ex, c => sqlx::query_as(
+        "SELECT reviewee_id, CAST(AVG(rating) AS DOUBLE PRECISION), COUNT(*) FROM reviews
+         WHERE visibility = 'published' AND reviewee_id IS NOT NULL
+         GROUP BY reviewee_id",
+    )
+    .fetch_all(c)
+    .await)?;
+    Ok(profiles
+        .into_iter()
+        .map(|profile| {
+            let review = reviews.iter().find(|r| r.0 == profile.user_id);
+            CurationCandidate {
+                skills: skills
+                    .iter()
+                    .filter(|s| s.0 == profile.id)
+                    .map(|s| s.1.clone())
+                    .collect(),
+                review_average: review.map(|r| r.1),
+                review_count: review.map_or(0, |r| r.2),
+                profile,
+            }
+        })
+        .collect())
+}

@@ -300,3 +300,27 @@ pub async fn touch_login(ex: Exec<'_>, id: i64, now: DateTime<Utc>) -> StoreResu
         now
     )
 }
+
+/// How to address a user in a notification or an e-mail.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Contact {
+    pub id: i64,
+    pub email: String,
+    /// The name on the user's profile of `profile_type` (company name for a company), else
+    /// the username.
+    pub name: String,
+}
+
+pub async fn contact(ex: Exec<'_>, id: i64, profile_type: &str) -> StoreResult<Option<Contact>> {
+    Ok(on_exec!(ex, c => sqlx::query_as::<_, Contact>(
+        "SELECT u.id, u.email, COALESCE(
+             (SELECT COALESCE(NULLIF(p.company_name, ''), NULLIF(p.full_name, ''))
+              FROM profiles p WHERE p.user_id = u.id AND p.profile_type = $2),
+             u.username) AS name
+         FROM users u WHERE u.id = $1",
+    )
+    .bind(id)
+    .bind(profile_type)
+    .fetch_optional(c)
+    .await)?)
+}

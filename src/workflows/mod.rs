@@ -2,7 +2,12 @@
 //! dispatcher with its consumers.
 
 pub mod accounts;
+pub mod applications;
 pub mod auth;
+pub mod emails;
+pub mod error;
 pub mod notify;
 pub mod outbox;
 pub mod passwords;
+pub mod projects;
+pub mod selection;

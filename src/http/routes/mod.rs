@@ -1,8 +1,12 @@
 //! Routes, one module per resource.
 
+pub mod applications;
 pub mod auth;
+pub mod escrow_views;
+pub mod expert;
 pub mod invitations;
 pub mod notifications;
 pub mod profiles;
+pub mod projects;
 pub mod users;
 pub mod views;

@@ -139,7 +139,9 @@ fn public_view(p: &Profile, skills: Vec<skills::Skill>) -> PublicProfile {
         slug: p.slug.clone(),
         expert_level: p.expert_level.clone(),
         availability: p.availability.clone(),
-        hourly_rate: p.hourly_rate_minor.map(rules::minor_to_number),
+        hourly_rate: p
+            .hourly_rate_minor
+            .map(crate::domain::money::minor_to_number),
         experience_years: p.experience_years,
         main_area: p.main_area.clone(),
         work_language: p.work_language.clone(),
@@ -380,7 +382,7 @@ fn apply_input(p: &mut Profile, input: &ProfileInput) -> ApiResult<Option<Vec<St
         &mut errors,
     );
     if let Some(rate) = &input.hourly_rate {
-        match rules::parse_money(&rate.to_string()) {
+        match crate::domain::money::parse_number(rate) {
             Ok(minor) => p.hourly_rate_minor = Some(minor),
             Err(message) => errors.push(FieldError::new("hourly_rate", message)),
         }

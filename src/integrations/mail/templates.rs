@@ -38,6 +38,11 @@ macro_rules! templates {
             /// Every template, for tests and checks.
             pub const ALL: &'static [Template] = &[$(Template::$variant,)*];
 
+            /// The template whose file stem is `name`.
+            pub fn from_name(name: &str) -> Option<Template> {
+                Self::ALL.iter().copied().find(|t| t.name() == name)
+            }
+
             /// File stem under `templates/`, also used in logs.
             pub fn name(self) -> &'static str {
                 match self {

@@ -1,0 +1,408 @@
+//! Project and proposal rules with no I/O: states and their moves, who may apply, the
+//! milestone plan of a proposal, deadlines and the curation score.
+
+use chrono::{DateTime, NaiveDateTime, Utc};
+
+/// The states of a project. `published` and `open` are legacy states still accepted for
+/// selection; `cancelled` is added by this service (DESIGN §6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProjectStatus {
+    Draft,
+    PendingPublication,
+    PublishedPrivate,
+    PublishedCurated,
+    Bidding,
+    Assigned,
+    InProgress,
+    InReview,
+    Completed,
+    Disputed,
+    Published,
+    Open,
+    Cancelled,
+}
+
+impl ProjectStatus {
+    pub const ALL: [ProjectStatus; 13] = [
+        Self::Draft,
+        Self::PendingPublication,
+        Self::PublishedPrivate,
+        Self::PublishedCurated,
+        Self::Bidding,
+        Self::Assigned,
+        Self::InProgress,
+        Self::InReview,
+        Self::Completed,
+        Self::Disputed,
+        Self::Published,
+        Self::Open,
+        Self::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Draft => "draft",
+            Self::PendingPublication => "pending_publication",
+            Self::PublishedPrivate => "published_private",
+            Self::PublishedCurated => "published_curated",
+            Self::Bidding => "bidding",
+            Self::Assigned => "assigned",
+            Self::InProgress => "in_progress",
+            Self::InReview => "in_review",
+            Self::Completed => "completed",
+            Self::Disputed => "disputed",
+            Self::Published => "published",
+            Self::Open => "open",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+
+    /// A company may select an expert from these states.
+    pub fn allows_selection(self) -> bool {
+        matches!(
+            self,
+            Self::PublishedCurated
+                | Self::PublishedPrivate
+                | Self::Bidding
+                | Self::Published
+                | Self::Open
+        )
+    }
+
+    /// Not yet published: selecting here is a 400 with an explanation.
+    pub fn is_unpublished(self) -> bool {
+        matches!(self, Self::Draft | Self::PendingPublication)
+    }
+
+    /// No expert chosen yet: the project may still be edited or deleted.
+    pub fn is_before_selection(self) -> bool {
+        self.is_unpublished() || self.allows_selection()
+    }
+
+    /// Listed on the public marketplace (curated projects only; private ones never are).
+    pub fn is_public_listing(self) -> bool {
+        matches!(
+            self,
+            Self::PublishedCurated | Self::Bidding | Self::Published | Self::Open
+        )
+    }
+}
+
+/// The states listed publicly, as SQL reads them.
+pub const PUBLIC_LISTING_STATES: [&str; 4] = ["published_curated", "bidding", "published", "open"];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProjectType {
+    Private,
+    Curated,
+}
+
+impl ProjectType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Private => "private",
+            Self::Curated => "curated",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "private" => Some(Self::Private),
+            "curated" => Some(Self::Curated),
+            _ => None,
+        }
+    }
+
+    /// Where an approved project is published.
+    pub fn published_status(self) -> ProjectStatus {
+        match self {
+            Self::Private => ProjectStatus::PublishedPrivate,
+            Self::Curated => ProjectStatus::PublishedCurated,
+        }
+    }
+}
+
+/// Moves `PATCH /api/projects/{id}/status` allows. Everything that involves an expert or
+/// money (selection, work, review, completion, disputes) has its own workflow and is never
+/// set by hand; publication goes through validation.
+pub fn manual_move_allowed(from: ProjectStatus, to: ProjectStatus, by_admin: bool) -> bool {
+    use ProjectStatus::*;
+    match (from, to) {
+        (Draft, PendingPublication) => true,
+        // A published curated project opens for bidding.
+        (PublishedCurated | Published | Open, Bidding) => true,
+        // A rejected or withdrawn publication goes back to the drawing board.
+        (PendingPublication, Draft) => true,
+        (from, Cancelled) => from.is_before_selection(),
+        // Administrators may publish directly (the validation endpoint is the usual way).
+        (PendingPublication, PublishedCurated | PublishedPrivate) => by_admin,
+        _ => false,
+    }
+}
+
+/// Why an expert may not apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApplyRefusal {
+    /// The project does not take proposals in its state.
+    NotOpen,
+    /// The project takes proposals, but only from experts it invited (or its target).
+    NotInvited,
+}
+
+/// The specification's applying rules: invited experts on `published_curated`, `bidding`,
+/// `published`; on `pending_publication` only with an invitation (formal or legacy); on
+/// `published_private` only the project's target expert.
+pub fn may_apply(
+    status: ProjectStatus,
+    invited: bool,
+    is_target: bool,
+) -> Result<(), ApplyRefusal> {
+    use ProjectStatus::*;
+    let allowed = match status {
+        PublishedCurated | Bidding | Published | PendingPublication => invited,
+        PublishedPrivate => is_target,
+        _ => return Err(ApplyRefusal::NotOpen),
+    };
+    if allowed {
+        Ok(())
+    } else {
+        Err(ApplyRefusal::NotInvited)
+    }
+}
+
+/// The least number of milestones a proposal has.
+pub const MIN_MILESTONES: usize = 3;
+/// A generous upper bound, so a proposal stays a plan and not a spreadsheet.
+pub const MAX_MILESTONES: usize = 50;
+
+/// Checks a proposal's milestone amounts (minor units) against its budget: at least
+/// [`MIN_MILESTONES`], each above zero, adding up exactly to the budget.
+pub fn check_milestone_plan(budget_minor: i64, amounts: &[i64]) -> Result<(), String> {
+    if amounts.len() < MIN_MILESTONES {
+        return Err(format!("needs at least {MIN_MILESTONES} milestones"));
+    }
+    if amounts.len() > MAX_MILESTONES {
+        return Err(format!("may have at most {MAX_MILESTONES} milestones"));
+    }
+    if amounts.iter().any(|a| *a <= 0) {
+        return Err("every milestone amount must be above 0".to_owned());
+    }
+    let sum = amounts
+        .iter()
+        .try_fold(0i64, |acc, a| acc.checked_add(*a))
+        .ok_or_else(|| "the milestone amounts are too large".to_owned())?;
+    if sum != budget_minor {
+        return Err(format!(
+            "the milestone amounts add up to {} but proposed_budget is {}",
+            format_minor(sum),
+            format_minor(budget_minor)
+        ));
+    }
+    Ok(())
+}
+
+/// `1234` → `"12.34"`, for messages.
+pub fn format_minor(minor: i64) -> String {
+    let sign = if minor < 0 { "-" } else { "" };
+    let abs = minor.unsigned_abs();
+    format!("{sign}{}.{:02}", abs / 100, abs % 100)
+}
+
+/// Reads a deadline: RFC 3339, or `YYYY-MM-DDTHH:MM:SS` (with optional fraction) read as UTC.
+pub fn parse_deadline(text: &str) -> Option<DateTime<Utc>> {
+    let text = text.trim();
+    if let Ok(t) = DateTime::parse_from_rfc3339(text) {
+        return Some(t.with_timezone(&Utc));
+    }
+    NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f")
+        .ok()
+        .map(|t| t.and_utc())
+}
+
+/// What curation knows about an expert.
+#[derive(Debug, Clone, Default)]
+pub struct CurationCandidate {
+    /// Skill names, any case.
+    pub skills: Vec<String>,
+    /// `Global`, `Pro` or `Enterprise`.
+    pub level: String,
+    /// 1.0 to 5.0, set by administrators.
+    pub internal_rating: Option<f64>,
+    /// Average published review rating (1 to 5) and how many there are.
+    pub review_average: Option<f64>,
+    pub review_count: i64,
+}
+
+/// A candidate's score, out of 100, and its parts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CurationScore {
+    pub total: f64,
+    /// Required skills the expert has.
+    pub matched_skills: usize,
+    pub skills: f64,
+    pub level: f64,
+    pub internal_rating: f64,
+    pub reviews: f64,
+}
+
+/// Scores an expert for a project, out of 100:
+/// - skills, 50: the share of the project's required skills the expert has (case-insensitive);
+///   a project with no required skills gives every expert 25;
+/// - level, 20: Global 0, Pro 10, Enterprise 20;
+/// - internal rating, 15: linear from 1.0 (0) to 5.0 (15); unrated experts get the middle, 7.5;
+/// - reviews, 15: linear in the average from 1 (0) to 5 (15), scaled by confidence
+///   `min(count, 5) / 5`, so one glowing review does not beat a long good record.
+///
+/// Suggestions leave out experts with no required skill when the project names any.
+pub fn curation_score(required: &[String], c: &CurationCandidate) -> CurationScore {
+    let required: Vec<String> = required.iter().map(|s| s.trim().to_lowercase()).collect();
+    let have: Vec<String> = c.skills.iter().map(|s| s.trim().to_lowercase()).collect();
+    let matched_skills = required.iter().filter(|r| have.contains(r)).count();
+    let skills = if required.is_empty() {
+        25.0
+    } else {
+        50.0 * matched_skills as f64 / required.len() as f64
+    };
+    let level = match c.level.as_str() {
+        "Enterprise" => 20.0,
+        "Pro" => 10.0,
+        _ => 0.0,
+    };
+    let internal_rating = c
+        .internal_rating
+        .map_or(7.5, |r| 15.0 * (r.clamp(1.0, 5.0) - 1.0) / 4.0);
+    let reviews = c.review_average.map_or(0.0, |avg| {
+        let confidence = c.review_count.clamp(0, 5) as f64 / 5.0;
+        15.0 * (avg.clamp(1.0, 5.0) - 1.0) / 4.0 * confidence
+    });
+    let total = ((skills + level + internal_rating + reviews) * 100.0).round() / 100.0;
+    CurationScore {
+        total,
+        matched_skills,
+        skills,
+        level,
+        internal_rating,
+        reviews,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_round_trip() {
+        for s in ProjectStatus::ALL {
+            assert_eq!(ProjectStatus::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(ProjectStatus::parse("nope"), None);
+    }
+
+    #[test]
+    fn selection_states() {
+        use ProjectStatus::*;
+        let selectable: Vec<_> = ProjectStatus::ALL
+            .into_iter()
+            .filter(|s| s.allows_selection())
+            .collect();
+        assert_eq!(
+            selectable,
+            [PublishedPrivate, PublishedCurated, Bidding, Published, Open]
+        );
+        assert!(Draft.is_unpublished() && PendingPublication.is_unpublished());
+        assert!(!Assigned.is_before_selection());
+    }
+
+    #[test]
+    fn applying_rules_per_state() {
+        use ProjectStatus::*;
+        for s in [PublishedCurated, Bidding, Published, PendingPublication] {
+            assert_eq!(may_apply(s, true, false), Ok(()));
+            assert_eq!(may_apply(s, false, false), Err(ApplyRefusal::NotInvited));
+        }
+        assert_eq!(may_apply(PublishedPrivate, false, true), Ok(()));
+        assert_eq!(
+            may_apply(PublishedPrivate, true, false),
+            Err(ApplyRefusal::NotInvited)
+        );
+        for s in [
+            Draft, Open, Assigned, InProgress, Completed, Disputed, Cancelled,
+        ] {
+            assert_eq!(may_apply(s, true, true), Err(ApplyRefusal::NotOpen));
+        }
+    }
+
+    #[test]
+    fn milestone_sums_are_exact() {
+        // 0.1 + 0.2 + 0.3 = 0.6 exactly, in cents.
+        assert_eq!(check_milestone_plan(60, &[10, 20, 30]), Ok(()));
+        assert!(check_milestone_plan(61, &[10, 20, 30]).is_err());
+        assert!(check_milestone_plan(30, &[10, 20]).is_err());
+        assert!(check_milestone_plan(30, &[10, 20, 0]).is_err());
+        assert!(check_milestone_plan(i64::MAX, &[i64::MAX, 1, 1]).is_err());
+        let err = check_milestone_plan(100, &[10, 20, 30]).unwrap_err();
+        assert!(err.contains("0.60") && err.contains("1.00"), "{err}");
+    }
+
+    #[test]
+    fn deadlines_accept_both_forms() {
+        let a = parse_deadline("2030-01-02T03:04:05").unwrap();
+        let b = parse_deadline("2030-01-02T03:04:05Z").unwrap();
+        let c = parse_deadline("2030-01-02T05:04:05+02:00").unwrap();
+        assert_eq!(a, b);
+        assert_eq!(b, c);
+        assert!(parse_deadline("2030-01-02").is_none());
+        assert!(parse_deadline("soon").is_none());
+    }
+
+    #[test]
+    fn manual_moves() {
+        use ProjectStatus::*;
+        assert!(manual_move_allowed(Draft, PendingPublication, false));
+        assert!(manual_move_allowed(Bidding, Cancelled, false));
+        assert!(!manual_move_allowed(Assigned, Cancelled, true));
+        assert!(!manual_move_allowed(InProgress, Completed, true));
+        assert!(!manual_move_allowed(
+            PendingPublication,
+            PublishedCurated,
+            false
+        ));
+        assert!(manual_move_allowed(
+            PendingPublication,
+            PublishedCurated,
+            true
+        ));
+    }
+
+    #[test]
+    fn curation_prefers_skills_then_level_and_record() {
+        let required = vec!["Rust".to_owned(), "SQL".to_owned()];
+        let both = CurationCandidate {
+            skills: vec!["rust".into(), "sql".into()],
+            level: "Global".into(),
+            ..Default::default()
+        };
+        let one_enterprise = CurationCandidate {
+            skills: vec!["Rust".into()],
+            level: "Enterprise".into(),
+            internal_rating: Some(5.0),
+            review_average: Some(5.0),
+            review_count: 10,
+        };
+        let a = curation_score(&required, &both);
+        let b = curation_score(&required, &one_enterprise);
+        assert_eq!(a.matched_skills, 2);
+        assert_eq!(a.total, 57.5);
+        assert_eq!(b.total, 25.0 + 20.0 + 15.0 + 15.0);
+        let one_review = CurationCandidate {
+            review_average: Some(5.0),
+            review_count: 1,
+            ..both.clone()
+        };
+        assert_eq!(curation_score(&required, &one_review).reviews, 3.0);
+    }
+}

@@ -1,0 +1,202 @@
+//! The expert's dashboard under `/api/expert/*`: stats, proposals, projects open to them,
+//! projects assigned to them and invitations. Every list is paginated.
+
+use actix_web::{HttpResponse, get, web};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::domain::money::minor_to_number;
+use crate::domain::user::Role;
+use crate::http::auth::AuthUser;
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::pagination::{PageQuery, Paginated};
+use crate::http::routes::applications::ApplicationView;
+use crate::http::routes::projects::{ProjectView, caller};
+use crate::state::AppState;
+use crate::store::{applications, payments, projects};
+
+fn expert(auth: &AuthUser) -> ApiResult<()> {
+    if auth.has_role(Role::Experto) {
+        Ok(())
+    } else {
+        Err(ApiError::forbidden("Experts only"))
+    }
+}
+
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct ApplicationStats {
+    pub total: i64,
+    pub pending: i64,
+    pub needs_revision: i64,
+    pub accepted: i64,
+    pub rejected: i64,
+}
+
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct ProjectStats {
+    /// Every project the expert was selected for.
+    pub total: i64,
+    /// Of those, not yet completed or cancelled.
+    pub active: i64,
+    pub completed: i64,
+}
+
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct EarningStats {
+    /// Released to the expert, after commission.
+    pub released: f64,
+    /// Held in escrow for the expert's current milestones.
+    pub in_escrow: f64,
+    pub currency: String,
+}
+
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct ExpertStats {
+    pub applications: ApplicationStats,
+    pub projects: ProjectStats,
+    pub earnings: EarningStats,
+    /// Projects the expert is invited to (formally or in the legacy list).
+    pub invitations: i64,
+}
+
+/// The expert's numbers: proposals by status, projects, earnings.
+#[utoipa::path(
+    tag = "expert",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = ExpertStats),
+        (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+    )
+)]
+#[get("/api/expert/stats")]
+pub async fn stats(state: web::Data<AppState>, auth: AuthUser) -> ApiResult<HttpResponse> {
+    expert(&auth)?;
+    let id = auth.id();
+    let mut conn = state.db.conn().await?;
+    let counts = applications::counts_for_expert(conn.exec(), id).await?;
+    let count = |s: &str| counts.iter().find(|(k, _)| k == s).map_or(0, |(_, n)| *n);
+    let (assigned, _) = projects::list_assigned_to(conn.exec(), id, 1000, 0).await?;
+    let completed = assigned.iter().filter(|p| p.status == "completed").count() as i64;
+    let active = assigned
+        .iter()
+        .filter(|p| !matches!(p.status.as_str(), "completed" | "cancelled"))
+        .count() as i64;
+    let (released, held) = payments::expert_totals(conn.exec(), id).await?;
+    let (_, invitation_count) = projects::list_invitations_of(conn.exec(), id, 1, 0).await?;
+    Ok(HttpResponse::Ok().json(ExpertStats {
+        applications: ApplicationStats {
+            total: counts.iter().map(|(_, n)| n).sum(),
+            pending: count("pending"),
+            needs_revision: count("needs_revision"),
+            accepted: count("accepted"),
+            rejected: count("rejected"),
+        },
+        projects: ProjectStats {
+            total: projects::count_assigned_to(conn.exec(), id).await?,
+            active,
+            completed,
+        },
+        earnings: EarningStats {
+            released: minor_to_number(released),
+            in_escrow: minor_to_number(held),
+            currency: "eur".to_owned(),
+        },
+        invitations: invitation_count,
+    }))
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+pub struct ExpertApplicationsQuery {
+    pub page: Option<i64>,
+    pub size: Option<i64>,
+    /// `pending`, `needs_revision`, `accepted`, `rejected`.
+    pub status: Option<String>,
+}
+
+/// The expert's proposals, newest first.
+#[utoipa::path(
+    tag = "expert",
+    params(ExpertApplicationsQuery),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = Paginated<ApplicationView>),
+        (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+        (status = 422, body = ErrorBody),
+    )
+)]
+#[get("/api/expert/applications")]
+pub async fn my_applications(
+    state: web::Data<AppState>,
+    auth: AuthUser,
+    query: web::Query<ExpertApplicationsQuery>,
+) -> ApiResult<HttpResponse> {
+    expert(&auth)?;
+    let page = PageQuery {
+        page: query.page,
+        size: query.size,
+    }
+    .validate()?;
+    let mut conn = state.db.conn().await?;
+    let (items, total) = applications::list_for_expert(
+        conn.exec(),
+        auth.id(),
+        query.status.as_deref(),
+        page.limit(),
+        page.offset(),
+    )
+    .await?;
+    Ok(HttpResponse::Ok().json(Paginated::new(items, total, page).map(ApplicationView::from)))
+}
+
+macro_rules! project_list_route {
+    ($name:ident, $path:literal, $store:path, $doc:literal) => {
+        #[doc = $doc]
+        #[utoipa::path(
+                    tag = "expert",
+                    params(PageQuery),
+                    security(("bearer" = [])),
+                    responses(
+                        (status = 200, body = Paginated<ProjectView>),
+                        (status = 401, body = ErrorBody),
+                        (status = 403, body = ErrorBody),
+                        (status = 422, body = ErrorBody),
+                    )
+                )]
+        #[get($path)]
+        pub async fn $name(
+            state: web::Data<AppState>,
+            auth: AuthUser,
+            query: web::Query<PageQuery>,
+        ) -> ApiResult<HttpResponse> {
+            expert(&auth)?;
+            let page = query.into_inner().validate()?;
+            let c = caller(&auth);
+            let mut conn = state.db.conn().await?;
+            let (items, total) = $store(conn.exec(), c.id, page.limit(), page.offset()).await?;
+            let page =
+                Paginated::new(items, total, page).map(|p| ProjectView::for_caller(p, Some(&c)));
+            Ok(HttpResponse::Ok().json(page))
+        }
+    };
+}
+
+project_list_route!(
+    available_projects,
+    "/api/expert/available-projects",
+    projects::list_available_for,
+    "Projects the expert may still apply to: invited curated listings, invited projects pending publication, and private projects targeting them."
+);
+project_list_route!(
+    assigned_projects,
+    "/api/expert/assigned-projects",
+    projects::list_assigned_to,
+    "Projects the expert was selected for, newest first."
+);
+project_list_route!(
+    invitations,
+    "/api/expert/invitations",
+    projects::list_invitations_of,
+    "Projects the expert is invited to, by formal invitation or in the legacy list."
+);

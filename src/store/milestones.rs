@@ -1,0 +1,168 @@
+//! Milestones of a project: sequential (by `position`), each paid through its own payment.
+
+use chrono::{DateTime, Utc};
+
+use super::{Exec, StoreResult};
+use crate::on_exec;
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Milestone {
+    pub id: i64,
+    pub project_id: i64,
+    pub position: i64,
+    pub title: String,
+    pub description: Option<String>,
+    pub amount_minor: i64,
+    pub currency: String,
+    pub due_date: Option<DateTime<Utc>>,
+    pub status: String,
+    pub rejection_count: i64,
+    pub started_at: Option<DateTime<Utc>>,
+    pub approved_at: Option<DateTime<Utc>>,
+    pub completed_at: Option<DateTime<Utc>>,
+    pub cancelled_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+macro_rules! select_milestones {
+    ($($rest:expr),* $(,)?) => {
+        concat!(
+            "SELECT m.id, m.project_id, m.position, m.title, m.description, m.amount_minor, ",
+            "m.currency, m.due_date, m.status, m.rejection_count, m.started_at, m.approved_at, ",
+            "m.completed_at, m.cancelled_at, m.created_at, m.updated_at FROM milestones m ",
+            $($rest),*
+        )
+    };
+}
+
+/// A milestone to create.
+#[derive(Debug, Clone)]
+pub struct NewMilestone<'a> {
+    pub project_id: i64,
+    pub position: i64,
+    pub title: &'a str,
+    pub description: Option<&'a str>,
+    pub amount_minor: i64,
+    pub currency: &'a str,
+    pub due_date: Option<DateTime<Utc>>,
+    pub status: &'a str,
+}
+
+pub async fn insert(ex: Exec<'_>, m: &NewMilestone<'_>, now: DateTime<Utc>) -> StoreResult<i64> {
+    Ok(on_exec!(ex, c => sqlx::query_scalar(
+        "INSERT INTO milestones (project_id, position, title, description, amount_minor, currency,
+             due_date, status, rejection_count, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9, $9) RETURNING id",
+    )
+    .bind(m.project_id)
+    .bind(m.position)
+    .bind(m.title)
+    .bind(m.description)
+    .bind(m.amount_minor)
+    .bind(m.currency)
+    .bind(m.due_date)
+    .bind(m.status)
+    .bind(now)
+    .fetch_one(c)
+    .await)?)
+}
+
+pub async fn find(ex: Exec<'_>, id: i64) -> StoreResult<Option<Milestone>> {
+    Ok(
+        on_exec!(ex, c => sqlx::query_as::<_, Milestone>(select_milestones!("WHERE m.id = $1"))
+        .bind(id)
+        .fetch_optional(c)
+        .await)?,
+    )
+}
+
+/// The project's milestones that are not cancelled, in order.
+pub async fn active_of_project(ex: Exec<'_>, project_id: i64) -> StoreResult<Vec<Milestone>> {
+    Ok(
+        on_exec!(ex, c => sqlx::query_as::<_, Milestone>(select_milestones!(
+        "WHERE m.project_id = $1 AND m.status <> 'cancelled' ORDER BY m.position"
+    ))
+    .bind(project_id)
+    .fetch_all(c)
+    .await)?,
+    )
+}
+
+/// One page of a project's milestones (all of them, cancelled included), in order.
+pub async fn list_for_project(
+    mut ex: Exec<'_>,
+    project_id: i64,
+    limit: i64,
+    offset: i64,
+) -> StoreResult<(Vec<Milestone>, i64)> {
+    let items = on_exec!(ex.re(), c => sqlx::query_as::<_, Milestone>(select_milestones!(
+        "WHERE m.project_id = $1 ORDER BY m.position LIMIT $2 OFFSET $3"
+    ))
+    .bind(project_id)
+    .bind(limit)
+    .bind(offset)
+    .fetch_all(c)
+    .await)?;
+    let total: i64 = on_exec!(ex, c => sqlx::query_scalar(
+        "SELECT COUNT(*) FROM milestones WHERE project_id = $1",
+    )
+    .bind(project_id)
+    .fetch_one(c)
+    .await)?;
+    Ok((items, total))
+}
+
+/// The next free position at the end of the project's plan.
+pub async fn next_position(ex: Exec<'_>, project_id: i64) -> StoreResult<i64> {
+    let max: Option<i64> = on_exec!(ex, c => sqlx::query_scalar(
+        "SELECT MAX(position) FROM milestones WHERE project_id = $1",
+    )
+    .bind(project_id)
+    .fetch_one(c)
+    .await)?;
+    Ok(max.unwrap_or(0) + 1)
+}
+
+/// Moves a milestone from `from` to `to`.
+pub async fn transition(
+    ex: Exec<'_>,
+    id: i64,
+    from: &str,
+    to: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    let done = on_exec!(ex, c => sqlx::query(
+        "UPDATE milestones SET status = $1, updated_at = $2,
+             started_at = CASE WHEN $1 = 'in_progress' AND started_at IS NULL THEN $2 ELSE started_at END,
+             approved_at = CASE WHEN $1 = 'approved' THEN $2 ELSE approved_at END,
+             completed_at = CASE WHEN $1 = 'completed' THEN $2 ELSE completed_at END,
+             cancelled_at = CASE WHEN $1 = 'cancelled' THEN $2 ELSE cancelled_at END
+         WHERE id = $3 AND status = $4",
+    )
+    .bind(to)
+    .bind(now)
+    .bind(id)
+    .bind(from)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(done == 1)
+}
+
+/// Cancels every milestone of the project that is not approved yet.
+pub async fn cancel_open_of_project(
+    ex: Exec<'_>,
+    project_id: i64,
+    now: DateTime<Utc>,
+) -> StoreResult<u64> {
+    Ok(on_exec!(ex, c => sqlx::query(
+        "UPDATE milestones SET status = 'cancelled', cancelled_at = $1, updated_at = $1
+         WHERE project_id = $2 AND status IN ('awaiting_payment', 'pending')",
+    )
+    .bind(now)
+    .bind(project_id)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?)
+}

@@ -1,0 +1,681 @@
+//! Projects and their formal invitations.
+//!
+//! Invitations exist in two forms (specification, Versioning 2): formal records in
+//! `project_invitations` and the legacy JSON list `projects.invited_experts`. Every check and
+//! list here honours both. The legacy list is read with each engine's JSON functions, so the
+//! queries that need it come in two spellings, chosen by [`on_engine!`].
+
+use chrono::{DateTime, Utc};
+use sqlx::types::Json;
+
+use super::{Exec, StoreResult};
+use crate::on_exec;
+
+/// A project as stored.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Project {
+    pub id: i64,
+    pub company_id: Option<i64>,
+    pub expert_id: Option<i64>,
+    pub target_expert_id: Option<i64>,
+    pub title: String,
+    pub description: String,
+    pub budget_minor: i64,
+    pub currency: String,
+    pub deadline: Option<DateTime<Utc>>,
+    pub skills_required: Json<Vec<String>>,
+    pub project_type: String,
+    pub status: String,
+    pub validation_status: Option<String>,
+    pub validation_notes: Option<String>,
+    pub submitted_at: Option<DateTime<Utc>>,
+    pub validated_at: Option<DateTime<Utc>>,
+    pub validated_by: Option<i64>,
+    pub published_at: Option<DateTime<Utc>>,
+    pub assigned_at: Option<DateTime<Utc>>,
+    pub completed_at: Option<DateTime<Utc>>,
+    pub cancelled_at: Option<DateTime<Utc>>,
+    pub invited_experts: Json<Vec<i64>>,
+    pub admin_notes: String,
+    pub status_before_selection: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// `SELECT <project columns> FROM projects p <rest>` as one static string.
+macro_rules! select_projects {
+    ($($rest:expr),* $(,)?) => {
+        concat!(
+            "SELECT p.id, p.company_id, p.expert_id, p.target_expert_id, p.title, p.description, ",
+            "p.budget_minor, p.currency, p.deadline, p.skills_required, p.project_type, p.status, ",
+            "p.validation_status, p.validation_notes, p.submitted_at, p.validated_at, ",
+            "p.validated_by, p.published_at, p.assigned_at, p.completed_at, p.cancelled_at, ",
+            "p.invited_experts, p.admin_notes, p.status_before_selection, p.created_at, ",
+            "p.updated_at FROM projects p ",
+            $($rest),*
+        )
+    };
+}
+
+/// Runs `$body` with `$legacy` bound to the engine's test "user `$n` is in the legacy
+/// `invited_experts` list of project `p`", where `$n` is the placeholder number given.
+macro_rules! on_engine {
+    ($exec:expr, $conn:ident, $legacy:ident, $n:literal => $body:expr) => {
+        match $exec {
+            $crate::store::Exec::Postgres($conn) => {
+                macro_rules! $legacy {
+                    () => {
+                        concat!("p.invited_experts @> jsonb_build_array($", $n, "::bigint)")
+                    };
+                }
+                $body
+            }
+            $crate::store::Exec::Sqlite($conn) => {
+                macro_rules! $legacy {
+                    () => {
+                        concat!(
+                            "EXISTS (SELECT 1 FROM json_each(p.invited_experts) je WHERE je.value = $",
+                            $n,
+                            ")"
+                        )
+                    };
+                }
+                $body
+            }
+        }
+    };
+}
+
+/// A new project.
+#[derive(Debug, Clone)]
+pub struct NewProject<'a> {
+    pub company_id: i64,
+    pub target_expert_id: Option<i64>,
+    pub title: &'a str,
+    pub description: &'a str,
+    pub budget_minor: i64,
+    pub currency: &'a str,
+    pub deadline: Option<DateTime<Utc>>,
+    pub skills_required: &'a [String],
+    pub project_type: &'a str,
+    pub status: &'a str,
+    pub validation_status: Option<&'a str>,
+    pub submitted_at: Option<DateTime<Utc>>,
+}
+
+pub async fn insert(ex: Exec<'_>, p: &NewProject<'_>, now: DateTime<Utc>) -> StoreResult<i64> {
+    Ok(on_exec!(ex, c => sqlx::query_scalar(
+        "INSERT INTO projects (company_id, target_expert_id, title, description, budget_minor,
+             currency, deadline, skills_required, project_type, status, validation_status,
+             submitted_at, invited_experts, admin_notes, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, '[]', '', $13, $13)
+         RETURNING id",
+    )
+    .bind(p.company_id)
+    .bind(p.target_expert_id)
+    .bind(p.title)
+    .bind(p.description)
+    .bind(p.budget_minor)
+    .bind(p.currency)
+    .bind(p.deadline)
+    .bind(Json(p.skills_required))
+    .bind(p.project_type)
+    .bind(p.status)
+    .bind(p.validation_status)
+    .bind(p.submitted_at)
+    .bind(now)
+    .fetch_one(c)
+    .await)?)
+}
+
+pub async fn find(ex: Exec<'_>, id: i64) -> StoreResult<Option<Project>> {
+    Ok(
+        on_exec!(ex, c => sqlx::query_as::<_, Project>(select_projects!("WHERE p.id = $1"))
+        .bind(id)
+        .fetch_optional(c)
+        .await)?,
+    )
+}
+
+/// How many projects a company has (its first project needs complete fiscal data).
+pub async fn count_by_company(ex: Exec<'_>, company_id: i64) -> StoreResult<i64> {
+    Ok(on_exec!(ex, c => sqlx::query_scalar(
+        "SELECT COUNT(*) FROM projects WHERE company_id = $1",
+    )
+    .bind(company_id)
+    .fetch_one(c)
+    .await)?)
+}
+
+/// How many projects an expert has been selected for (the first needs complete fiscal data).
+pub async fn count_assigned_to(ex: Exec<'_>, expert_id: i64) -> StoreResult<i64> {
+    Ok(on_exec!(ex, c => sqlx::query_scalar(
+        "SELECT COUNT(*) FROM projects WHERE expert_id = $1",
+    )
+    .bind(expert_id)
+    .fetch_one(c)
+    .await)?)
+}
+
+/// The editable fields of a project, written only while its state is still `status`.
+pub async fn update_details(
+    ex: Exec<'_>,
+    p: &Project,
+    expected_status: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    let done = on_exec!(ex, c => sqlx::query(
+        "UPDATE projects SET title = $1, description = $2, budget_minor = $3, deadline = $4,
+             skills_required = $5, project_type = $6, target_expert_id = $7, invited_experts = $8,
+             updated_at = $9
+         WHERE id = $10 AND status = $11",
+    )
+    .bind(&p.title)
+    .bind(&p.description)
+    .bind(p.budget_minor)
+    .bind(p.deadline)
+    .bind(&p.skills_required)
+    .bind(&p.project_type)
+    .bind(p.target_expert_id)
+    .bind(&p.invited_experts)
+    .bind(now)
+    .bind(p.id)
+    .bind(expected_status)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(done == 1)
+}
+
+/// Moves a project from `from` to `to` (the conditional update every transition is guarded by).
+pub async fn transition(
+    ex: Exec<'_>,
+    id: i64,
+    from: &str,
+    to: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    let done = on_exec!(ex, c => sqlx::query(
+        "UPDATE projects SET status = $1, updated_at = $2,
+             cancelled_at = CASE WHEN $1 = 'cancelled' THEN $2 ELSE cancelled_at END
+         WHERE id = $3 AND status = $4",
+    )
+    .bind(to)
+    .bind(now)
+    .bind(id)
+    .bind(from)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(done == 1)
+}
+
+/// Sends a project for validation: `pending_publication`, validation `pending`, submitted now.
+pub async fn submit_for_validation(
+    ex: Exec<'_>,
+    id: i64,
+    from: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    let done = on_exec!(ex, c => sqlx::query(
+        "UPDATE projects SET status = 'pending_publication', validation_status = 'pending',
+             submitted_at = $1, updated_at = $1
+         WHERE id = $2 AND status = $3",
+    )
+    .bind(now)
+    .bind(id)
+    .bind(from)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(done == 1)
+}
+
+/// Records an administrator's validation: approved (published in `to`) or rejected (back to
+/// `draft`), only from `pending_publication`.
+pub async fn record_validation(
+    ex: Exec<'_>,
+    id: i64,
+    to: &str,
+    approved: bool,
+    notes: Option<&str>,
+    admin_id: i64,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    let done = on_exec!(ex, c => sqlx::query(
+        "UPDATE projects SET status = $1, validation_status = $2, validation_notes = $3,
+             validated_at = $4, validated_by = $5, updated_at = $4,
+             published_at = CASE WHEN $6 THEN $4 ELSE published_at END
+         WHERE id = $7 AND status = 'pending_publication'",
+    )
+    .bind(to)
+    .bind(if approved { "approved" } else { "rejected" })
+    .bind(notes)
+    .bind(now)
+    .bind(admin_id)
+    .bind(approved)
+    .bind(id)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(done == 1)
+}
+
+/// Assigns the expert: only from `from` and while no expert is assigned.
+pub async fn assign(
+    ex: Exec<'_>,
+    id: i64,
+    from: &str,
+    expert_id: i64,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    let done = on_exec!(ex, c => sqlx::query(
+        "UPDATE projects SET status = 'assigned', expert_id = $1, assigned_at = $2,
+             status_before_selection = $3, updated_at = $2
+         WHERE id = $4 AND status = $3 AND expert_id IS NULL",
+    )
+    .bind(expert_id)
+    .bind(now)
+    .bind(from)
+    .bind(id)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(done == 1)
+}
+
+/// Undoes [`assign`]: back to the state before selection, only from `assigned`.
+pub async fn unassign(ex: Exec<'_>, id: i64, now: DateTime<Utc>) -> StoreResult<bool> {
+    let done = on_exec!(ex, c => sqlx::query(
+        "UPDATE projects SET status = COALESCE(status_before_selection, 'bidding'),
+             expert_id = NULL, assigned_at = NULL, status_before_selection = NULL, updated_at = $1
+         WHERE id = $2 AND status = 'assigned'",
+    )
+    .bind(now)
+    .bind(id)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(done == 1)
+}
+
+/// Deletes a project while it is still in `status` (its children go with it; a payment or a
+/// dispute would block it by foreign key).
+pub async fn delete(ex: Exec<'_>, id: i64, status: &str) -> StoreResult<bool> {
+    let done = on_exec!(ex, c => sqlx::query(
+        "DELETE FROM projects WHERE id = $1 AND status = $2 AND expert_id IS NULL",
+    )
+    .bind(id)
+    .bind(status)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(done == 1)
+}
+
+/// Appends `line` to the administrators' notes (audit lines such as `[DISPUTE_EVENT] …`).
+pub async fn append_admin_note(
+    ex: Exec<'_>,
+    id: i64,
+    line: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
+    on_exec!(ex, c => sqlx::query(
+        "UPDATE projects SET admin_notes = CASE WHEN admin_notes = '' THEN $1
+             ELSE admin_notes || CHR(10) || $1 END, updated_at = $2
+         WHERE id = $3",
+    )
+    .bind(line)
+    .bind(now)
+    .bind(id)
+    .execute(c)
+    .await
+    .map(|_| ()))?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Invitations
+// ---------------------------------------------------------------------------------------
+
+/// A formal invitation of an expert to a project.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Invitation {
+    pub id: i64,
+    pub project_id: i64,
+    pub expert_id: i64,
+    pub invited_by: Option<i64>,
+    pub source: String,
+    pub message: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Invites `expert_id`; `false` when the invitation already existed (it is kept as it was).
+pub async fn invite(
+    ex: Exec<'_>,
+    project_id: i64,
+    expert_id: i64,
+    invited_by: Option<i64>,
+    source: &str,
+    message: Option<&str>,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    let done = on_exec!(ex, c => sqlx::query(
+        "INSERT INTO project_invitations (project_id, expert_id, invited_by, source, message, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (project_id, expert_id) DO NOTHING",
+    )
+    .bind(project_id)
+    .bind(expert_id)
+    .bind(invited_by)
+    .bind(source)
+    .bind(message)
+    .bind(now)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(done == 1)
+}
+
+/// Whether `expert_id` has a formal invitation to the project (the legacy list is on the
+/// project row itself).
+pub async fn has_formal_invitation(
+    ex: Exec<'_>,
+    project_id: i64,
+    expert_id: i64,
+) -> StoreResult<bool> {
+    Ok(on_exec!(ex, c => sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM project_invitations WHERE project_id = $1 AND expert_id = $2)",
+    )
+    .bind(project_id)
+    .bind(expert_id)
+    .fetch_one(c)
+    .await)?)
+}
+
+/// Formal invitations of a project, oldest first.
+pub async fn invitations_of(ex: Exec<'_>, project_id: i64) -> StoreResult<Vec<Invitation>> {
+    Ok(on_exec!(ex, c => sqlx::query_as::<_, Invitation>(
+        "SELECT id, project_id, expert_id, invited_by, source, message, created_at
+         FROM project_invitations WHERE project_id = $1 ORDER BY id",
+    )
+    .bind(project_id)
+    .fetch_all(c)
+    .await)?)
+}
+
+/// Replaces the legacy invitation list.
+pub async fn set_invited_experts(
+    ex: Exec<'_>,
+    id: i64,
+    experts: &[i64],
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
+    on_exec!(ex, c => sqlx::query(
+        "UPDATE projects SET invited_experts = $1, updated_at = $2 WHERE id = $3",
+    )
+    .bind(Json(experts))
+    .bind(now)
+    .bind(id)
+    .execute(c)
+    .await
+    .map(|_| ()))?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Lists
+// ---------------------------------------------------------------------------------------
+
+/// Filters of the project lists.
+#[derive(Debug, Default, Clone)]
+pub struct ProjectFilter {
+    pub status: Option<String>,
+    pub project_type: Option<String>,
+    /// A skill name, matched case-insensitively against `skills_required`.
+    pub skill: Option<String>,
+    pub min_budget_minor: Option<i64>,
+    pub max_budget_minor: Option<i64>,
+    /// Free text in title and description.
+    pub search: Option<String>,
+    pub company_id: Option<i64>,
+}
+
+/// Who is asking, for the visibility rule of lists.
+#[derive(Debug, Clone, Copy)]
+pub enum Viewer {
+    /// Sees every project.
+    Admin,
+    /// Sees public listings plus the projects they take part in.
+    User(i64),
+    /// Sees public listings only.
+    Anonymous,
+}
+
+/// One page of projects visible to `viewer` and matching `f`, newest first, and the total.
+///
+/// Visible: public listings (curated projects in `published_curated`, `bidding`,
+/// `published`, `open`), and for a user the projects they own, are assigned to, are the
+/// target of, are invited to (formally or in the legacy list) or have applied to.
+pub async fn list_visible(
+    ex: Exec<'_>,
+    viewer: Viewer,
+    f: &ProjectFilter,
+    limit: i64,
+    offset: i64,
+) -> StoreResult<(Vec<Project>, i64)> {
+    macro_rules! visible_where {
+        ($legacy:expr) => {
+            concat!(
+                "WHERE ($1 = 'admin'
+                    OR (p.project_type = 'curated'
+                        AND p.status IN ('published_curated', 'bidding', 'published', 'open'))
+                    OR ($1 = 'user' AND (p.company_id = $2 OR p.expert_id = $2
+                        OR p.target_expert_id = $2
+                        OR EXISTS (SELECT 1 FROM project_invitations pi
+                                   WHERE pi.project_id = p.id AND pi.expert_id = $2)
+                        OR EXISTS (SELECT 1 FROM applications a
+                                   WHERE a.project_id = p.id AND a.expert_id = $2)
+                        OR ",
+                $legacy,
+                ")))
+                 AND ($3 IS NULL OR p.status = $3)
+                 AND ($4 IS NULL OR p.project_type = $4)
+                 AND ($5 IS NULL OR LOWER(CAST(p.skills_required AS TEXT)) LIKE $5 ESCAPE '\\')
+                 AND ($6 IS NULL OR p.budget_minor >= $6)
+                 AND ($7 IS NULL OR p.budget_minor <= $7)
+                 AND ($8 IS NULL OR LOWER(p.title) LIKE $8 ESCAPE '\\' OR LOWER(p.description) LIKE $8 ESCAPE '\\')
+                 AND ($9 IS NULL OR p.company_id = $9) "
+            )
+        };
+    }
+    let (kind, user_id) = match viewer {
+        Viewer::Admin => ("admin", 0),
+        Viewer::User(id) => ("user", id),
+        Viewer::Anonymous => ("anonymous", 0),
+    };
+    let like = |s: &Option<String>| {
+        s.as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| format!("%{}%", super::escape_like(&s.to_lowercase())))
+    };
+    // A skill is one JSON string element: match it with its quotes.
+    let skill = f
+        .skill
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| format!("%\"{}\"%", super::escape_like(&s.to_lowercase())));
+    let search = like(&f.search);
+    let mut ex = ex;
+    let items = on_engine!(ex.re(), c, legacy, "2" => sqlx::query_as::<_, Project>(select_projects!(
+        visible_where!(legacy!()),
+        "ORDER BY p.created_at DESC, p.id DESC LIMIT $10 OFFSET $11"
+    ))
+    .bind(kind)
+    .bind(user_id)
+    .bind(&f.status)
+    .bind(&f.project_type)
+    .bind(&skill)
+    .bind(f.min_budget_minor)
+    .bind(f.max_budget_minor)
+    .bind(&search)
+    .bind(f.company_id)
+    .bind(limit)
+    .bind(offset)
+    .fetch_all(c)
+    .await)?;
+    let total: i64 = on_engine!(ex, c, legacy, "2" => sqlx::query_scalar(concat!(
+        "SELECT COUNT(*) FROM projects p ",
+        visible_where!(legacy!())
+    ))
+    .bind(kind)
+    .bind(user_id)
+    .bind(&f.status)
+    .bind(&f.project_type)
+    .bind(&skill)
+    .bind(f.min_budget_minor)
+    .bind(f.max_budget_minor)
+    .bind(&search)
+    .bind(f.company_id)
+    .fetch_one(c)
+    .await)?;
+    Ok((items, total))
+}
+
+/// A user's own projects: as company (owner) or as the assigned expert, newest first.
+pub async fn list_mine(
+    mut ex: Exec<'_>,
+    user_id: i64,
+    status: Option<&str>,
+    limit: i64,
+    offset: i64,
+) -> StoreResult<(Vec<Project>, i64)> {
+    macro_rules! mine_where {
+        () => {
+            "WHERE (p.company_id = $1 OR p.expert_id = $1) AND ($2 IS NULL OR p.status = $2) "
+        };
+    }
+    let items = on_exec!(ex.re(), c => sqlx::query_as::<_, Project>(select_projects!(
+        mine_where!(),
+        "ORDER BY p.created_at DESC, p.id DESC LIMIT $3 OFFSET $4"
+    ))
+    .bind(user_id)
+    .bind(status)
+    .bind(limit)
+    .bind(offset)
+    .fetch_all(c)
+    .await)?;
+    let total: i64 = on_exec!(ex, c => sqlx::query_scalar(concat!(
+        "SELECT COUNT(*) FROM projects p ", mine_where!()
+    ))
+    .bind(user_id)
+    .bind(status)
+    .fetch_one(c)
+    .await)?;
+    Ok((items, total))
+}
+
+/// Projects an expert may still apply to and has not: curated listings they are invited to,
+/// `pending_publication` ones they are invited to, and private ones they are the target of.
+pub async fn list_available_for(
+    mut ex: Exec<'_>,
+    expert_id: i64,
+    limit: i64,
+    offset: i64,
+) -> StoreResult<(Vec<Project>, i64)> {
+    macro_rules! available_where {
+        ($legacy:expr) => {
+            concat!(
+                "WHERE NOT EXISTS (SELECT 1 FROM applications a
+                                   WHERE a.project_id = p.id AND a.expert_id = $1)
+                   AND ((p.status = 'published_private' AND p.target_expert_id = $1)
+                     OR (p.status IN ('published_curated', 'bidding', 'published', 'pending_publication')
+                         AND (EXISTS (SELECT 1 FROM project_invitations pi
+                                      WHERE pi.project_id = p.id AND pi.expert_id = $1)
+                              OR ",
+                $legacy,
+                "))) "
+            )
+        };
+    }
+    let items = on_engine!(ex.re(), c, legacy, "1" => sqlx::query_as::<_, Project>(select_projects!(
+        available_where!(legacy!()),
+        "ORDER BY p.created_at DESC, p.id DESC LIMIT $2 OFFSET $3"
+    ))
+    .bind(expert_id)
+    .bind(limit)
+    .bind(offset)
+    .fetch_all(c)
+    .await)?;
+    let total: i64 = on_engine!(ex, c, legacy, "1" => sqlx::query_scalar(concat!(
+        "SELECT COUNT(*) FROM projects p ",
+        available_where!(legacy!())
+    ))
+    .bind(expert_id)
+    .fetch_one(c)
+    .await)?;
+    Ok((items, total))
+}
+
+/// Projects an expert is invited to (formally or in the legacy list), newest first, with the
+/// formal invitation when there is one.
+pub async fn list_invitations_of(
+    mut ex: Exec<'_>,
+    expert_id: i64,
+    limit: i64,
+    offset: i64,
+) -> StoreResult<(Vec<Project>, i64)> {
+    macro_rules! invited_where {
+        ($legacy:expr) => {
+            concat!(
+                "WHERE EXISTS (SELECT 1 FROM project_invitations pi
+                               WHERE pi.project_id = p.id AND pi.expert_id = $1) OR ",
+                $legacy,
+                " "
+            )
+        };
+    }
+    let items = on_engine!(ex.re(), c, legacy, "1" => sqlx::query_as::<_, Project>(select_projects!(
+        invited_where!(legacy!()),
+        "ORDER BY p.created_at DESC, p.id DESC LIMIT $2 OFFSET $3"
+    ))
+    .bind(expert_id)
+    .bind(limit)
+    .bind(offset)
+    .fetch_all(c)
+    .await)?;
+    let total: i64 = on_engine!(ex, c, legacy, "1" => sqlx::query_scalar(concat!(
+        "SELECT COUNT(*) FROM projects p ",
+        invited_where!(legacy!())
+    ))
+    .bind(expert_id)
+    .fetch_one(c)
+    .await)?;
+    Ok((items, total))
+}
+
+/// Projects assigned to an expert, newest first.
+pub async fn list_assigned_to(
+    mut ex: Exec<'_>,
+    expert_id: i64,
+    limit: i64,
+    offset: i64,
+) -> StoreResult<(Vec<Project>, i64)> {
+    let items = on_exec!(ex.re(), c => sqlx::query_as::<_, Project>(select_projects!(
+        "WHERE p.expert_id = $1 ORDER BY p.assigned_at DESC, p.id DESC LIMIT $2 OFFSET $3"
+    ))
+    .bind(expert_id)
+    .bind(limit)
+    .bind(offset)
+    .fetch_all(c)
+    .await)?;
+    let total: i64 = on_exec!(ex, c => sqlx::query_scalar(
+        "SELECT COUNT(*) FROM projects WHERE expert_id = $1",
+    )
+    .bind(expert_id)
+    .fetch_one(c)
+    .await)?;
+    Ok((items, total))
+}

@@ -1,0 +1,810 @@
+//! Projects from creation to publication: the company's creation checks, validation by an
+//! administrator, invitations and curation, edits, manual status moves and deletion.
+//! Selection and its undoing are in [`super::selection`], inside the project actor.
+
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+
+use crate::domain::project::{self as rules, CurationCandidate, ProjectStatus, ProjectType};
+use crate::domain::user::Role;
+use crate::integrations::mail::Template;
+use crate::state::AppState;
+use crate::store::events::{self, NewEvent};
+use crate::store::projects::{self, NewProject, Project};
+use crate::store::{Exec, LockScope, Tx, applications, profiles, users};
+use crate::workflows::emails::email;
+use crate::workflows::error::{FlowError, FlowResult};
+use crate::workflows::notify::{for_admins, for_user};
+
+/// Who is acting, as the workflows need to know it.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller {
+    pub id: i64,
+    pub admin: bool,
+    pub company: bool,
+    pub expert: bool,
+}
+
+/// How a user stands to a project.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Relation {
+    pub owner: bool,
+    pub assigned: bool,
+    pub target: bool,
+    /// Invited formally or in the legacy `invited_experts` list.
+    pub invited: bool,
+    pub applicant: bool,
+}
+
+impl Relation {
+    pub fn takes_part(&self) -> bool {
+        self.owner || self.assigned || self.target || self.invited || self.applicant
+    }
+}
+
+pub async fn relation(mut ex: Exec<'_>, p: &Project, user_id: i64) -> FlowResult<Relation> {
+    Ok(Relation {
+        owner: p.company_id == Some(user_id),
+        assigned: p.expert_id == Some(user_id),
+        target: p.target_expert_id == Some(user_id),
+        invited: p.invited_experts.0.contains(&user_id)
+            || projects::has_formal_invitation(ex.re(), p.id, user_id).await?,
+        applicant: applications::exists(ex, p.id, user_id).await?,
+    })
+}
+
+/// Whether a project is on the public marketplace (curated, in a listed state).
+pub fn is_public(p: &Project) -> bool {
+    p.project_type == ProjectType::Curated.as_str()
+        && status_of(p).is_some_and(ProjectStatus::is_public_listing)
+}
+
+pub fn status_of(p: &Project) -> Option<ProjectStatus> {
+    ProjectStatus::parse(&p.status)
+}
+
+/// The project if `caller` may see it: administrators see every project, anyone a public
+/// listing, and a private or unpublished project only the people in it. Otherwise 404, so
+/// its existence is not revealed.
+pub async fn load_visible(
+    mut ex: Exec<'_>,
+    caller: &Caller,
+    id: i64,
+) -> FlowResult<(Project, Relation)> {
+    let p = projects::find(ex.re(), id)
+        .await?
+        .ok_or_else(|| FlowError::not_found("Project not found"))?;
+    let rel = relation(ex, &p, caller.id).await?;
+    if caller.admin || is_public(&p) || rel.takes_part() {
+        Ok((p, rel))
+    } else {
+        Err(FlowError::not_found("Project not found"))
+    }
+}
+
+/// The project if `caller` owns it (or, with `admin_ok`, is an administrator): 404 when it
+/// is not visible to them, 403 when visible but not theirs.
+pub async fn load_owned(
+    ex: Exec<'_>,
+    caller: &Caller,
+    id: i64,
+    admin_ok: bool,
+) -> FlowResult<Project> {
+    let (p, rel) = load_visible(ex, caller, id).await?;
+    if rel.owner || (admin_ok && caller.admin) {
+        Ok(p)
+    } else {
+        Err(FlowError::forbidden(
+            "Only the project's company may do this",
+        ))
+    }
+}
+
+/// Records a domain event of a project in the transaction.
+pub async fn record(
+    tx: &mut Tx,
+    kind: &str,
+    project_id: i64,
+    payload: Value,
+    now: DateTime<Utc>,
+) -> FlowResult<i64> {
+    Ok(events::record(
+        tx.exec(),
+        NewEvent {
+            kind,
+            aggregate: "project",
+            aggregate_id: Some(project_id),
+            payload,
+        },
+        now,
+    )
+    .await?)
+}
+
+fn project_ref(p: &Project) -> Value {
+    json!({"project_id": p.id, "project_title": p.title})
+}
+
+// ---------------------------------------------------------------------------------------
+// Creation
+// ---------------------------------------------------------------------------------------
+
+/// The specification's creation checks, in its order: (1) e-mail verified; (2) company
+/// profile exists and is complete; (3) profile verified — 403 for each; (4) complete fiscal
+/// data for the first project — 400 `FISCAL_DATA_REQUIRED`, and the company is told so by a
+/// notification. (5), the deadline, is checked with the body.
+pub async fn creation_checks(state: &AppState, caller: &Caller) -> FlowResult<()> {
+    let mut conn = state.db.conn().await?;
+    let user = users::find(conn.exec(), caller.id)
+        .await?
+        .ok_or_else(|| FlowError::forbidden("Unknown user"))?;
+    if !caller.company {
+        return Err(FlowError::forbidden_code(
+            "COMPANY_ROLE_REQUIRED",
+            "Only companies create projects",
+        ));
+    }
+    if !user.email_verified {
+        return Err(FlowError::forbidden_code(
+            "EMAIL_NOT_VERIFIED",
+            "Verify your e-mail address before creating a project",
+        ));
+    }
+    let profile = profiles::find_by_user(conn.exec(), caller.id, Role::Empresa.as_str())
+        .await?
+        .ok_or_else(|| {
+            FlowError::forbidden_code(
+                "PROFILE_REQUIRED",
+                "Create your company profile before creating a project",
+            )
+        })?;
+    if profile
+        .company_name
+        .as_deref()
+        .is_none_or(|n| n.trim().is_empty())
+    {
+        return Err(FlowError::forbidden_code(
+            "PROFILE_INCOMPLETE",
+            "Complete your company profile (company name) before creating a project",
+        ));
+    }
+    if !profile.is_verified {
+        return Err(FlowError::forbidden_code(
+            "PROFILE_NOT_VERIFIED",
+            "Your company profile must be verified before you create a project",
+        ));
+    }
+    if !profile.fiscal_data_complete
+        && projects::count_by_company(conn.exec(), caller.id).await? == 0
+    {
+        drop(conn);
+        fiscal_data_required(state, caller.id, "empresa", "create your first project").await?;
+        return Err(FlowError::rule(
+            "FISCAL_DATA_REQUIRED",
+            "Complete your fiscal data before creating your first project",
+        ));
+    }
+    Ok(())
+}
+
+/// Tells `user_id` that fiscal data is missing for `what` (notification `FISCAL_DATA_REQUIRED`).
+pub async fn fiscal_data_required(
+    state: &AppState,
+    user_id: i64,
+    profile_type: &str,
+    what: &str,
+) -> FlowResult<()> {
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    events::record(
+        tx.exec(),
+        NewEvent {
+            kind: "profile.fiscal_data_required",
+            aggregate: "user",
+            aggregate_id: Some(user_id),
+            payload: json!({
+                "notify": [for_user(
+                    user_id,
+                    "FISCAL_DATA_REQUIRED",
+                    "Fiscal data required",
+                    &format!("Complete the fiscal data of your profile to {what}."),
+                    json!({"profile_type": profile_type}),
+                )],
+            }),
+        },
+        now,
+    )
+    .await?;
+    tx.commit().await?;
+    state.outbox.wake();
+    Ok(())
+}
+
+/// A project as the company described it, already validated.
+#[derive(Debug, Clone)]
+pub struct ProjectDraft {
+    pub title: String,
+    pub description: String,
+    pub budget_minor: i64,
+    pub deadline: Option<DateTime<Utc>>,
+    pub skills_required: Vec<String>,
+    pub project_type: ProjectType,
+    pub target_expert_id: Option<i64>,
+    /// `draft` or `pending_publication`.
+    pub submit: bool,
+}
+
+/// Whether `user_id` is an expert (for targets and invitations).
+pub async fn is_expert(ex: Exec<'_>, user_id: i64) -> FlowResult<bool> {
+    Ok(users::roles_of(ex, user_id).await?.contains(&Role::Experto))
+}
+
+pub async fn create(state: &AppState, caller: &Caller, d: ProjectDraft) -> FlowResult<Project> {
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    if let Some(target) = d.target_expert_id
+        && !is_expert(tx.exec(), target).await?
+    {
+        return Err(FlowError::invalid(
+            "target_expert_id",
+            "must be the id of an expert",
+        ));
+    }
+    let status = if d.submit {
+        ProjectStatus::PendingPublication
+    } else {
+        ProjectStatus::Draft
+    };
+    let id = projects::insert(
+        tx.exec(),
+        &NewProject {
+            company_id: caller.id,
+            target_expert_id: d.target_expert_id,
+            title: &d.title,
+            description: &d.description,
+            budget_minor: d.budget_minor,
+            currency: "eur",
+            deadline: d.deadline,
+            skills_required: &d.skills_required,
+            project_type: d.project_type.as_str(),
+            status: status.as_str(),
+            validation_status: d.submit.then_some("pending"),
+            submitted_at: d.submit.then_some(now),
+        },
+        now,
+    )
+    .await?;
+    let project = projects::find(tx.exec(), id)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("project {id} vanished"))?;
+    let mut payload = json!({"project_id": id, "company_id": caller.id, "status": status.as_str()});
+    if d.submit {
+        payload["notify"] = json!([pending_publication_notice(&project)]);
+    }
+    record(&mut tx, "project.created", id, payload, now).await?;
+    tx.commit().await?;
+    state.outbox.wake();
+    Ok(project)
+}
+
+fn pending_publication_notice(p: &Project) -> Value {
+    for_admins(
+        "project_pending_publication",
+        "Project awaiting validation",
+        &format!("\"{}\" is waiting for validation.", p.title),
+        project_ref(p),
+    )
+}
+
+/// `draft` → `pending_publication`; administrators are told.
+pub async fn submit(state: &AppState, caller: &Caller, id: i64) -> FlowResult<Project> {
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    tx.lock(LockScope::Project, id).await?;
+    let p = load_owned(tx.exec(), caller, id, false).await?;
+    if p.status != ProjectStatus::Draft.as_str() {
+        return Err(FlowError::conflict(
+            "INVALID_STATE",
+            format!(
+                "Only a draft can be submitted; this project is {}",
+                p.status
+            ),
+        ));
+    }
+    if !projects::submit_for_validation(tx.exec(), id, &p.status, now).await? {
+        return Err(FlowError::conflict(
+            "INVALID_STATE",
+            "The project changed; try again",
+        ));
+    }
+    let payload = json!({"project_id": id, "notify": [pending_publication_notice(&p)]});
+    record(&mut tx, "project.submitted", id, payload, now).await?;
+    let project = projects::find(tx.exec(), id).await?.unwrap_or(p);
+    tx.commit().await?;
+    state.outbox.wake();
+    Ok(project)
+}
+
+/// A company asks one expert for a budget from the expert's profile: the expert is invited
+/// (source `budget_request`) and the project goes to `pending_publication`, where invited
+/// experts may propose while administrators validate it.
+pub async fn request_budget(
+    state: &AppState,
+    caller: &Caller,
+    id: i64,
+    expert_id: i64,
+    message: Option<&str>,
+) -> FlowResult<Project> {
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    tx.lock(LockScope::Project, id).await?;
+    let p = load_owned(tx.exec(), caller, id, false).await?;
+    let status = status_of(&p).unwrap_or(ProjectStatus::Draft);
+    if !status.is_before_selection() {
+        return Err(FlowError::conflict(
+            "INVALID_STATE",
+            "A budget can only be requested before an expert is selected",
+        ));
+    }
+    if !is_expert(tx.exec(), expert_id).await? {
+        return Err(FlowError::invalid(
+            "expert_id",
+            "must be the id of an expert",
+        ));
+    }
+    projects::invite(
+        tx.exec(),
+        id,
+        expert_id,
+        Some(caller.id),
+        "budget_request",
+        message,
+        now,
+    )
+    .await?;
+    if status != ProjectStatus::PendingPublication
+        && !projects::submit_for_validation(tx.exec(), id, &p.status, now).await?
+    {
+        return Err(FlowError::conflict(
+            "INVALID_STATE",
+            "The project changed; try again",
+        ));
+    }
+    let mut notify = vec![pending_publication_notice(&p)];
+    let mut mails = Vec::new();
+    invitation_notices(tx.exec(), &p, expert_id, &mut notify, &mut mails).await?;
+    let payload = json!({
+        "project_id": id, "expert_id": expert_id, "notify": notify, "email": mails,
+    });
+    record(&mut tx, "project.budget_requested", id, payload, now).await?;
+    let project = projects::find(tx.exec(), id).await?.unwrap_or(p);
+    tx.commit().await?;
+    state.outbox.wake();
+    Ok(project)
+}
+
+/// The notification and e-mail telling an expert they were invited to a project.
+async fn invitation_notices(
+    mut ex: Exec<'_>,
+    p: &Project,
+    expert_id: i64,
+    notify: &mut Vec<Value>,
+    mails: &mut Vec<Value>,
+) -> FlowResult<()> {
+    let company = match p.company_id {
+        Some(id) => users::contact(ex.re(), id, "empresa").await?,
+        None => None,
+    };
+    let company_name = company.map_or_else(|| "A company".to_owned(), |c| c.name);
+    notify.push(for_user(
+        expert_id,
+        "expert_invited",
+        "You are invited to a project",
+        &format!(
+            "{company_name} invites you to send a proposal for \"{}\".",
+            p.title
+        ),
+        project_ref(p),
+    ));
+    if let Some(expert) = users::contact(ex, expert_id, "experto").await? {
+        mails.push(email(
+            &expert.email,
+            Template::ExpertInvited,
+            json!({
+                "name": expert.name, "project_title": p.title, "project_id": p.id,
+                "company_name": company_name,
+            }),
+        ));
+    }
+    Ok(())
+}
+
+/// An administrator's verdict on a project in `pending_publication`: approval publishes it
+/// (`published_curated` or `published_private` by type), rejection returns it to `draft`
+/// with the notes. The company is told either way; a private project's expert is invited.
+pub async fn validate(
+    state: &AppState,
+    admin_id: i64,
+    id: i64,
+    approved: bool,
+    notes: Option<&str>,
+) -> FlowResult<Project> {
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    tx.lock(LockScope::Project, id).await?;
+    let p = projects::find(tx.exec(), id)
+        .await?
+        .ok_or_else(|| FlowError::not_found("Project not found"))?;
+    if p.status != ProjectStatus::PendingPublication.as_str() {
+        return Err(FlowError::conflict(
+            "INVALID_STATE",
+            format!(
+                "Only a project pending publication can be validated; this one is {}",
+                p.status
+            ),
+        ));
+    }
+    let to = if approved {
+        ProjectType::parse(&p.project_type)
+            .unwrap_or(ProjectType::Curated)
+            .published_status()
+    } else {
+        ProjectStatus::Draft
+    };
+    if !projects::record_validation(tx.exec(), id, to.as_str(), approved, notes, admin_id, now)
+        .await?
+    {
+        return Err(FlowError::conflict(
+            "INVALID_STATE",
+            "The project changed; try again",
+        ));
+    }
+    let mut notify = Vec::new();
+    let mut mails = Vec::new();
+    if let Some(company_id) = p.company_id {
+        let company = users::contact(tx.exec(), company_id, "empresa").await?;
+        let (kind, title, message) = if approved {
+            (
+                "project_approved",
+                "Project published",
+                format!("\"{}\" was approved and is published.", p.title),
+            )
+        } else {
+            (
+                "project_rejected",
+                "Project not approved",
+                format!(
+                    "\"{}\" was not approved{}",
+                    p.title,
+                    notes.map_or_else(|| ".".to_owned(), |n| format!(": {n}"))
+                ),
+            )
+        };
+        notify.push(for_user(company_id, kind, title, &message, project_ref(&p)));
+        if let Some(c) = company {
+            let mut ctx = json!({"name": c.name, "project_title": p.title, "project_id": p.id});
+            let template = if approved {
+                Template::ProjectApproved
+            } else {
+                ctx["reason"] = json!(notes);
+                Template::ProjectRejected
+            };
+            mails.push(email(&c.email, template, ctx));
+        }
+    }
+    if approved
+        && to == ProjectStatus::PublishedPrivate
+        && let Some(target) = p.target_expert_id
+    {
+        invitation_notices(tx.exec(), &p, target, &mut notify, &mut mails).await?;
+    }
+    let kind = if approved {
+        "project.published"
+    } else {
+        "project.rejected"
+    };
+    let payload = json!({
+        "project_id": id, "approved": approved, "status": to.as_str(),
+        "notify": notify, "email": mails,
+    });
+    record(&mut tx, kind, id, payload, now).await?;
+    let project = projects::find(tx.exec(), id).await?.unwrap_or(p);
+    tx.commit().await?;
+    state.outbox.wake();
+    Ok(project)
+}
+
+// ---------------------------------------------------------------------------------------
+// Invitations and curation
+// ---------------------------------------------------------------------------------------
+
+/// Invites experts to a project: formal invitation records (`source`), and for an
+/// administrator's invitation also the legacy `invited_experts` list, so older readers see
+/// them too. Returns the experts newly invited; each is notified and e-mailed.
+pub async fn invite_experts(
+    state: &AppState,
+    admin_id: i64,
+    id: i64,
+    expert_ids: &[i64],
+    source: &str,
+    message: Option<&str>,
+) -> FlowResult<Vec<i64>> {
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    tx.lock(LockScope::Project, id).await?;
+    let p = projects::find(tx.exec(), id)
+        .await?
+        .ok_or_else(|| FlowError::not_found("Project not found"))?;
+    if !status_of(&p).is_some_and(ProjectStatus::is_before_selection) {
+        return Err(FlowError::conflict(
+            "INVALID_STATE",
+            "Experts can only be invited before one is selected",
+        ));
+    }
+    for &expert in expert_ids {
+        if !is_expert(tx.exec(), expert).await? {
+            return Err(FlowError::invalid(
+                "expert_ids",
+                format!("user {expert} is not an expert"),
+            ));
+        }
+    }
+    let mut invited = Vec::new();
+    let mut notify = Vec::new();
+    let mut mails = Vec::new();
+    for &expert in expert_ids {
+        if projects::invite(tx.exec(), id, expert, Some(admin_id), source, message, now).await? {
+            invited.push(expert);
+            invitation_notices(tx.exec(), &p, expert, &mut notify, &mut mails).await?;
+        }
+    }
+    if source == "admin" {
+        let mut legacy = p.invited_experts.0.clone();
+        for &expert in expert_ids {
+            if !legacy.contains(&expert) {
+                legacy.push(expert);
+            }
+        }
+        if legacy != p.invited_experts.0 {
+            projects::set_invited_experts(tx.exec(), id, &legacy, now).await?;
+        }
+    }
+    if !invited.is_empty() {
+        let payload = json!({
+            "project_id": id, "expert_ids": invited, "source": source,
+            "notify": notify, "email": mails,
+        });
+        record(&mut tx, "project.experts_invited", id, payload, now).await?;
+    }
+    tx.commit().await?;
+    state.outbox.wake();
+    Ok(invited)
+}
+
+/// A suggested expert for a project, with the score that ranked them.
+#[derive(Debug, Clone)]
+pub struct Suggestion {
+    pub expert_id: i64,
+    pub profile: profiles::Profile,
+    pub skills: Vec<String>,
+    pub score: rules::CurationScore,
+    pub already_invited: bool,
+}
+
+/// Verified, available, active experts ranked by [`rules::curation_score`]; with required
+/// skills, only experts who have at least one of them.
+pub async fn curation_suggestions(
+    state: &AppState,
+    id: i64,
+    limit: usize,
+) -> FlowResult<Vec<Suggestion>> {
+    let mut conn = state.db.conn().await?;
+    let p = projects::find(conn.exec(), id)
+        .await?
+        .ok_or_else(|| FlowError::not_found("Project not found"))?;
+    let candidates = profiles::curation_candidates(conn.exec()).await?;
+    let formal: Vec<i64> = projects::invitations_of(conn.exec(), id)
+        .await?
+        .into_iter()
+        .map(|i| i.expert_id)
+        .collect();
+    let required = &p.skills_required.0;
+    let mut ranked: Vec<Suggestion> = candidates
+        .into_iter()
+        .filter(|c| Some(c.profile.user_id) != p.company_id)
+        .map(|c| {
+            let score = rules::curation_score(
+                required,
+                &CurationCandidate {
+                    skills: c.skills.clone(),
+                    level: c.profile.expert_level.clone(),
+                    internal_rating: c.profile.internal_rating,
+                    review_average: c.review_average,
+                    review_count: c.review_count,
+                },
+            );
+            let expert_id = c.profile.user_id;
+            Suggestion {
+                expert_id,
+                already_invited: formal.contains(&expert_id)
+                    || p.invited_experts.0.contains(&expert_id),
+                profile: c.profile,
+                skills: c.skills,
+                score,
+            }
+        })
+        .filter(|s| required.is_empty() || s.score.matched_skills > 0)
+        .collect();
+    ranked.sort_by(|a, b| {
+        b.score
+            .total
+            .total_cmp(&a.score.total)
+            .then(a.expert_id.cmp(&b.expert_id))
+    });
+    ranked.truncate(limit);
+    Ok(ranked)
+}
+
+// ---------------------------------------------------------------------------------------
+// Edits, status, deletion
+// ---------------------------------------------------------------------------------------
+
+/// Changes to a project; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default)]
+pub struct ProjectChanges {
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub budget_minor: Option<i64>,
+    pub deadline: Option<DateTime<Utc>>,
+    pub skills_required: Option<Vec<String>>,
+    pub project_type: Option<ProjectType>,
+    pub target_expert_id: Option<i64>,
+    /// The legacy invitation list, replaced as a whole.
+    pub invited_experts: Option<Vec<i64>>,
+}
+
+/// Edits a project before selection (its company or an administrator).
+pub async fn update(
+    state: &AppState,
+    caller: &Caller,
+    id: i64,
+    ch: ProjectChanges,
+) -> FlowResult<Project> {
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    tx.lock(LockScope::Project, id).await?;
+    let mut p = load_owned(tx.exec(), caller, id, true).await?;
+    if !status_of(&p).is_some_and(ProjectStatus::is_before_selection) {
+        return Err(FlowError::conflict(
+            "INVALID_STATE",
+            "A project cannot be edited once an expert is selected",
+        ));
+    }
+    for expert in ch
+        .target_expert_id
+        .iter()
+        .chain(ch.invited_experts.iter().flatten())
+    {
+        if !is_expert(tx.exec(), *expert).await? {
+            return Err(FlowError::invalid(
+                if Some(*expert) == ch.target_expert_id {
+                    "target_expert_id"
+                } else {
+                    "invited_experts"
+                },
+                format!("user {expert} is not an expert"),
+            ));
+        }
+    }
+    let expected = p.status.clone();
+    if let Some(v) = ch.title {
+        p.title = v;
+    }
+    if let Some(v) = ch.description {
+        p.description = v;
+    }
+    if let Some(v) = ch.budget_minor {
+        p.budget_minor = v;
+    }
+    if let Some(v) = ch.deadline {
+        p.deadline = Some(v);
+    }
+    if let Some(v) = ch.skills_required {
+        p.skills_required.0 = v;
+    }
+    if let Some(v) = ch.project_type {
+        p.project_type = v.as_str().to_owned();
+    }
+    if let Some(v) = ch.target_expert_id {
+        p.target_expert_id = Some(v);
+    }
+    if let Some(v) = ch.invited_experts {
+        p.invited_experts.0 = v;
+    }
+    if p.project_type == ProjectType::Private.as_str() && p.target_expert_id.is_none() {
+        return Err(FlowError::invalid(
+            "target_expert_id",
+            "a private project needs its target expert",
+        ));
+    }
+    if !projects::update_details(tx.exec(), &p, &expected, now).await? {
+        return Err(FlowError::conflict(
+            "INVALID_STATE",
+            "The project changed; try again",
+        ));
+    }
+    let project = projects::find(tx.exec(), id).await?.unwrap_or(p);
+    tx.commit().await?;
+    Ok(project)
+}
+
+/// A manual status move (see [`rules::manual_move_allowed`]).
+pub async fn change_status(
+    state: &AppState,
+    caller: &Caller,
+    id: i64,
+    to: ProjectStatus,
+) -> FlowResult<Project> {
+    if to == ProjectStatus::PendingPublication {
+        return submit(state, caller, id).await;
+    }
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    tx.lock(LockScope::Project, id).await?;
+    let p = load_owned(tx.exec(), caller, id, true).await?;
+    let from = status_of(&p).ok_or_else(|| anyhow::anyhow!("unknown status {}", p.status))?;
+    if !rules::manual_move_allowed(from, to, caller.admin) {
+        return Err(FlowError::conflict(
+            "INVALID_TRANSITION",
+            format!(
+                "A project cannot move from {} to {} this way",
+                from.as_str(),
+                to.as_str()
+            ),
+        ));
+    }
+    if !projects::transition(tx.exec(), id, from.as_str(), to.as_str(), now).await? {
+        return Err(FlowError::conflict(
+            "INVALID_STATE",
+            "The project changed; try again",
+        ));
+    }
+    let payload = json!({"project_id": id, "from": from.as_str(), "to": to.as_str()});
+    record(&mut tx, "project.status_changed", id, payload, now).await?;
+    let project = projects::find(tx.exec(), id).await?.unwrap_or(p);
+    tx.commit().await?;
+    state.outbox.wake();
+    Ok(project)
+}
+
+/// Deletes a project before selection (its company or an administrator).
+pub async fn delete(state: &AppState, caller: &Caller, id: i64) -> FlowResult<()> {
+    let mut tx = state.db.begin().await?;
+    tx.lock(LockScope::Project, id).await?;
+    let p = load_owned(tx.exec(), caller, id, true).await?;
+    if !status_of(&p).is_some_and(ProjectStatus::is_before_selection) {
+        return Err(FlowError::conflict(
+            "INVALID_STATE",
+            "A project cannot be deleted once an expert is selected",
+        ));
+    }
+    match projects::delete(tx.exec(), id, &p.status).await {
+        Ok(true) => {}
+        Ok(false) => {
+            return Err(FlowError::conflict(
+                "INVALID_STATE",
+                "The project changed; try again",
+            ));
+        }
+        // A payment or a dispute refers to it: history is never deleted.
+        Err(err) if err.is_foreign_key_violation() => {
+            return Err(FlowError::conflict(
+                "PROJECT_HAS_PAYMENTS",
+                "The project has payment records and cannot be deleted",
+            ));
+        }
+        Err(err) => return Err(err.into()),
+    }
+    tx.commit().await?;
+    Ok(())
+}

@@ -1,0 +1,315 @@
+//! Selection of an expert, and its undoing, inside the project's actor (DESIGN §3).
+//!
+//! The actor serialises every selection of one project in this process; the transaction's
+//! advisory lock and its conditional updates (`status = $from AND expert_id IS NULL`,
+//! application `pending`) make a second instance or a restarted actor harmless too. Of many
+//! concurrent selections exactly one commits: one accepted application, one set of
+//! milestones, one payment.
+
+use serde_json::json;
+
+use crate::domain::project::ProjectStatus;
+use crate::integrations::mail::Template;
+use crate::state::AppState;
+use crate::store::applications::{self, Application};
+use crate::store::milestones::{self, Milestone, NewMilestone};
+use crate::store::payments::{self, NewPayment, Payment};
+use crate::store::projects::{self, Project};
+use crate::store::{LockScope, profiles, users};
+use crate::workflows::emails::email;
+use crate::workflows::error::{FlowError, FlowResult};
+use crate::workflows::notify::for_user;
+use crate::workflows::projects::{Caller, fiscal_data_required, load_owned, record, status_of};
+
+/// What a selection produced.
+#[derive(Debug, Clone)]
+pub struct Selection {
+    pub project: Project,
+    pub application: Application,
+    pub milestones: Vec<Milestone>,
+    /// The first milestone's payment, `pending`.
+    pub payment: Payment,
+}
+
+/// The company selects `expert_id`'s proposal.
+pub async fn select(
+    state: &AppState,
+    caller: Caller,
+    project_id: i64,
+    expert_id: i64,
+) -> FlowResult<Selection> {
+    let st = state.clone();
+    state
+        .project_actors
+        .call(project_id, move || async move {
+            select_now(&st, &caller, project_id, expert_id).await
+        })
+        .await?
+}
+
+async fn select_now(
+    state: &AppState,
+    caller: &Caller,
+    project_id: i64,
+    expert_id: i64,
+) -> FlowResult<Selection> {
+    let mut conn = state.db.conn().await?;
+    let p = load_owned(conn.exec(), caller, project_id, false).await?;
+    let status = status_of(&p).unwrap_or(ProjectStatus::Draft);
+    if status.is_unpublished() {
+        return Err(FlowError::rule(
+            "PROJECT_NOT_PUBLISHED",
+            format!(
+                "An expert can be selected only once the project is published; it is still {}",
+                p.status
+            ),
+        ));
+    }
+    if !status.allows_selection() {
+        return Err(FlowError::conflict(
+            "INVALID_STATE",
+            format!(
+                "An expert cannot be selected while the project is {}",
+                p.status
+            ),
+        ));
+    }
+    let application = applications::find_by_expert(conn.exec(), project_id, expert_id)
+        .await?
+        .ok_or_else(|| FlowError::not_found("This expert has not applied to the project"))?;
+    if application.status != "pending" {
+        return Err(FlowError::conflict(
+            "INVALID_STATE",
+            format!(
+                "Only a pending proposal can be selected; this one is {}",
+                application.status
+            ),
+        ));
+    }
+    let fiscal_complete = profiles::find_by_user(conn.exec(), expert_id, "experto")
+        .await?
+        .is_some_and(|pr| pr.fiscal_data_complete);
+    if !fiscal_complete && projects::count_assigned_to(conn.exec(), expert_id).await? == 0 {
+        drop(conn);
+        fiscal_data_required(state, expert_id, "experto", "start your first project").await?;
+        return Err(FlowError::rule(
+            "FISCAL_DATA_REQUIRED",
+            "The expert must complete their fiscal data before their first project",
+        ));
+    }
+    drop(conn);
+
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    tx.lock(LockScope::Project, project_id).await?;
+    let changed = || FlowError::conflict("INVALID_STATE", "The project changed; try again");
+    if !projects::assign(tx.exec(), project_id, &p.status, expert_id, now).await? {
+        return Err(changed());
+    }
+    if !applications::accept(tx.exec(), application.id, now).await? {
+        return Err(changed());
+    }
+    let turned_down =
+        applications::reject_others_on_selection(tx.exec(), project_id, application.id, now)
+            .await?;
+
+    // The plan: the project's own milestones if the company wrote them, else the proposal's.
+    let mut plan = milestones::active_of_project(tx.exec(), project_id).await?;
+    if plan.is_empty() {
+        let first_position = milestones::next_position(tx.exec(), project_id).await?;
+        for (i, m) in application.proposed_milestones.0.iter().enumerate() {
+            milestones::insert(
+                tx.exec(),
+                &NewMilestone {
+                    project_id,
+                    position: first_position + i as i64,
+                    title: &m.title,
+                    description: m.description.as_deref(),
+                    amount_minor: m.amount_minor,
+                    currency: &p.currency,
+                    due_date: m.due_date,
+                    status: "pending",
+                },
+                now,
+            )
+            .await?;
+        }
+        plan = milestones::active_of_project(tx.exec(), project_id).await?;
+    }
+    let first = plan
+        .first()
+        .ok_or_else(|| FlowError::rule("NO_MILESTONES", "The proposal has no milestones"))?;
+    if !milestones::transition(tx.exec(), first.id, "pending", "awaiting_payment", now).await? {
+        return Err(FlowError::conflict(
+            "INVALID_STATE",
+            "The project's first milestone is not waiting to be funded",
+        ));
+    }
+    let payment_id = payments::insert_pending(
+        tx.exec(),
+        &NewPayment {
+            project_id,
+            milestone_id: Some(first.id),
+            company_id: p.company_id,
+            expert_id: Some(expert_id),
+            amount_minor: first.amount_minor,
+            currency: &first.currency,
+        },
+        now,
+    )
+    .await?;
+
+    let expert = users::contact(tx.exec(), expert_id, "experto").await?;
+    let company = match p.company_id {
+        Some(id) => users::contact(tx.exec(), id, "empresa").await?,
+        None => None,
+    };
+    let expert_name = expert.as_ref().map_or("The expert", |e| e.name.as_str());
+    let company_name = company.as_ref().map_or("The company", |c| c.name.as_str());
+    let reference = json!({"project_id": project_id, "project_title": p.title});
+    let mut notify = vec![for_user(
+        expert_id,
+        "expert_selected",
+        "You were selected",
+        &format!("{company_name} selected your proposal for \"{}\".", p.title),
+        reference.clone(),
+    )];
+    for other in &turned_down {
+        notify.push(for_user(
+            *other,
+            "application_rejected",
+            "Proposal not selected",
+            &format!("Another proposal was selected for \"{}\".", p.title),
+            reference.clone(),
+        ));
+    }
+    let mut mails = Vec::new();
+    if let Some(e) = &expert {
+        mails.push(email(
+            &e.email,
+            Template::ExpertSelected,
+            json!({"name": e.name, "project_title": p.title, "project_id": project_id,
+                   "company_name": company_name}),
+        ));
+    }
+    if let Some(c) = &company {
+        mails.push(email(
+            &c.email,
+            Template::MatchConfirmed,
+            json!({"name": c.name, "project_title": p.title, "project_id": project_id,
+                   "counterpart_name": expert_name}),
+        ));
+    }
+    let payload = json!({
+        "project_id": project_id, "application_id": application.id, "expert_id": expert_id,
+        "payment_id": payment_id, "milestone_id": first.id,
+        "notify": notify, "email": mails,
+    });
+    record(&mut tx, "application.accepted", project_id, payload, now).await?;
+
+    let project = projects::find(tx.exec(), project_id)
+        .await?
+        .ok_or_else(changed)?;
+    let application = applications::find(tx.exec(), application.id)
+        .await?
+        .ok_or_else(changed)?;
+    let milestones = milestones::active_of_project(tx.exec(), project_id).await?;
+    let payment = payments::find(tx.exec(), payment_id)
+        .await?
+        .ok_or_else(changed)?;
+    tx.commit().await?;
+    state.outbox.wake();
+    Ok(Selection {
+        project,
+        application,
+        milestones,
+        payment,
+    })
+}
+
+/// Undoes a selection while no money has been authorised: the project returns to its state
+/// before selection, the proposals to `pending`, the milestones are cancelled and the
+/// unfunded payment `failed`.
+pub async fn cancel(state: &AppState, caller: Caller, project_id: i64) -> FlowResult<Project> {
+    let st = state.clone();
+    state
+        .project_actors
+        .call(project_id, move || async move {
+            cancel_now(&st, &caller, project_id).await
+        })
+        .await?
+}
+
+async fn cancel_now(state: &AppState, caller: &Caller, project_id: i64) -> FlowResult<Project> {
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    tx.lock(LockScope::Project, project_id).await?;
+    let p = load_owned(tx.exec(), caller, project_id, true).await?;
+    if p.status != ProjectStatus::Assigned.as_str() {
+        return Err(FlowError::conflict(
+            "INVALID_STATE",
+            format!(
+                "Only a selection not yet funded can be cancelled; the project is {}",
+                p.status
+            ),
+        ));
+    }
+    let payments = payments::list_for_project(tx.exec(), project_id).await?;
+    if payments
+        .iter()
+        .any(|y| !matches!(y.status.as_str(), "pending" | "failed"))
+    {
+        return Err(FlowError::conflict(
+            "MONEY_AUTHORISED",
+            "Money has been authorised for this project; the selection cannot be cancelled",
+        ));
+    }
+    for y in payments.iter().filter(|y| y.status == "pending") {
+        // Conditional: a payment held a moment ago makes this fail, and nothing is undone.
+        if !payments::fail_pending(tx.exec(), y.id, "selection_cancelled", now).await? {
+            return Err(FlowError::conflict(
+                "MONEY_AUTHORISED",
+                "Money has been authorised for this project; the selection cannot be cancelled",
+            ));
+        }
+    }
+    if !projects::unassign(tx.exec(), project_id, now).await? {
+        return Err(FlowError::conflict(
+            "INVALID_STATE",
+            "The project changed; try again",
+        ));
+    }
+    milestones::cancel_open_of_project(tx.exec(), project_id, now).await?;
+    applications::reopen_after_selection(tx.exec(), project_id, now).await?;
+    let mut notify = Vec::new();
+    if let Some(expert_id) = p.expert_id {
+        notify.push(for_user(
+            expert_id,
+            "selection_cancelled",
+            "Selection cancelled",
+            &format!("The company cancelled its selection for \"{}\".", p.title),
+            json!({"project_id": project_id, "project_title": p.title}),
+        ));
+    }
+    let cancelled: Vec<i64> = payments
+        .iter()
+        .filter(|y| y.status == "pending")
+        .map(|y| y.id)
+        .collect();
+    let payload = json!({
+        "project_id": project_id, "expert_id": p.expert_id, "payments_failed": cancelled,
+        "notify": notify,
+    });
+    record(
+        &mut tx,
+        "project.selection_cancelled",
+        project_id,
+        payload,
+        now,
+    )
+    .await?;
+    let project = projects::find(tx.exec(), project_id).await?.unwrap_or(p);
+    tx.commit().await?;
+    state.outbox.wake();
+    Ok(project)
+}
