@@ -4,4 +4,5 @@ pub mod money;
 pub mod profile;
 pub mod project;
 pub mod token;
+pub mod upload;
 pub mod user;

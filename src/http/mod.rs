@@ -11,6 +11,7 @@ pub mod auth;
 pub mod error;
 pub mod metrics;
 pub mod middleware;
+pub mod multipart;
 pub mod pagination;
 pub mod rate_limit;
 pub mod routes;
@@ -89,7 +90,9 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(invitations::cancel);
     // Profiles (issue: profiles, projects and proposals).
     // Fixed paths before `{id}`, `active` before `{slug}`.
-    cfg.service(routes::profiles::create)
+    cfg.service(routes::documents::upload)
+        .service(routes::documents::download)
+        .service(routes::profiles::create)
         .service(routes::profiles::me)
         .service(routes::profiles::me_profile)
         .service(routes::profiles::fiscal_status)

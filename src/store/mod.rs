@@ -15,6 +15,7 @@ use std::time::Duration;
 use crate::config::DatabaseTarget;
 
 pub mod applications;
+pub mod documents;
 pub mod events;
 pub mod invitations;
 pub mod milestones;

@@ -1091,3 +1091,115 @@ async fn picture_uploads_are_checked() {
     assert_eq!(team["profile_picture"], path.as_str());
     app.stop().await;
 }
+
+async fn upload_document(
+    app: &TestApp,
+    account: &Account,
+    filename: &str,
+    kind: &str,
+    bytes: &[u8],
+) -> reqwest::Response {
+    let boundary = "----documenttestboundary0123456789";
+    let mut body = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"kind\"\r\n\r\n{kind}\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{filename}\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+    )
+    .into_bytes();
+    body.extend_from_slice(bytes);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    app.client
+        .post(app.url("/api/profiles/upload"))
+        .bearer_auth(&account.access_token)
+        .header("Cookie", format!("csrf_token={}", account.csrf_token))
+        .header("X-CSRF-Token", &account.csrf_token)
+        .header(
+            "Content-Type",
+            format!("multipart/form-data; boundary={boundary}"),
+        )
+        .body(body)
+        .send()
+        .await
+        .expect("request")
+}
+
+#[actix_web::test]
+async fn documents_are_checked_by_content_and_private_to_their_owner() {
+    let app = spawn_app().await;
+    let ana = register(&app, "ana", &["experto"]).await;
+    let bob = register(&app, "bob", &["experto"]).await;
+    create_profile(
+        &app,
+        &ana,
+        j!({"profile_type": "experto", "full_name": "Ana"}),
+    )
+    .await;
+
+    let pdf = b"%PDF-1.7\n1 0 obj << >> endobj\n%%EOF\n";
+    let response = upload_document(&app, &ana, "../../cv.pdf", "verification", pdf).await;
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let doc = json(response).await;
+    assert_eq!(doc["content_type"], "application/pdf");
+    assert_eq!(doc["file_name"], "cv.pdf");
+    assert_eq!(doc["kind"], "verification");
+    assert_eq!(doc["size"], pdf.len());
+    let url = doc["url"].as_str().unwrap().to_owned();
+
+    // The owner downloads it; someone else gets 404.
+    let response = bearer(&app, Method::GET, &url, &ana.access_token, None).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()["content-type"], "application/pdf");
+    assert_eq!(response.bytes().await.unwrap().as_ref(), pdf);
+    let response = bearer(&app, Method::GET, &url, &bob.access_token, None).await;
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+
+    // A renamed executable, an unknown kind and an oversized file are refused.
+    let exe = b"MZ\x90\x00\x03\x00\x00\x00\x04\x00\x00\x00\xff\xff";
+    let response = upload_document(&app, &ana, "photo.png", "other", exe).await;
+    assert_eq!(response.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let response = upload_document(&app, &ana, "cv.pdf", "secret", pdf).await;
+    assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let mut big = b"%PDF-1.7\n".to_vec();
+    big.resize(10 * 1024 * 1024 + 1, b'0');
+    let response = upload_document(&app, &ana, "big.pdf", "other", &big).await;
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+
+    // A DOCX is recognised inside its ZIP container.
+    let docx = b"PK\x03\x04\x14\x00\x00\x00\x08\x00word/document.xml....";
+    let response = upload_document(&app, &ana, "letter.docx", "portfolio", docx).await;
+    assert_eq!(response.status(), StatusCode::CREATED);
+    assert!(
+        json(response).await["content_type"]
+            .as_str()
+            .unwrap()
+            .contains("wordprocessingml")
+    );
+}
+
+#[actix_web::test]
+async fn administrators_hear_of_new_profiles() {
+    let app = spawn_app().await;
+    let (admin_id, _) = admin(&app, "root").await;
+    let ana = register(&app, "ana", &["experto"]).await;
+    create_profile(
+        &app,
+        &ana,
+        j!({"profile_type": "experto", "full_name": "Ana"}),
+    )
+    .await;
+    let mut count = 0;
+    for _ in 0..250 {
+        app.state.outbox.flush().await;
+        let mut conn = app.db.conn().await.unwrap();
+        count = marketplace::on_exec!(conn.exec(), c => sqlx::query_scalar::<_, i64>(
+            "SELECT COUNT(*) FROM notifications WHERE user_id = $1 AND type = 'profile_created'")
+            .bind(admin_id).fetch_one(c).await)
+        .unwrap();
+        if count > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        count, 1,
+        "the administrator is told of the new profile, once"
+    );
+}

@@ -154,16 +154,16 @@ macro_rules! project_list_route {
     ($name:ident, $path:literal, $store:path, $doc:literal) => {
         #[doc = $doc]
         #[utoipa::path(
-                    tag = "expert",
-                    params(PageQuery),
-                    security(("bearer" = [])),
-                    responses(
-                        (status = 200, body = Paginated<ProjectView>),
-                        (status = 401, body = ErrorBody),
-                        (status = 403, body = ErrorBody),
-                        (status = 422, body = ErrorBody),
-                    )
-                )]
+                            tag = "expert",
+                            params(PageQuery),
+                            security(("bearer" = [])),
+                            responses(
+                                (status = 200, body = Paginated<ProjectView>),
+                                (status = 401, body = ErrorBody),
+                                (status = 403, body = ErrorBody),
+                                (status = 422, body = ErrorBody),
+                            )
+                        )]
         #[get($path)]
         pub async fn $name(
             state: web::Data<AppState>,

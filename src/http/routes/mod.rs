@@ -2,6 +2,7 @@
 
 pub mod applications;
 pub mod auth;
+pub mod documents;
 pub mod escrow_views;
 pub mod expert;
 pub mod invitations;

@@ -507,8 +507,42 @@ async fn create_profile(
     let profile = profiles::find(tx.exec(), id)
         .await?
         .ok_or_else(|| ApiError::not_found("Profile not found"))?;
+    if role != Role::Admin {
+        // Administrators are told, so verification can start.
+        let who = profile
+            .company_name
+            .clone()
+            .or_else(|| profile.full_name.clone())
+            .unwrap_or_else(|| username.to_owned());
+        let kind = if role == Role::Empresa {
+            "company"
+        } else {
+            "expert"
+        };
+        crate::store::events::record(
+            tx.exec(),
+            crate::store::events::NewEvent {
+                kind: "profile.created",
+                aggregate: "profile",
+                aggregate_id: Some(id),
+                payload: serde_json::json!({
+                    "profile_id": id, "user_id": user_id, "profile_type": role.as_str(),
+                    "notify": [crate::workflows::notify::for_admins(
+                        "profile_created",
+                        "New profile to verify",
+                        &format!("{who} created a {kind} profile."),
+                        serde_json::json!({"profile_id": id, "user_id": user_id,
+                                           "profile_type": role.as_str()}),
+                    )],
+                }),
+            },
+            now,
+        )
+        .await?;
+    }
     let view = owner_of(tx.exec(), profile).await?;
     tx.commit().await?;
+    state.outbox.wake();
     Ok(view)
 }
 
@@ -1604,10 +1638,6 @@ enum PictureTarget {
     Team,
 }
 
-/// How much of an oversized body is read (and dropped) before answering 413, so the client
-/// gets the answer instead of a reset connection.
-const MAX_DRAIN_BYTES: usize = 8 * 1024 * 1024;
-
 fn too_large() -> ApiError {
     ApiError::new(
         actix_web::http::StatusCode::PAYLOAD_TOO_LARGE,
@@ -1624,45 +1654,21 @@ fn not_an_image() -> ApiError {
     )
 }
 
-/// The bytes of the first file part (a part with a file name, or named `file`, `picture` or
-/// `image`): 413 past [`rules::MAX_PICTURE_BYTES`], 422 when there is no such part.
-async fn read_picture(mut payload: actix_multipart::Multipart) -> ApiResult<Vec<u8>> {
-    use futures_util::StreamExt as _;
+/// The bytes of the first file part: 413 past [`rules::MAX_PICTURE_BYTES`], 422 when there
+/// is no file.
+async fn read_picture(payload: actix_multipart::Multipart) -> ApiResult<Vec<u8>> {
+    use crate::http::multipart::{FormError, read_form};
     let malformed =
         || ApiError::invalid_field("file", "expected multipart/form-data with an image file");
-    let mut seen = 0usize;
-    let mut found: Option<Vec<u8>> = None;
-    let mut oversized = false;
-    while let Some(field) = payload.next().await {
-        let mut field = field.map_err(|_| malformed())?;
-        let is_file = found.is_none()
-            && field.content_disposition().is_some_and(|cd| {
-                cd.get_filename().is_some()
-                    || matches!(cd.get_name(), Some("file" | "picture" | "image"))
-            });
-        let mut buf = Vec::new();
-        while let Some(chunk) = field.next().await {
-            let chunk = chunk.map_err(|_| malformed())?;
-            seen += chunk.len();
-            if seen > MAX_DRAIN_BYTES {
-                return Err(too_large());
-            }
-            if is_file && !oversized {
-                buf.extend_from_slice(&chunk);
-                if buf.len() > rules::MAX_PICTURE_BYTES {
-                    oversized = true;
-                    buf = Vec::new();
-                }
-            }
-        }
-        if is_file && !oversized {
-            found = Some(buf);
-        }
+    match read_form(payload, rules::MAX_PICTURE_BYTES).await {
+        Ok(form) => form
+            .file
+            .map(|(bytes, _)| bytes)
+            .filter(|b| !b.is_empty())
+            .ok_or_else(malformed),
+        Err(FormError::TooLarge) => Err(too_large()),
+        Err(FormError::Malformed) => Err(malformed()),
     }
-    if oversized {
-        return Err(too_large());
-    }
-    found.filter(|b| !b.is_empty()).ok_or_else(malformed)
 }
 
 /// Uploads the caller's profile picture (experts and administrators; CSRF protected). The
@@ -1724,7 +1730,7 @@ pub async fn upload_picture(
         .get(actix_web::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|len| len > MAX_DRAIN_BYTES) {
+    if declared.is_some_and(|len| len > crate::http::multipart::MAX_DRAIN_BYTES) {
         return Err(too_large());
     }
     let bytes = read_picture(payload).await?;

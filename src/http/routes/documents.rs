@@ -1,0 +1,212 @@
+//! Profile documents: `POST /api/profiles/upload` and the owner's (or an administrator's)
+//! download. Files are kept under `UPLOADS_DIR/documents/{user_id}/` with names the service
+//! chooses; they are never served publicly.
+
+use actix_web::{HttpResponse, get, post, web};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::domain::token::random_token;
+use crate::domain::upload::{DocumentType, MAX_DOCUMENT_BYTES, clean_file_name};
+use crate::domain::user::Role;
+use crate::http::auth::{AuthUser, CsrfChecked};
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::multipart::{FormError, MAX_DRAIN_BYTES, read_form};
+use crate::state::AppState;
+use crate::store::documents::{self, Document, NewDocument};
+use crate::store::profiles;
+
+/// The form of an upload.
+#[derive(ToSchema)]
+#[allow(dead_code)] // documents the multipart form only
+pub struct DocumentUpload {
+    /// The file: an image (JPEG, PNG, WebP, GIF), PDF, DOCX or ZIP, at most 10 MB.
+    #[schema(value_type = String, format = Binary)]
+    file: Vec<u8>,
+    /// `verification`, `portfolio` or `other` (default).
+    kind: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct DocumentView {
+    pub id: i64,
+    pub profile_id: Option<i64>,
+    pub kind: String,
+    /// The client's file name, cleaned.
+    pub file_name: String,
+    /// Read from the content.
+    pub content_type: String,
+    pub size: i64,
+    /// Where the owner and administrators download it.
+    pub url: String,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<Document> for DocumentView {
+    fn from(d: Document) -> Self {
+        Self {
+            url: format!("/api/profiles/documents/{}", d.id),
+            id: d.id,
+            profile_id: d.profile_id,
+            kind: d.kind,
+            file_name: d.file_name,
+            content_type: d.file_mime,
+            size: d.file_size,
+            created_at: d.created_at,
+        }
+    }
+}
+
+fn too_large() -> ApiError {
+    ApiError::new(
+        actix_web::http::StatusCode::PAYLOAD_TOO_LARGE,
+        "PAYLOAD_TOO_LARGE",
+        "The file is larger than 10 MB",
+    )
+}
+
+/// Uploads a document to the caller's profile (CSRF protected, 201). The type comes from the
+/// content: a renamed executable is refused with 415.
+#[utoipa::path(
+    tag = "profiles",
+    request_body(content = DocumentUpload, content_type = "multipart/form-data"),
+    security(("bearer" = [])),
+    responses(
+        (status = 201, body = DocumentView),
+        (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+        (status = 413, body = ErrorBody, description = "Larger than 10 MB"),
+        (status = 415, body = ErrorBody, description = "Not an image, PDF, DOCX or ZIP"),
+        (status = 422, body = ErrorBody, description = "No file, or an unknown kind"),
+    )
+)]
+#[post("/api/profiles/upload")]
+pub async fn upload(
+    state: web::Data<AppState>,
+    CsrfChecked(auth): CsrfChecked,
+    req: actix_web::HttpRequest,
+    payload: actix_multipart::Multipart,
+) -> ApiResult<HttpResponse> {
+    let declared = req
+        .headers()
+        .get(actix_web::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|len| len > MAX_DRAIN_BYTES) {
+        return Err(too_large());
+    }
+    let malformed = || ApiError::invalid_field("file", "expected multipart/form-data with a file");
+    let form = match read_form(payload, MAX_DOCUMENT_BYTES).await {
+        Ok(form) => form,
+        Err(FormError::TooLarge) => return Err(too_large()),
+        Err(FormError::Malformed) => return Err(malformed()),
+    };
+    let kind = form.fields.get("kind").map_or("other", |k| k.trim());
+    if !["verification", "portfolio", "other"].contains(&kind) {
+        return Err(ApiError::invalid_field(
+            "kind",
+            "must be verification, portfolio or other",
+        ));
+    }
+    let (bytes, client_name) = form
+        .file
+        .filter(|(b, _)| !b.is_empty())
+        .ok_or_else(malformed)?;
+    let doc_type = DocumentType::sniff(&bytes).ok_or_else(|| {
+        ApiError::new(
+            actix_web::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UNSUPPORTED_MEDIA_TYPE",
+            "Only images, PDF, DOCX and ZIP files are accepted",
+        )
+    })?;
+
+    let user_id = auth.id();
+    let stored = format!("{}.{}", random_token(16), doc_type.extension());
+    let dir = state
+        .settings
+        .uploads_dir
+        .join("documents")
+        .join(user_id.to_string());
+    tokio::fs::create_dir_all(&dir)
+        .await
+        .map_err(ApiError::internal)?;
+    tokio::fs::write(dir.join(&stored), &bytes)
+        .await
+        .map_err(ApiError::internal)?;
+
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    let role: Role = auth.user.active_role;
+    let profile_id = profiles::find_by_user(tx.exec(), user_id, role.as_str())
+        .await?
+        .map(|p| p.id);
+    let id = documents::insert(
+        tx.exec(),
+        &NewDocument {
+            profile_id,
+            user_id,
+            kind,
+            file_path: &format!("documents/{user_id}/{stored}"),
+            file_name: &clean_file_name(client_name.as_deref()),
+            file_mime: doc_type.mime(),
+            file_size: bytes.len() as i64,
+        },
+        now,
+    )
+    .await?;
+    let document = documents::find(tx.exec(), id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Document not found"))?;
+    tx.commit().await?;
+    Ok(HttpResponse::Created().json(DocumentView::from(document)))
+}
+
+/// Downloads a document: its owner and administrators only (404 for anyone else).
+#[utoipa::path(
+    tag = "profiles",
+    params(("document_id" = i64, Path)),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The file, as an attachment"),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+    )
+)]
+#[get("/api/profiles/documents/{document_id}")]
+pub async fn download(
+    state: web::Data<AppState>,
+    auth: AuthUser,
+    path: web::Path<i64>,
+) -> ApiResult<HttpResponse> {
+    let not_found = || ApiError::not_found("Document not found");
+    let document = {
+        let mut conn = state.db.conn().await?;
+        documents::find(conn.exec(), path.into_inner()).await?
+    }
+    .filter(|d| d.user_id == auth.id() || auth.has_role(Role::Admin))
+    .ok_or_else(not_found)?;
+    let bytes = tokio::fs::read(state.settings.uploads_dir.join(&document.file_path))
+        .await
+        .map_err(|_| not_found())?;
+    let ascii_name: String = document
+        .file_name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || ".-_ ".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    Ok(HttpResponse::Ok()
+        .content_type(document.file_mime.as_str())
+        .insert_header(("X-Content-Type-Options", "nosniff"))
+        .insert_header((
+            "Content-Disposition",
+            format!("attachment; filename=\"{ascii_name}\""),
+        ))
+        .insert_header(("Cache-Control", "private, no-store"))
+        .body(bytes))
+}
