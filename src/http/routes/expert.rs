@@ -150,53 +150,99 @@ pub async fn my_applications(
     Ok(HttpResponse::Ok().json(Paginated::new(items, total, page).map(ApplicationView::from)))
 }
 
-macro_rules! project_list_route {
-    ($name:ident, $path:literal, $store:path, $doc:literal) => {
-        #[doc = $doc]
-        #[utoipa::path(
-                            tag = "expert",
-                            params(PageQuery),
-                            security(("bearer" = [])),
-                            responses(
-                                (status = 200, body = Paginated<ProjectView>),
-                                (status = 401, body = ErrorBody),
-                                (status = 403, body = ErrorBody),
-                                (status = 422, body = ErrorBody),
-                            )
-                        )]
-        #[get($path)]
-        pub async fn $name(
-            state: web::Data<AppState>,
-            auth: AuthUser,
-            query: web::Query<PageQuery>,
-        ) -> ApiResult<HttpResponse> {
-            expert(&auth)?;
-            let page = query.into_inner().validate()?;
-            let c = caller(&auth);
-            let mut conn = state.db.conn().await?;
-            let (items, total) = $store(conn.exec(), c.id, page.limit(), page.offset()).await?;
-            let page =
-                Paginated::new(items, total, page).map(|p| ProjectView::for_caller(p, Some(&c)));
-            Ok(HttpResponse::Ok().json(page))
-        }
-    };
+/// The expert's project lists.
+enum ProjectList {
+    Available,
+    Assigned,
+    Invited,
 }
 
-project_list_route!(
-    available_projects,
-    "/api/expert/available-projects",
-    projects::list_available_for,
-    "Projects the expert may still apply to: invited curated listings, invited projects pending publication, and private projects targeting them."
-);
-project_list_route!(
-    assigned_projects,
-    "/api/expert/assigned-projects",
-    projects::list_assigned_to,
-    "Projects the expert was selected for, newest first."
-);
-project_list_route!(
-    invitations,
-    "/api/expert/invitations",
-    projects::list_invitations_of,
-    "Projects the expert is invited to, by formal invitation or in the legacy list."
-);
+async fn project_list(
+    state: &AppState,
+    auth: &AuthUser,
+    query: PageQuery,
+    which: ProjectList,
+) -> ApiResult<HttpResponse> {
+    expert(auth)?;
+    let page = query.validate()?;
+    let c = caller(auth);
+    let mut conn = state.db.conn().await?;
+    let (limit, offset) = (page.limit(), page.offset());
+    let (items, total) = match which {
+        ProjectList::Available => {
+            projects::list_available_for(conn.exec(), c.id, limit, offset).await?
+        }
+        ProjectList::Assigned => {
+            projects::list_assigned_to(conn.exec(), c.id, limit, offset).await?
+        }
+        ProjectList::Invited => {
+            projects::list_invitations_of(conn.exec(), c.id, limit, offset).await?
+        }
+    };
+    let page = Paginated::new(items, total, page).map(|p| ProjectView::for_caller(p, Some(&c)));
+    Ok(HttpResponse::Ok().json(page))
+}
+
+/// Projects the expert may still apply to: invited curated listings, invited projects
+/// pending publication, and private projects targeting them.
+#[utoipa::path(
+    tag = "expert",
+    params(PageQuery),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = Paginated<ProjectView>),
+        (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+        (status = 422, body = ErrorBody),
+    )
+)]
+#[get("/api/expert/available-projects")]
+pub async fn available_projects(
+    state: web::Data<AppState>,
+    auth: AuthUser,
+    query: web::Query<PageQuery>,
+) -> ApiResult<HttpResponse> {
+    project_list(&state, &auth, query.into_inner(), ProjectList::Available).await
+}
+
+/// Projects the expert was selected for, newest first.
+#[utoipa::path(
+    tag = "expert",
+    params(PageQuery),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = Paginated<ProjectView>),
+        (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+        (status = 422, body = ErrorBody),
+    )
+)]
+#[get("/api/expert/assigned-projects")]
+pub async fn assigned_projects(
+    state: web::Data<AppState>,
+    auth: AuthUser,
+    query: web::Query<PageQuery>,
+) -> ApiResult<HttpResponse> {
+    project_list(&state, &auth, query.into_inner(), ProjectList::Assigned).await
+}
+
+/// Projects the expert is invited to, by formal invitation or in the legacy list.
+#[utoipa::path(
+    tag = "expert",
+    params(PageQuery),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = Paginated<ProjectView>),
+        (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+        (status = 422, body = ErrorBody),
+    )
+)]
+#[get("/api/expert/invitations")]
+pub async fn invitations(
+    state: web::Data<AppState>,
+    auth: AuthUser,
+    query: web::Query<PageQuery>,
+) -> ApiResult<HttpResponse> {
+    project_list(&state, &auth, query.into_inner(), ProjectList::Invited).await
+}
