@@ -6,6 +6,7 @@ mod helpers;
 mod invitations;
 mod notifications;
 mod outbox;
+mod processor;
 mod profiles;
 mod store;
 mod system;

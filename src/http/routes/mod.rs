@@ -4,5 +4,6 @@ pub mod auth;
 pub mod invitations;
 pub mod notifications;
 pub mod profiles;
+pub mod sandbox;
 pub mod users;
 pub mod views;
