@@ -13,7 +13,7 @@ use utoipa_actix_web::AppExt as _;
 use crate::clock::Clock;
 use crate::config::Settings;
 use crate::http;
-use crate::integrations::{cache, mail};
+use crate::integrations::{cache, mail, processor};
 use crate::state::AppState;
 use crate::store::Db;
 use crate::workflows::auth::AuthService;
@@ -48,6 +48,11 @@ impl Application {
         .await
         .context("cannot reach the cache (REDIS_URL)")?;
         let mailer = build_mailer(&settings)?;
+        let processor = Arc::new(
+            processor::connect_with_clock(&settings, clock.clone())
+                .await
+                .context("cannot set up the payment processor")?,
+        );
 
         let dispatcher = Dispatcher::new(
             db.clone(),
@@ -79,13 +84,27 @@ impl Application {
             clock,
             auth,
             outbox,
+            processor,
             http_metrics: Arc::default(),
             project_actors: actors::Registry::new("project", actors::RegistryConfig::default()),
         };
 
-        let listener = TcpListener::bind(settings.bind_addr)
-            .with_context(|| format!("cannot bind {}", settings.bind_addr))?;
-        let port = listener.local_addr()?.port();
+        let listener = match TcpListener::bind(settings.bind_addr) {
+            Ok(listener) => listener,
+            Err(err) => {
+                state.processor.stop().await;
+                return Err(err).with_context(|| format!("cannot bind {}", settings.bind_addr));
+            }
+        };
+        let local = listener.local_addr()?;
+        let port = local.port();
+        if let Some(sandbox) = &state.processor.sandbox {
+            // The sandbox delivers its events to this instance's receiver.
+            sandbox.set_webhook_target(format!(
+                "http://{}/api/payments/webhooks/processor",
+                reachable_address(local)
+            ));
+        }
         let server = run(listener, state.clone(), settings.workers)?;
         Ok(Self {
             port,
@@ -110,7 +129,19 @@ impl Application {
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let result = self.server.await;
         self.state.outbox.stop();
+        self.state.processor.stop().await;
         result
+    }
+}
+
+/// The address a local client reaches a listener on: loopback when it listens on every
+/// interface.
+fn reachable_address(local: std::net::SocketAddr) -> std::net::SocketAddr {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    match local.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => (Ipv4Addr::LOCALHOST, local.port()).into(),
+        IpAddr::V6(ip) if ip.is_unspecified() => (Ipv6Addr::LOCALHOST, local.port()).into(),
+        _ => local,
     }
 }
 

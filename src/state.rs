@@ -7,6 +7,7 @@ use crate::config::Settings;
 use crate::http::metrics::HttpMetrics;
 use crate::integrations::cache::Cache;
 use crate::integrations::mail::Mailer;
+use crate::integrations::processor::ProcessorSetup;
 use crate::store::Db;
 use crate::workflows::auth::AuthService;
 use crate::workflows::outbox::Outbox;
@@ -20,6 +21,9 @@ pub struct AppState {
     pub clock: Clock,
     pub auth: Arc<AuthService>,
     pub outbox: Outbox,
+    /// The processor client, webhook secret and publishable key; the sandbox when it is the
+    /// processor.
+    pub processor: Arc<ProcessorSetup>,
     pub http_metrics: Arc<HttpMetrics>,
     /// One actor per project: every transition of a project runs inside it (DESIGN §3).
     pub project_actors: actors::Registry<i64>,

@@ -158,6 +158,21 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(routes::notifications::mark_read)
         .service(routes::notifications::mark_all_read)
         .service(routes::notifications::test);
+    // Processor sandbox controls (404 unless the sandbox is the processor).
+    cfg.service(routes::sandbox::confirm_payment_intent)
+        .service(routes::sandbox::cancel_payment_intent)
+        .service(routes::sandbox::set_balance)
+        .service(routes::sandbox::dispute_charge)
+        .service(routes::sandbox::update_dispute)
+        .service(routes::sandbox::close_dispute)
+        .service(routes::sandbox::fail_transfer)
+        .service(routes::sandbox::payout)
+        .service(routes::sandbox::update_account)
+        .service(routes::sandbox::complete_onboarding)
+        .service(routes::sandbox::ledger)
+        .service(routes::sandbox::inject_failure)
+        .service(routes::sandbox::resend_event)
+        .service(routes::sandbox::events);
 }
 
 /// The answer for an address no route matches.

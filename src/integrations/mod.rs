@@ -2,3 +2,4 @@
 
 pub mod cache;
 pub mod mail;
+pub mod processor;

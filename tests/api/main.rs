@@ -7,6 +7,7 @@ mod invitations;
 mod market;
 mod notifications;
 mod outbox;
+mod processor;
 mod profiles;
 mod projects;
 mod store;

@@ -9,5 +9,6 @@ pub mod invitations;
 pub mod notifications;
 pub mod profiles;
 pub mod projects;
+pub mod sandbox;
 pub mod users;
 pub mod views;
