@@ -9,5 +9,6 @@ pub mod error;
 pub mod notify;
 pub mod outbox;
 pub mod passwords;
+pub mod payments;
 pub mod projects;
 pub mod selection;

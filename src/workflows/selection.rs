@@ -219,6 +219,15 @@ async fn select_now(
         .ok_or_else(changed)?;
     tx.commit().await?;
     state.outbox.wake();
+    // The intent is created after commit (no network call holds the transaction); if the
+    // processor is down the payment stays without one and funding creates it later.
+    let payment = match super::payments::ensure_intent(state, payment.clone()).await {
+        Ok(p) => p,
+        Err(error) => {
+            tracing::warn!(payment_id = payment.id, %error, "payment intent not created yet");
+            payment
+        }
+    };
     Ok(Selection {
         project,
         application,
@@ -241,6 +250,7 @@ pub async fn cancel(state: &AppState, caller: Caller, project_id: i64) -> FlowRe
 }
 
 async fn cancel_now(state: &AppState, caller: &Caller, project_id: i64) -> FlowResult<Project> {
+    release_unfunded_intents(state, project_id).await?;
     let now = state.clock.now();
     let mut tx = state.db.begin().await?;
     tx.lock(LockScope::Project, project_id).await?;
@@ -312,4 +322,48 @@ async fn cancel_now(state: &AppState, caller: &Caller, project_id: i64) -> FlowR
     tx.commit().await?;
     state.outbox.wake();
     Ok(project)
+}
+
+/// Asks the processor about each `pending` payment's intent: an authorised one means money is
+/// held (409, whatever our records say yet); any other is cancelled, so the company's card
+/// can no longer be charged for a selection that no longer exists.
+async fn release_unfunded_intents(state: &AppState, project_id: i64) -> FlowResult<()> {
+    let pending: Vec<Payment> = {
+        let mut conn = state.db.conn().await?;
+        payments::list_for_project(conn.exec(), project_id)
+            .await?
+            .into_iter()
+            .filter(|y| y.status == "pending")
+            .collect()
+    };
+    let client = &state.processor.client;
+    let unavailable = |e: crate::integrations::processor::ProcessorError| {
+        tracing::warn!(error = %e, "processor unavailable while cancelling a selection");
+        FlowError::unavailable("The payment processor is unavailable; try again")
+    };
+    for y in pending {
+        let Some(intent_id) = y.processor_payment_intent_id.as_deref() else {
+            continue;
+        };
+        let intent = client
+            .retrieve_payment_intent(intent_id)
+            .await
+            .map_err(unavailable)?;
+        match intent.status.as_str() {
+            "requires_capture" | "succeeded" | "processing" => {
+                return Err(FlowError::conflict(
+                    "MONEY_AUTHORISED",
+                    "Money has been authorised for this project; the selection cannot be cancelled",
+                ));
+            }
+            "canceled" => {}
+            _ => {
+                client
+                    .cancel_payment_intent(intent_id, &format!("payment_{}_cancel", y.id))
+                    .await
+                    .map_err(unavailable)?;
+            }
+        }
+    }
+    Ok(())
 }

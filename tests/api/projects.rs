@@ -544,6 +544,34 @@ async fn selection_creates_the_plan_and_the_first_payment() {
     assert_eq!(s["payment"]["amount"], 100.0);
     assert_eq!(s["payment"]["currency"], "eur");
     assert_eq!(s["payment"]["milestone_id"], s["milestones"][0]["id"]);
+    // The payment intent exists at the processor: manual capture, lower-case currency,
+    // minor units, waiting for the company's card.
+    let intent_id = s["payment"]["processor_payment_intent_id"]
+        .as_str()
+        .expect("intent id")
+        .to_owned();
+    let r = m
+        .app
+        .client
+        .get(m.app.url("/api/sandbox/ledger"))
+        .send()
+        .await
+        .unwrap();
+    let ledger = json(r).await;
+    let intent = ledger["intents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["id"] == intent_id.as_str())
+        .expect("intent in the ledger")
+        .clone();
+    assert_eq!(intent["amount"], 10000);
+    assert_eq!(intent["currency"], "eur");
+    assert_eq!(intent["status"], "requires_payment_method");
+    assert_eq!(
+        intent["metadata"]["payment_id"],
+        s["payment"]["id"].to_string()
+    );
 
     // The others are turned down; a second selection is a conflict.
     let r = m
@@ -633,6 +661,26 @@ async fn selection_creates_the_plan_and_the_first_payment() {
         3
     );
 
+    let r = m
+        .app
+        .client
+        .get(m.app.url("/api/sandbox/ledger"))
+        .send()
+        .await
+        .unwrap();
+    let ledger = json(r).await;
+    let intent = ledger["intents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["id"] == intent_id.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(
+        intent["status"], "canceled",
+        "the company's card can no longer be charged"
+    );
+
     // A new selection builds a fresh plan after the cancelled one.
     let r = m
         .send(
@@ -646,6 +694,42 @@ async fn selection_creates_the_plan_and_the_first_payment() {
     let s = json(r).await;
     assert_eq!(s["milestones"].as_array().unwrap().len(), 3);
     assert_eq!(s["milestones"][0]["position"], 4);
+
+    // Once the company's card is authorised, the selection stands.
+    let intent_id = s["payment"]["processor_payment_intent_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = m
+        .app
+        .client
+        .post(
+            m.app
+                .url(&format!("/api/sandbox/payment_intents/{intent_id}/confirm")),
+        )
+        .json(&j!({"payment_method": "pm_card_visa"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = m
+        .send(
+            &company,
+            Method::POST,
+            &format!("/api/projects/{id}/selection/cancel"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    assert_eq!(code(&json(r).await), "MONEY_AUTHORISED");
+    assert_eq!(
+        m.count(
+            "SELECT COUNT(*) FROM projects WHERE id = $1 AND status = 'assigned'",
+            id
+        )
+        .await,
+        1
+    );
 }
 
 #[actix_web::test]
