@@ -120,12 +120,18 @@ impl FromRequest for CsrfChecked {
         let req = req.clone();
         Box::pin(async move {
             let auth = auth.await?;
-            if auth.claims.csrf || req.cookie(CSRF_COOKIE).is_some() {
+            if csrf_applies(&auth, &req) {
                 check_csrf(&req)?;
             }
             Ok(CsrfChecked(auth))
         })
     }
+}
+
+/// Whether a request of this session needs the double submit: cookie sessions, and any
+/// request that carries a `csrf_token` cookie.
+fn csrf_applies(auth: &AuthUser, req: &HttpRequest) -> bool {
+    auth.claims.csrf || req.cookie(CSRF_COOKIE).is_some()
 }
 
 /// The double-submit comparison itself.
@@ -164,7 +170,7 @@ impl FromRequest for AdminUser {
             }
             // Administrators' mutations get the same CSRF double submit as everyone's.
             let mutating = !matches!(req.method().as_str(), "GET" | "HEAD" | "OPTIONS");
-            if mutating && (auth.claims.csrf || req.cookie(CSRF_COOKIE).is_some()) {
+            if mutating && csrf_applies(&auth, &req) {
                 check_csrf(&req)?;
             }
             Ok(AdminUser(auth))

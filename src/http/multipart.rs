@@ -10,6 +10,15 @@ pub const MAX_DRAIN_BYTES: usize = 16 * 1024 * 1024;
 /// Text fields longer than this are cut (they are names and kinds, not content).
 const MAX_TEXT_FIELD: usize = 1024;
 
+/// Whether the request declares a body past [`MAX_DRAIN_BYTES`]: answered 413 before reading.
+pub fn declared_too_large(req: &actix_web::HttpRequest) -> bool {
+    req.headers()
+        .get(actix_web::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .is_some_and(|len| len > MAX_DRAIN_BYTES)
+}
+
 /// What a form held.
 #[derive(Debug, Default)]
 pub struct Form {

@@ -157,6 +157,16 @@ pub async fn count_assigned_to(ex: Exec<'_>, expert_id: i64) -> StoreResult<i64>
     .await)?)
 }
 
+/// How many projects an expert was selected for, by project status.
+pub async fn assigned_counts(ex: Exec<'_>, expert_id: i64) -> StoreResult<Vec<(String, i64)>> {
+    Ok(on_exec!(ex, c => sqlx::query_as::<_, (String, i64)>(
+        "SELECT status, COUNT(*) FROM projects WHERE expert_id = $1 GROUP BY status",
+    )
+    .bind(expert_id)
+    .fetch_all(c)
+    .await)?)
+}
+
 /// The editable fields of a project, written only while its state is still `status`.
 pub async fn update_details(
     ex: Exec<'_>,

@@ -5,9 +5,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::integrations::processor::{CreatePaymentIntent, ProcessorError};
+use crate::integrations::processor::CreatePaymentIntent;
 use crate::state::AppState;
 use crate::store::payments::{self, Payment};
+use crate::workflows::error::{FlowError, FlowResult};
 
 /// The idempotency key of a payment's intent.
 pub fn intent_key(payment_id: i64) -> String {
@@ -16,7 +17,7 @@ pub fn intent_key(payment_id: i64) -> String {
 
 /// Creates the payment's intent at the processor when it has none, and records it. Returns
 /// the payment as stored afterwards.
-pub async fn ensure_intent(state: &AppState, payment: Payment) -> Result<Payment, ProcessorError> {
+pub async fn ensure_intent(state: &AppState, payment: Payment) -> FlowResult<Payment> {
     if payment.processor_payment_intent_id.is_some() {
         return Ok(payment);
     }
@@ -41,18 +42,14 @@ pub async fn ensure_intent(state: &AppState, payment: Payment) -> Result<Payment
             },
             &intent_key(payment.id),
         )
-        .await?;
-    let stored = async {
-        let mut conn = state.db.conn().await?;
-        payments::set_intent(conn.exec(), payment.id, &intent.id, state.clock.now()).await?;
-        payments::find(conn.exec(), payment.id).await
-    }
-    .await;
-    match stored {
-        Ok(Some(p)) => Ok(p),
-        Ok(None) => Ok(payment),
-        Err(err) => Err(ProcessorError::Decode(format!(
-            "cannot record the intent: {err}"
-        ))),
-    }
+        .await
+        .map_err(|error| {
+            tracing::warn!(payment_id = payment.id, %error, "the processor did not create the intent");
+            FlowError::unavailable("The payment processor is unavailable; try again")
+        })?;
+    let mut conn = state.db.conn().await?;
+    payments::set_intent(conn.exec(), payment.id, &intent.id, state.clock.now()).await?;
+    Ok(payments::find(conn.exec(), payment.id)
+        .await?
+        .unwrap_or(payment))
 }

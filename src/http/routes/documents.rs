@@ -12,7 +12,7 @@ use crate::domain::upload::{DocumentType, MAX_DOCUMENT_BYTES, clean_file_name};
 use crate::domain::user::Role;
 use crate::http::auth::{AuthUser, CsrfChecked};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::http::multipart::{FormError, MAX_DRAIN_BYTES, read_form};
+use crate::http::multipart::{FormError, read_form};
 use crate::state::AppState;
 use crate::store::documents::{self, Document, NewDocument};
 use crate::store::profiles;
@@ -88,12 +88,7 @@ pub async fn upload(
     req: actix_web::HttpRequest,
     payload: actix_multipart::Multipart,
 ) -> ApiResult<HttpResponse> {
-    let declared = req
-        .headers()
-        .get(actix_web::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|len| len > MAX_DRAIN_BYTES) {
+    if crate::http::multipart::declared_too_large(&req) {
         return Err(too_large());
     }
     let malformed = || ApiError::invalid_field("file", "expected multipart/form-data with a file");

@@ -76,12 +76,18 @@ pub async fn stats(state: web::Data<AppState>, auth: AuthUser) -> ApiResult<Http
     let mut conn = state.db.conn().await?;
     let counts = applications::counts_for_expert(conn.exec(), id).await?;
     let count = |s: &str| counts.iter().find(|(k, _)| k == s).map_or(0, |(_, n)| *n);
-    let (assigned, _) = projects::list_assigned_to(conn.exec(), id, 1000, 0).await?;
-    let completed = assigned.iter().filter(|p| p.status == "completed").count() as i64;
-    let active = assigned
+    let by_status = projects::assigned_counts(conn.exec(), id).await?;
+    let assigned_total: i64 = by_status.iter().map(|(_, n)| n).sum();
+    let completed = by_status
         .iter()
-        .filter(|p| !matches!(p.status.as_str(), "completed" | "cancelled"))
-        .count() as i64;
+        .filter(|(s, _)| s == "completed")
+        .map(|(_, n)| n)
+        .sum();
+    let active = by_status
+        .iter()
+        .filter(|(s, _)| !matches!(s.as_str(), "completed" | "cancelled"))
+        .map(|(_, n)| n)
+        .sum();
     let (released, held) = payments::expert_totals(conn.exec(), id).await?;
     let (_, invitation_count) = projects::list_invitations_of(conn.exec(), id, 1, 0).await?;
     Ok(HttpResponse::Ok().json(ExpertStats {
@@ -93,7 +99,7 @@ pub async fn stats(state: web::Data<AppState>, auth: AuthUser) -> ApiResult<Http
             rejected: count("rejected"),
         },
         projects: ProjectStats {
-            total: projects::count_assigned_to(conn.exec(), id).await?,
+            total: assigned_total,
             active,
             completed,
         },

@@ -1725,12 +1725,7 @@ pub async fn upload_picture(
             }
         }
     };
-    let declared = req
-        .headers()
-        .get(actix_web::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|len| len > crate::http::multipart::MAX_DRAIN_BYTES) {
+    if crate::http::multipart::declared_too_large(&req) {
         return Err(too_large());
     }
     let bytes = read_picture(payload).await?;
