@@ -32,6 +32,27 @@ pub async fn send(
     request.send().await.expect("request")
 }
 
+/// How many notifications of `kind` user `user_id` has.
+pub async fn notifications_of(app: &TestApp, user_id: i64, kind: &str) -> i64 {
+    let mut conn = app.db.conn().await.unwrap();
+    marketplace::on_exec!(conn.exec(), c => sqlx::query_scalar::<_, i64>(
+        "SELECT COUNT(*) FROM notifications WHERE user_id = $1 AND type = $2")
+        .bind(user_id).bind(kind).fetch_one(c).await)
+    .unwrap()
+}
+
+/// Runs the outbox until user `user_id` has a notification of `kind` (five seconds at most).
+pub async fn wait_notification(app: &TestApp, user_id: i64, kind: &str) {
+    for _ in 0..250 {
+        app.state.outbox.flush().await;
+        if notifications_of(app, user_id, kind).await > 0 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("no {kind} notification for user {user_id}");
+}
+
 pub fn code(body: &Value) -> &str {
     body["code"].as_str().unwrap_or_default()
 }

@@ -3,29 +3,9 @@
 //! expert search.
 
 use crate::helpers::{Account, TestApp, admin, json, register, spawn_app};
+use crate::market::send;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json as j};
-
-/// A request from a registered account's cookie session: bearer token plus the CSRF cookie
-/// and header (registration opens a cookie session, so mutations need both).
-async fn send(
-    app: &TestApp,
-    method: Method,
-    path: &str,
-    account: &Account,
-    body: Option<&Value>,
-) -> reqwest::Response {
-    let mut request = app
-        .client
-        .request(method, app.url(path))
-        .bearer_auth(&account.access_token)
-        .header("Cookie", format!("csrf_token={}", account.csrf_token))
-        .header("X-CSRF-Token", &account.csrf_token);
-    if let Some(body) = body {
-        request = request.json(body);
-    }
-    request.send().await.expect("request")
-}
 
 /// A request with a bearer token only (administrators log in with the standard flavour).
 async fn bearer(
@@ -1185,21 +1165,10 @@ async fn administrators_hear_of_new_profiles() {
         j!({"profile_type": "experto", "full_name": "Ana"}),
     )
     .await;
-    let mut count = 0;
-    for _ in 0..250 {
-        app.state.outbox.flush().await;
-        let mut conn = app.db.conn().await.unwrap();
-        count = marketplace::on_exec!(conn.exec(), c => sqlx::query_scalar::<_, i64>(
-            "SELECT COUNT(*) FROM notifications WHERE user_id = $1 AND type = 'profile_created'")
-            .bind(admin_id).fetch_one(c).await)
-        .unwrap();
-        if count > 0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    crate::market::wait_notification(&app, admin_id, "profile_created").await;
     assert_eq!(
-        count, 1,
+        crate::market::notifications_of(&app, admin_id, "profile_created").await,
+        1,
         "the administrator is told of the new profile, once"
     );
 }

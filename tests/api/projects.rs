@@ -3,33 +3,13 @@
 //! undoing of a selection, visibility and the expert's dashboard.
 
 use crate::helpers::{json, register};
-use crate::market::{Market, code};
+use crate::market::{Market, code, wait_notification};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json as j};
-use std::time::Duration;
 
 fn project_body() -> Value {
     j!({"title": "Data platform", "description": "Build it", "budget": 1500.5,
         "deadline": "2099-01-01T00:00:00", "skills_required": ["Rust"], "project_type": "curated"})
-}
-
-async fn notifications_of(m: &Market, user_id: i64, kind: &str) -> i64 {
-    let mut conn = m.app.db.conn().await.unwrap();
-    marketplace::on_exec!(conn.exec(), c => sqlx::query_scalar::<_, i64>(
-        "SELECT COUNT(*) FROM notifications WHERE user_id = $1 AND type = $2")
-        .bind(user_id).bind(kind).fetch_one(c).await)
-    .unwrap()
-}
-
-async fn wait_notification(m: &Market, user_id: i64, kind: &str) {
-    for _ in 0..100 {
-        m.app.state.outbox.flush().await;
-        if notifications_of(m, user_id, kind).await > 0 {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("no {kind} notification for user {user_id}");
 }
 
 #[actix_web::test]
@@ -92,7 +72,7 @@ async fn creation_checks_run_in_the_specified_order() {
         (status, code(&body)),
         (StatusCode::BAD_REQUEST, "FISCAL_DATA_REQUIRED")
     );
-    wait_notification(&m, company.id, "FISCAL_DATA_REQUIRED").await;
+    wait_notification(&m.app, company.id, "FISCAL_DATA_REQUIRED").await;
 
     // (5) the deadline: not ISO, then in the past.
     let profile_id = m
@@ -149,7 +129,7 @@ async fn publication_goes_through_validation_and_tells_everyone() {
     assert_eq!(project["status"], "pending_publication");
     assert_eq!(project["validation_status"], "pending");
     assert!(project["submitted_at"].is_string());
-    wait_notification(&m, m.admin_id, "project_pending_publication").await;
+    wait_notification(&m.app, m.admin_id, "project_pending_publication").await;
 
     // Only administrators validate; rejection needs notes and returns to draft.
     let r = m
@@ -179,7 +159,7 @@ async fn publication_goes_through_validation_and_tells_everyone() {
     let rejected = json(r).await;
     assert_eq!(rejected["status"], "draft");
     assert_eq!(rejected["validation_status"], "rejected");
-    wait_notification(&m, company.id, "project_rejected").await;
+    wait_notification(&m.app, company.id, "project_rejected").await;
     // Registration sent the first e-mail; the rejection is the second.
     let mails = m.app.mails_to(&company.email, 2).await;
     assert!(
@@ -217,7 +197,7 @@ async fn publication_goes_through_validation_and_tells_everyone() {
     let approved = json(r).await;
     assert_eq!(approved["status"], "published_curated");
     assert_eq!(approved["validation_status"], "approved");
-    wait_notification(&m, company.id, "project_approved").await;
+    wait_notification(&m.app, company.id, "project_approved").await;
     m.app.mails_to(&company.email, 3).await;
 
     // Public listing shows it to anyone.
@@ -305,7 +285,7 @@ async fn applying_rules_per_state_and_the_milestone_plan() {
     assert_eq!(r.status(), StatusCode::CONFLICT);
 
     // The company hears of it by notification and e-mail.
-    wait_notification(&m, company.id, "new_proposal").await;
+    wait_notification(&m.app, company.id, "new_proposal").await;
     let mails = m.app.mails_to(&company.email, 2).await;
     assert!(mails.iter().any(|mail| mail.text.contains("0.60")));
 
@@ -358,7 +338,7 @@ async fn applying_rules_per_state_and_the_milestone_plan() {
         )
         .await;
     assert_eq!(json(r).await["status"], "pending_publication");
-    wait_notification(&m, outsider.id, "expert_invited").await;
+    wait_notification(&m.app, outsider.id, "expert_invited").await;
     let r = m.apply(&outsider, did, [1.0, 1.0, 1.0]).await;
     assert_eq!(r.status(), StatusCode::CREATED);
 
@@ -429,7 +409,7 @@ async fn revisions_resubmissions_and_rejections() {
     assert_eq!(revised["status"], "needs_revision");
     assert_eq!(revised["feedback"], "More detail");
     assert!(revised["revision_requested_at"].is_string());
-    wait_notification(&m, ana.id, "application_revision_requested").await;
+    wait_notification(&m.app, ana.id, "application_revision_requested").await;
 
     let r = m.send(&ana, Method::PUT, &base, Some(resubmission)).await;
     let resubmitted = json(r).await;
@@ -506,7 +486,7 @@ async fn selection_creates_the_plan_and_the_first_payment() {
         .await;
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     assert_eq!(code(&json(r).await), "FISCAL_DATA_REQUIRED");
-    wait_notification(&m, newcomer.id, "FISCAL_DATA_REQUIRED").await;
+    wait_notification(&m.app, newcomer.id, "FISCAL_DATA_REQUIRED").await;
 
     // Only the company selects.
     let r = m
@@ -592,7 +572,7 @@ async fn selection_creates_the_plan_and_the_first_payment() {
         )
         .await;
     assert_eq!(r.status(), StatusCode::CONFLICT);
-    wait_notification(&m, ana.id, "expert_selected").await;
+    wait_notification(&m.app, ana.id, "expert_selected").await;
     let mails = m.app.mails_to(&ana.email, 2).await;
     assert!(
         mails
