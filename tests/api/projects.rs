@@ -992,3 +992,55 @@ async fn the_expert_dashboard_and_curation() {
         .await;
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
 }
+
+#[actix_web::test]
+async fn concurrent_cancellations_undo_a_selection_once() {
+    let m = Market::open().await;
+    let company = m.company("acme").await;
+    let ana = m.expert("ana").await;
+    let id = m.published_project(&company, 300.0, &[&ana]).await;
+    m.apply(&ana, id, [100.0, 100.0, 100.0]).await;
+    let r = m
+        .send(
+            &company,
+            Method::POST,
+            &format!("/api/projects/{id}/select/{}", ana.id),
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let path = format!("/api/projects/{id}/selection/cancel");
+    let calls = (0..4).map(|_| m.send(&company, Method::POST, &path, None));
+    let statuses: Vec<StatusCode> = futures_util::future::join_all(calls)
+        .await
+        .into_iter()
+        .map(|r| r.status())
+        .collect();
+    assert_eq!(
+        statuses.iter().filter(|s| **s == StatusCode::OK).count(),
+        1,
+        "{statuses:?}"
+    );
+    assert!(
+        statuses
+            .iter()
+            .all(|s| *s == StatusCode::OK || *s == StatusCode::CONFLICT),
+        "{statuses:?}"
+    );
+    assert_eq!(
+        m.count(
+            "SELECT COUNT(*) FROM payments WHERE project_id = $1 AND status = 'failed'",
+            id
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        m.count(
+            "SELECT COUNT(*) FROM applications WHERE project_id = $1 AND status = 'pending'",
+            id
+        )
+        .await,
+        1
+    );
+}
