@@ -6,6 +6,7 @@ pub mod applications;
 pub mod auth;
 pub mod emails;
 pub mod error;
+pub mod escrow;
 pub mod notify;
 pub mod outbox;
 pub mod passwords;
