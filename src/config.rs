@@ -81,6 +81,10 @@ pub struct Settings {
     pub processor_publishable_key: Option<String>,
     pub processor_webhook_secret: Option<Secret>,
     pub processor_api_base: Option<String>,
+    /// Hours before an authorisation lapses at which held payments are reported and, with
+    /// `capture_before_expiry`, captured into the platform balance.
+    pub authorisation_margin_hours: u32,
+    pub capture_before_expiry: bool,
     pub crm_api_key: Option<Secret>,
     pub crm_api_base: Option<String>,
     pub crm_webhook_secret: Option<Secret>,
@@ -256,6 +260,8 @@ impl Settings {
             processor_publishable_key: get("PROCESSOR_PUBLISHABLE_KEY"),
             processor_webhook_secret: get("PROCESSOR_WEBHOOK_SECRET").map(Secret),
             processor_api_base,
+            authorisation_margin_hours: number("AUTHORISATION_MARGIN_HOURS", 24, 1, 24 * 30)?,
+            capture_before_expiry: flag("CAPTURE_BEFORE_EXPIRY", true)?,
             crm_api_key: get("CRM_API_KEY").map(Secret),
             crm_api_base,
             crm_webhook_secret: get("CRM_WEBHOOK_SECRET").map(Secret),

@@ -87,7 +87,12 @@ impl Application {
             processor,
             http_metrics: Arc::default(),
             project_actors: actors::Registry::new("project", actors::RegistryConfig::default()),
+            payment_actors: actors::Registry::new("payment", actors::RegistryConfig::default()),
+            jobs: Arc::default(),
         };
+        let _ = state
+            .jobs
+            .set(crate::workflows::escrow_jobs::EscrowJobs::start(&state));
 
         let listener = match TcpListener::bind(settings.bind_addr) {
             Ok(listener) => listener,
@@ -128,6 +133,9 @@ impl Application {
 
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let result = self.server.await;
+        if let Some(jobs) = self.state.jobs.get() {
+            jobs.stop();
+        }
         self.state.outbox.stop();
         self.state.processor.stop().await;
         result

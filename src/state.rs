@@ -27,4 +27,8 @@ pub struct AppState {
     pub http_metrics: Arc<HttpMetrics>,
     /// One actor per project: every transition of a project runs inside it (DESIGN §3).
     pub project_actors: actors::Registry<i64>,
+    /// One actor per payment: every processor-driven change of a payment runs inside it.
+    pub payment_actors: actors::Registry<i64>,
+    /// The escrow's periodic jobs, once started.
+    pub jobs: Arc<std::sync::OnceLock<crate::workflows::escrow_jobs::EscrowJobs>>,
 }

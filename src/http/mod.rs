@@ -158,6 +158,27 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(routes::notifications::mark_read)
         .service(routes::notifications::mark_all_read)
         .service(routes::notifications::test);
+    // Payments: literal paths before `/api/payments/{payment_id}`.
+    {
+        use routes::payments;
+        cfg.service(payments::webhook)
+            .service(payments::initiate)
+            .service(payments::release)
+            .service(payments::release_and_charge_next)
+            .service(payments::sync_status)
+            .service(payments::refund)
+            .service(payments::history)
+            .service(payments::by_project)
+            .service(payments::intent)
+            .service(payments::confirm_initial)
+            .service(payments::retry_transfer)
+            .service(payments::receipt)
+            .service(payments::get_one)
+            .service(payments::admin_list)
+            .service(payments::admin_reconcile)
+            .service(payments::admin_get)
+            .service(payments::admin_refund);
+    }
     // Processor sandbox controls (404 unless the sandbox is the processor).
     cfg.service(routes::sandbox::confirm_payment_intent)
         .service(routes::sandbox::cancel_payment_intent)

@@ -22,7 +22,8 @@ pub async fn hit(cache: &dyn Cache, key: &str, max: u32, window: Duration) -> Ap
 }
 
 /// The global limit per client address (`RATE_LIMIT_PER_MINUTE`, 0 disables). Health and
-/// metrics are exempt so probes never starve real clients or get refused.
+/// metrics are exempt so probes never starve real clients or get refused, and so are the
+/// processor's webhooks (signed; refusing one would only delay a payment's state).
 pub async fn global_limit(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
@@ -32,7 +33,10 @@ pub async fn global_limit(
         .as_ref()
         .map(|s| s.settings.rate_limit_per_minute)
         .unwrap_or(0);
-    let exempt = matches!(req.path(), "/health" | "/metrics");
+    let exempt = matches!(
+        req.path(),
+        "/health" | "/metrics" | "/api/payments/webhooks/processor"
+    );
     if let (Some(state), false, false) = (state, limit == 0, exempt) {
         let ip = req
             .peer_addr()

@@ -166,3 +166,86 @@ pub async fn cancel_open_of_project(
     .await
     .map(|r| r.rows_affected()))?)
 }
+
+/// The first milestone after `position` that waits its turn (`pending`), if any.
+pub async fn next_after(
+    ex: Exec<'_>,
+    project_id: i64,
+    position: i64,
+) -> StoreResult<Option<Milestone>> {
+    Ok(
+        on_exec!(ex, c => sqlx::query_as::<_, Milestone>(select_milestones!(
+        "WHERE m.project_id = $1 AND m.position > $2 AND m.status <> 'cancelled'
+         ORDER BY m.position LIMIT 1"
+    ))
+    .bind(project_id)
+    .bind(position)
+    .fetch_optional(c)
+    .await)?,
+    )
+}
+
+/// A milestone whose payment is released: `approved` from any state of work, and its
+/// submitted deliveries (only `delivery_id` when given) approved by `reviewer`. `false` when
+/// the milestone is not in a state of work or the named delivery is not `submitted`.
+pub async fn approve_with_delivery(
+    mut ex: Exec<'_>,
+    id: i64,
+    delivery_id: Option<i64>,
+    reviewer: i64,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    let approved = on_exec!(ex.re(), c => sqlx::query(
+        "UPDATE milestones SET status = 'approved', approved_at = $1, updated_at = $1
+         WHERE id = $2 AND status IN ('pending', 'in_progress', 'completed')",
+    )
+    .bind(now)
+    .bind(id)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    if approved != 1 {
+        return Ok(false);
+    }
+    let deliveries = on_exec!(ex, c => sqlx::query(
+        "UPDATE deliveries SET status = 'approved', reviewed_at = $1, reviewed_by = $2,
+             updated_at = $1
+         WHERE milestone_id = $3 AND status = 'submitted' AND ($4 IS NULL OR id = $4)",
+    )
+    .bind(now)
+    .bind(reviewer)
+    .bind(id)
+    .bind(delivery_id)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(delivery_id.is_none() || deliveries == 1)
+}
+
+/// After a failed transfer: the milestone `approved` → `in_progress` and its latest approved
+/// delivery back to `submitted`, so the company reviews it again.
+pub async fn reopen_after_failed_transfer(
+    mut ex: Exec<'_>,
+    id: i64,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    let reopened = on_exec!(ex.re(), c => sqlx::query(
+        "UPDATE milestones SET status = 'in_progress', approved_at = NULL, updated_at = $1
+         WHERE id = $2 AND status = 'approved'",
+    )
+    .bind(now)
+    .bind(id)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    on_exec!(ex, c => sqlx::query(
+        "UPDATE deliveries SET status = 'submitted', reviewed_at = NULL, updated_at = $1
+         WHERE id = (SELECT MAX(id) FROM deliveries WHERE milestone_id = $2 AND status = 'approved')",
+    )
+    .bind(now)
+    .bind(id)
+    .execute(c)
+    .await
+    .map(drop))?;
+    Ok(reopened == 1)
+}

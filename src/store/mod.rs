@@ -15,12 +15,15 @@ use std::time::Duration;
 use crate::config::DatabaseTarget;
 
 pub mod applications;
+pub mod commission;
+pub mod disputes;
 pub mod documents;
 pub mod events;
 pub mod invitations;
 pub mod milestones;
 pub mod notifications;
 pub mod payments;
+pub mod processor_events;
 pub mod profiles;
 pub mod projects;
 pub mod sessions;

@@ -175,3 +175,389 @@ pub async fn expert_totals(ex: Exec<'_>, expert_id: i64) -> StoreResult<(i64, i6
     .await)?;
     Ok((released.unwrap_or(0), held.unwrap_or(0)))
 }
+
+/// Runs a conditional `UPDATE payments …` and tells whether it changed the row.
+macro_rules! changed {
+    ($ex:expr, $query:expr) => {{
+        let done = on_exec!($ex, c => $query.execute(c).await.map(|r| r.rows_affected()))?;
+        Ok(done == 1)
+    }};
+}
+
+/// Replaces the payment's metadata (callers run in the payment's actor, which serialises
+/// every read-modify-write of it).
+pub async fn set_metadata(
+    ex: Exec<'_>,
+    id: i64,
+    metadata: &Value,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    changed!(
+        ex,
+        sqlx::query("UPDATE payments SET payment_metadata = $1, updated_at = $2 WHERE id = $3")
+            .bind(Json(metadata))
+            .bind(now)
+            .bind(id)
+    )
+}
+
+/// What the processor said when the money was authorised.
+#[derive(Debug, Clone, Default)]
+pub struct Authorisation<'a> {
+    pub charge_id: Option<&'a str>,
+    pub capture_before: Option<DateTime<Utc>>,
+    pub receipt_url: Option<&'a str>,
+}
+
+/// `pending` → `held`: the company's money is authorised and waits in escrow.
+pub async fn mark_held(
+    ex: Exec<'_>,
+    id: i64,
+    auth: &Authorisation<'_>,
+    metadata: &Value,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    changed!(
+        ex,
+        sqlx::query(
+            "UPDATE payments SET status = 'held', held_at = $1, updated_at = $1,
+                 processor_charge_id = COALESCE($2, processor_charge_id),
+                 capture_before = COALESCE($3, capture_before),
+                 receipt_url = COALESCE($4, receipt_url), payment_metadata = $5
+             WHERE id = $6 AND status = 'pending'",
+        )
+        .bind(now)
+        .bind(auth.charge_id)
+        .bind(auth.capture_before)
+        .bind(auth.receipt_url)
+        .bind(Json(metadata))
+        .bind(id)
+    )
+}
+
+/// The split saved when a payment is released.
+#[derive(Debug, Clone)]
+pub struct Split<'a> {
+    pub expert_level: &'a str,
+    pub commission_minor: i64,
+    pub expert_amount_minor: i64,
+}
+
+/// `held` → `released` with its commission; the transfer attempt is stamped `now`, payout
+/// `pending` until a transfer is made.
+pub async fn mark_released(
+    ex: Exec<'_>,
+    id: i64,
+    split: &Split<'_>,
+    charge_id: Option<&str>,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    changed!(
+        ex,
+        sqlx::query(
+            "UPDATE payments SET status = 'released', released_at = $1, updated_at = $1,
+                 transfer_attempt_at = $1, payout_status = 'pending',
+                 expert_level_used = $2, commission_minor = $3, application_fee_minor = $3,
+                 expert_amount_minor = $4,
+                 processor_charge_id = COALESCE($5, processor_charge_id)
+             WHERE id = $6 AND status = 'held'",
+        )
+        .bind(now)
+        .bind(split.expert_level)
+        .bind(split.commission_minor)
+        .bind(split.expert_amount_minor)
+        .bind(charge_id)
+        .bind(id)
+    )
+}
+
+/// A released payment's transfer was made: payout `transferred`.
+pub async fn mark_transferred(
+    ex: Exec<'_>,
+    id: i64,
+    transfer_id: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    changed!(
+        ex,
+        sqlx::query(
+            "UPDATE payments SET payout_status = 'transferred', processor_transfer_id = $1,
+                 updated_at = $2
+             WHERE id = $3 AND status = 'released' AND payout_status <> 'transferred'",
+        )
+        .bind(transfer_id)
+        .bind(now)
+        .bind(id)
+    )
+}
+
+/// Stamps a new transfer attempt (its time names the idempotency key).
+pub async fn begin_transfer_attempt(ex: Exec<'_>, id: i64, at: DateTime<Utc>) -> StoreResult<bool> {
+    changed!(
+        ex,
+        sqlx::query(
+            "UPDATE payments SET transfer_attempt_at = $1, updated_at = $1
+             WHERE id = $2 AND status = 'released' AND payout_status = 'pending'",
+        )
+        .bind(at)
+        .bind(id)
+    )
+}
+
+/// The transfer `transfer_id` failed: the money is back in escrow (`held`, captured), payout
+/// `failed`, the transfer forgotten and the expert's amount recomputed.
+pub async fn mark_transfer_failed(
+    ex: Exec<'_>,
+    id: i64,
+    transfer_id: &str,
+    expert_amount_minor: i64,
+    metadata: &Value,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    changed!(
+        ex,
+        sqlx::query(
+            "UPDATE payments SET status = 'held', payout_status = 'failed',
+                 processor_transfer_id = NULL, expert_amount_minor = $1,
+                 payment_metadata = $2, updated_at = $3
+             WHERE id = $4 AND status = 'released'
+               AND (processor_transfer_id = $5 OR processor_transfer_id IS NULL)",
+        )
+        .bind(expert_amount_minor)
+        .bind(Json(metadata))
+        .bind(now)
+        .bind(id)
+        .bind(transfer_id)
+    )
+}
+
+/// → `refunded` from `held`, `released` or `disputed`; payout back to `pending` (nothing
+/// stays with the expert).
+pub async fn mark_refunded(
+    ex: Exec<'_>,
+    id: i64,
+    refund_id: Option<&str>,
+    reason: Option<&str>,
+    metadata: &Value,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    changed!(
+        ex,
+        sqlx::query(
+            "UPDATE payments SET status = 'refunded', payout_status = 'pending',
+                 refunded_at = $1, updated_at = $1,
+                 processor_refund_id = COALESCE($2, processor_refund_id),
+                 refund_reason = COALESCE($3, refund_reason), payment_metadata = $4
+             WHERE id = $5 AND status IN ('held', 'released', 'disputed')",
+        )
+        .bind(now)
+        .bind(refund_id)
+        .bind(reason)
+        .bind(Json(metadata))
+        .bind(id)
+    )
+}
+
+/// `pending` or `held` → `disputed`.
+pub async fn mark_disputed(ex: Exec<'_>, id: i64, now: DateTime<Utc>) -> StoreResult<bool> {
+    changed!(
+        ex,
+        sqlx::query(
+            "UPDATE payments SET status = 'disputed', updated_at = $1
+             WHERE id = $2 AND status IN ('pending', 'held')",
+        )
+        .bind(now)
+        .bind(id)
+    )
+}
+
+/// `disputed` → `released` (a dispute decided for the expert), like [`mark_released`].
+pub async fn release_disputed(
+    ex: Exec<'_>,
+    id: i64,
+    split: &Split<'_>,
+    charge_id: Option<&str>,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    changed!(
+        ex,
+        sqlx::query(
+            "UPDATE payments SET status = 'released', released_at = $1, updated_at = $1,
+                 transfer_attempt_at = $1, payout_status = 'pending',
+                 expert_level_used = $2, commission_minor = $3, application_fee_minor = $3,
+                 expert_amount_minor = $4,
+                 processor_charge_id = COALESCE($5, processor_charge_id)
+             WHERE id = $6 AND status = 'disputed'",
+        )
+        .bind(now)
+        .bind(split.expert_level)
+        .bind(split.commission_minor)
+        .bind(split.expert_amount_minor)
+        .bind(charge_id)
+        .bind(id)
+    )
+}
+
+pub async fn find_by_charge(ex: Exec<'_>, charge_id: &str) -> StoreResult<Option<Payment>> {
+    Ok(
+        on_exec!(ex, c => sqlx::query_as::<_, Payment>(select_payments!(
+        "WHERE y.processor_charge_id = $1 ORDER BY y.id LIMIT 1"
+    ))
+    .bind(charge_id)
+    .fetch_optional(c)
+    .await)?,
+    )
+}
+
+pub async fn find_by_transfer(ex: Exec<'_>, transfer_id: &str) -> StoreResult<Option<Payment>> {
+    Ok(
+        on_exec!(ex, c => sqlx::query_as::<_, Payment>(select_payments!(
+        "WHERE y.processor_transfer_id = $1 ORDER BY y.id LIMIT 1"
+    ))
+    .bind(transfer_id)
+    .fetch_optional(c)
+    .await)?,
+    )
+}
+
+/// The milestone's payment that is still open (`pending`, `held` or `disputed`), if any.
+pub async fn open_of_milestone(ex: Exec<'_>, milestone_id: i64) -> StoreResult<Option<Payment>> {
+    Ok(
+        on_exec!(ex, c => sqlx::query_as::<_, Payment>(select_payments!(
+        "WHERE y.milestone_id = $1 AND y.status IN ('pending', 'held', 'disputed')
+         ORDER BY y.id DESC LIMIT 1"
+    ))
+    .bind(milestone_id)
+    .fetch_optional(c)
+    .await)?,
+    )
+}
+
+/// Released payments whose transfer is still to be made (deferred or blocked), oldest first.
+pub async fn awaiting_transfer(ex: Exec<'_>, limit: i64) -> StoreResult<Vec<Payment>> {
+    Ok(
+        on_exec!(ex, c => sqlx::query_as::<_, Payment>(select_payments!(
+        "WHERE y.status = 'released' AND y.payout_status = 'pending' ORDER BY y.id LIMIT $1"
+    ))
+    .bind(limit)
+    .fetch_all(c)
+    .await)?,
+    )
+}
+
+/// Held payments whose authorisation lapses before `before`.
+pub async fn authorisations_expiring(
+    ex: Exec<'_>,
+    before: DateTime<Utc>,
+) -> StoreResult<Vec<Payment>> {
+    Ok(
+        on_exec!(ex, c => sqlx::query_as::<_, Payment>(select_payments!(
+        "WHERE y.status = 'held' AND y.capture_before IS NOT NULL AND y.capture_before <= $1
+         ORDER BY y.capture_before"
+    ))
+    .bind(before)
+    .fetch_all(c)
+    .await)?,
+    )
+}
+
+/// `pending` and `held` payments not touched since `before`: candidates for reconciliation.
+pub async fn stale(ex: Exec<'_>, before: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Payment>> {
+    Ok(
+        on_exec!(ex, c => sqlx::query_as::<_, Payment>(select_payments!(
+        "WHERE y.status IN ('pending', 'held') AND y.updated_at <= $1 ORDER BY y.id LIMIT $2"
+    ))
+    .bind(before)
+    .bind(limit)
+    .fetch_all(c)
+    .await)?,
+    )
+}
+
+/// Filters of a payment list; `None` matches everything.
+#[derive(Debug, Clone, Default)]
+pub struct PaymentFilter<'a> {
+    pub company_id: Option<i64>,
+    pub expert_id: Option<i64>,
+    pub project_id: Option<i64>,
+    pub status: Option<&'a str>,
+    pub payout_status: Option<&'a str>,
+}
+
+/// One page of payments, newest first, and the total.
+pub async fn list(
+    mut ex: Exec<'_>,
+    f: &PaymentFilter<'_>,
+    limit: i64,
+    offset: i64,
+) -> StoreResult<(Vec<Payment>, i64)> {
+    // Built from constants only; every value is bound.
+    const WHERE: &str = "WHERE ($1 IS NULL OR y.company_id = $1)
+           AND ($2 IS NULL OR y.expert_id = $2)
+           AND ($3 IS NULL OR y.project_id = $3)
+           AND ($4 IS NULL OR y.status = $4)
+           AND ($5 IS NULL OR y.payout_status = $5)";
+    let items_sql = format!(
+        "{} {WHERE} ORDER BY y.id DESC LIMIT $6 OFFSET $7",
+        select_payments!()
+    );
+    let count_sql = format!("SELECT COUNT(*) FROM payments y {WHERE}");
+    let items = on_exec!(ex.re(), c => sqlx::query_as::<_, Payment>(sqlx::AssertSqlSafe(items_sql.as_str()))
+        .bind(f.company_id)
+        .bind(f.expert_id)
+        .bind(f.project_id)
+        .bind(f.status)
+        .bind(f.payout_status)
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(c)
+        .await)?;
+    let total: i64 = on_exec!(ex, c => sqlx::query_scalar(sqlx::AssertSqlSafe(count_sql.as_str()))
+        .bind(f.company_id)
+        .bind(f.expert_id)
+        .bind(f.project_id)
+        .bind(f.status)
+        .bind(f.payout_status)
+        .fetch_one(c)
+        .await)?;
+    Ok((items, total))
+}
+
+/// A held payment captured before its authorisation lapsed: no expiry to watch any more.
+pub async fn mark_captured_early(
+    ex: Exec<'_>,
+    id: i64,
+    metadata: &Value,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    changed!(
+        ex,
+        sqlx::query(
+            "UPDATE payments SET capture_before = NULL, payment_metadata = $1, updated_at = $2
+             WHERE id = $3 AND status = 'held'",
+        )
+        .bind(Json(metadata))
+        .bind(now)
+        .bind(id)
+    )
+}
+
+/// `held` → `failed`: the authorisation lapsed or was cancelled at the processor before
+/// capture, so there is no money left to release.
+pub async fn fail_held(
+    ex: Exec<'_>,
+    id: i64,
+    reason: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    changed!(
+        ex,
+        sqlx::query(
+            "UPDATE payments SET status = 'failed', failure_reason = $1, updated_at = $2
+             WHERE id = $3 AND status = 'held'",
+        )
+        .bind(reason)
+        .bind(now)
+        .bind(id)
+    )
+}

@@ -631,3 +631,13 @@ pub async fn curation_candidates(mut ex: Exec<'_>) -> StoreResult<Vec<CurationCa
         })
         .collect())
 }
+
+/// The user whose expert profile holds connected account `account_id`.
+pub async fn user_by_connect_account(ex: Exec<'_>, account_id: &str) -> StoreResult<Option<i64>> {
+    Ok(on_exec!(ex, c => sqlx::query_scalar(
+        "SELECT user_id FROM profiles WHERE processor_connect_account_id = $1",
+    )
+    .bind(account_id)
+    .fetch_optional(c)
+    .await)?)
+}

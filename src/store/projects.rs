@@ -207,7 +207,8 @@ pub async fn transition(
 ) -> StoreResult<bool> {
     let done = on_exec!(ex, c => sqlx::query(
         "UPDATE projects SET status = $1, updated_at = $2,
-             cancelled_at = CASE WHEN $1 = 'cancelled' THEN $2 ELSE cancelled_at END
+             cancelled_at = CASE WHEN $1 = 'cancelled' THEN $2 ELSE cancelled_at END,
+             completed_at = CASE WHEN $1 = 'completed' THEN $2 ELSE completed_at END
          WHERE id = $3 AND status = $4",
     )
     .bind(to)

@@ -4,12 +4,15 @@
 pub mod accounts;
 pub mod applications;
 pub mod auth;
+pub mod connect;
 pub mod emails;
 pub mod error;
 pub mod escrow;
+pub mod escrow_jobs;
 pub mod notify;
 pub mod outbox;
 pub mod passwords;
 pub mod payments;
+pub mod processor_events;
 pub mod projects;
 pub mod selection;

@@ -7,6 +7,7 @@ pub mod escrow_views;
 pub mod expert;
 pub mod invitations;
 pub mod notifications;
+pub mod payments;
 pub mod profiles;
 pub mod projects;
 pub mod sandbox;

@@ -117,6 +117,9 @@ templates! {
     /// To the expert when a payment is released to them. `name`, `project_title`,
     /// `project_id`, `milestone_title`, `amount`, `currency`.
     PaymentReceived => "payment_received",
+    /// To the expert when the company's money is held in escrow. `name`, `project_title`,
+    /// `project_id`, `milestone_title`, `amount`, `currency`.
+    PaymentHeld => "payment_held",
     /// To the company when a payment is refunded. `name`, `project_title`,
     /// `project_id`, `milestone_title`, `amount`, `currency`.
     PaymentRefundedCompany => "payment_refunded_company",

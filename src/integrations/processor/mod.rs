@@ -24,6 +24,7 @@ pub use self::client::{
 };
 pub use self::error::ProcessorError;
 pub use self::sandbox::{Sandbox, SandboxConfig, SandboxHandle};
+pub use self::types::{Account, Charge, Dispute, Event, PaymentIntent, Transfer};
 use crate::clock::Clock;
 use crate::config::{Secret, Settings};
 

@@ -1,0 +1,366 @@
+//! The escrow's supervised periodic jobs and the reconciliation they share with
+//! administrators:
+//! - deferred transfers, retried daily (the platform balance was short, the processor down,
+//!   or the expert's account not active yet);
+//! - processor events stored but not applied (a crash between storing and applying);
+//! - authorisations about to lapse: reported to administrators and, by configuration,
+//!   captured into the platform balance so escrow still holds the money.
+
+use std::time::Duration;
+
+use actors::{PeriodicConfig, PeriodicHandle, PeriodicJob};
+use serde::Serialize;
+use serde_json::json;
+use utoipa::ToSchema;
+
+use crate::state::AppState;
+use crate::store::payments::{self, Payment};
+use crate::workflows::error::{FlowError, FlowResult};
+use crate::workflows::escrow::{self, charge_details, hold_in_tx, in_payment_actor, record};
+use crate::workflows::notify::for_admins;
+use crate::workflows::processor_events;
+
+/// Handles of the running jobs; tests and operators can run one at once with `trigger`.
+pub struct EscrowJobs {
+    pub transfer_retry: PeriodicHandle,
+    pub event_sweep: PeriodicHandle,
+    pub authorisation_watch: PeriodicHandle,
+}
+
+impl EscrowJobs {
+    /// Starts the jobs on the current runtime.
+    pub fn start(state: &AppState) -> Self {
+        let every = |interval: Duration, initial_delay: Duration| PeriodicConfig {
+            interval,
+            initial_delay,
+            ..PeriodicConfig::default()
+        };
+        let st = state.clone();
+        let transfer_retry = PeriodicJob::spawn(
+            "transfer_retry",
+            every(Duration::from_secs(24 * 3600), Duration::from_secs(3600)),
+            move || {
+                let st = st.clone();
+                async move {
+                    retry_deferred_transfers(&st)
+                        .await
+                        .map(drop)
+                        .map_err(|e| e.to_string())
+                }
+            },
+        );
+        let st = state.clone();
+        let event_sweep = PeriodicJob::spawn(
+            "processor_event_sweep",
+            every(Duration::from_secs(60), Duration::from_secs(60)),
+            move || {
+                let st = st.clone();
+                async move {
+                    processor_events::sweep(&st, chrono::Duration::seconds(30))
+                        .await
+                        .map(drop)
+                        .map_err(|e| e.to_string())
+                }
+            },
+        );
+        let st = state.clone();
+        let authorisation_watch = PeriodicJob::spawn(
+            "authorisation_watch",
+            every(Duration::from_secs(3600), Duration::from_secs(300)),
+            move || {
+                let st = st.clone();
+                async move {
+                    watch_authorisations(&st)
+                        .await
+                        .map(drop)
+                        .map_err(|e| e.to_string())
+                }
+            },
+        );
+        Self {
+            transfer_retry,
+            event_sweep,
+            authorisation_watch,
+        }
+    }
+
+    pub fn stop(&self) {
+        self.transfer_retry.stop();
+        self.event_sweep.stop();
+        self.authorisation_watch.stop();
+    }
+}
+
+/// Tries again every released payment whose transfer is still to be made. Answers how many
+/// were transferred.
+pub async fn retry_deferred_transfers(state: &AppState) -> FlowResult<usize> {
+    let due = {
+        let mut conn = state.db.conn().await?;
+        payments::awaiting_transfer(conn.exec(), 500).await?
+    };
+    let mut transferred = 0;
+    for y in due {
+        let outcome = in_payment_actor(state, y.id, move |st| async move {
+            let y = escrow::load(&st, y.id).await?;
+            escrow::transfer(&st, y).await
+        })
+        .await;
+        match outcome {
+            Ok(y) if y.payout_status == "transferred" => transferred += 1,
+            Ok(_) => {}
+            Err(error) => {
+                tracing::warn!(payment_id = y.id, %error, "deferred transfer not retried")
+            }
+        }
+    }
+    Ok(transferred)
+}
+
+/// Held payments whose authorisation lapses within the configured margin: reported to
+/// administrators once and, with `CAPTURE_BEFORE_EXPIRY`, captured now (the payment stays
+/// `held`: the money waits in the platform balance for release or refund). Answers how many
+/// were captured.
+pub async fn watch_authorisations(state: &AppState) -> FlowResult<usize> {
+    let margin = chrono::Duration::hours(i64::from(state.settings.authorisation_margin_hours));
+    let expiring = {
+        let mut conn = state.db.conn().await?;
+        payments::authorisations_expiring(conn.exec(), state.clock.now() + margin).await?
+    };
+    let mut captured = 0;
+    for y in expiring {
+        match in_payment_actor(state, y.id, move |st| async move {
+            secure_authorisation(&st, y.id).await
+        })
+        .await
+        {
+            Ok(true) => captured += 1,
+            Ok(false) => {}
+            Err(error) => {
+                tracing::warn!(payment_id = y.id, %error, "expiring authorisation not secured")
+            }
+        }
+    }
+    Ok(captured)
+}
+
+async fn secure_authorisation(state: &AppState, payment_id: i64) -> FlowResult<bool> {
+    let y = escrow::load(state, payment_id).await?;
+    if y.status != "held" || y.capture_before.is_none() {
+        return Ok(false);
+    }
+    let now = state.clock.now();
+    let mut metadata = y.payment_metadata.0.clone();
+    let capture = state.settings.capture_before_expiry;
+    let mut captured = false;
+    if capture && let Some(intent_id) = y.processor_payment_intent_id.as_deref() {
+        let client = &state.processor.client;
+        let intent = client
+            .retrieve_payment_intent(intent_id)
+            .await
+            .map_err(|e| escrow::processor_failure("report the payment", &e))?;
+        if intent.status == "requires_capture" {
+            client
+                .capture_payment_intent(intent_id, &format!("payment_{}_capture", y.id))
+                .await
+                .map_err(|e| escrow::processor_failure("capture the payment", &e))?;
+        }
+        captured = matches!(intent.status.as_str(), "requires_capture" | "succeeded");
+    }
+    if metadata.get("expiry_reported").is_some() && !captured {
+        return Ok(false);
+    }
+    metadata["expiry_reported"] = json!(now);
+    let message = if captured {
+        metadata["captured_early_at"] = json!(now);
+        format!(
+            "The card authorisation of held payment {} was about to lapse ({}); it was captured into the platform balance and stays in escrow.",
+            y.id,
+            y.capture_before.map(|t| t.to_rfc3339()).unwrap_or_default()
+        )
+    } else {
+        format!(
+            "The card authorisation of held payment {} lapses at {}; release or refund it before then.",
+            y.id,
+            y.capture_before.map(|t| t.to_rfc3339()).unwrap_or_default()
+        )
+    };
+    let mut tx = state.db.begin().await?;
+    if captured {
+        payments::mark_captured_early(tx.exec(), y.id, &metadata, now).await?;
+    } else {
+        payments::set_metadata(tx.exec(), y.id, &metadata, now).await?;
+    }
+    let alert = for_admins(
+        "payment_authorisation_expiring",
+        "Card authorisation about to lapse",
+        &message,
+        json!({"payment_id": y.id, "project_id": y.project_id, "captured": captured}),
+    );
+    record(
+        &mut tx,
+        "payment.authorisation_expiring",
+        y.id,
+        json!({"payment_id": y.id, "captured": captured, "notify": [alert]}),
+        now,
+    )
+    .await?;
+    tx.commit().await?;
+    state.outbox.wake();
+    Ok(captured)
+}
+
+/// One correction made by reconciliation.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Correction {
+    pub payment_id: i64,
+    pub from: String,
+    pub to: String,
+    /// The intent's status at the processor.
+    pub processor_status: String,
+}
+
+/// What reconciliation saw and did.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Reconciliation {
+    pub checked: usize,
+    pub corrected: Vec<Correction>,
+    /// Payments the processor could not be asked about.
+    pub unreachable: Vec<i64>,
+}
+
+/// Compares `pending` and `held` payments untouched for `older_than` with the processor and
+/// corrects ours where the processor moved on: authorised → `held`, cancelled before
+/// authorisation → `failed`, an authorisation lapsed or cancelled while held → `failed`
+/// (administrators alerted), refunded → `refunded`. Each correction is recorded as a
+/// `payment.reconciled` event.
+pub async fn reconcile(
+    state: &AppState,
+    older_than: chrono::Duration,
+) -> FlowResult<Reconciliation> {
+    let stale = {
+        let mut conn = state.db.conn().await?;
+        payments::stale(conn.exec(), state.clock.now() - older_than, 500).await?
+    };
+    let mut result = Reconciliation {
+        checked: stale.len(),
+        corrected: Vec::new(),
+        unreachable: Vec::new(),
+    };
+    for y in stale {
+        let id = y.id;
+        match in_payment_actor(
+            state,
+            id,
+            move |st| async move { reconcile_one(&st, id).await },
+        )
+        .await
+        {
+            Ok(Some(c)) => result.corrected.push(c),
+            Ok(None) => {}
+            Err(FlowError::Refused { .. }) => result.unreachable.push(id),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(result)
+}
+
+async fn reconcile_one(state: &AppState, payment_id: i64) -> FlowResult<Option<Correction>> {
+    let y: Payment = escrow::load(state, payment_id).await?;
+    let Some(intent_id) = y.processor_payment_intent_id.clone() else {
+        return Ok(None);
+    };
+    if !matches!(y.status.as_str(), "pending" | "held") {
+        return Ok(None);
+    }
+    let intent = state
+        .processor
+        .client
+        .retrieve_payment_intent_with_charge(&intent_id)
+        .await
+        .map_err(|e| escrow::processor_failure("report the payment", &e))?;
+    let refunded = intent
+        .latest_charge
+        .as_ref()
+        .and_then(|c| c.object())
+        .is_some_and(|c| c.refunded);
+    let (capture_before, receipt) = charge_details(state, &intent).await;
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    let to = match (y.status.as_str(), intent.status.as_str()) {
+        ("pending", "requires_capture" | "succeeded") => hold_in_tx(
+            &mut tx,
+            &y,
+            &intent,
+            capture_before,
+            receipt.as_deref(),
+            now,
+        )
+        .await?
+        .then_some("held"),
+        ("pending", "canceled") => payments::fail_pending(tx.exec(), y.id, "canceled", now)
+            .await?
+            .then_some("failed"),
+        ("held", "canceled") => {
+            let failed = payments::fail_held(tx.exec(), y.id, "authorisation_lapsed", now).await?;
+            if failed {
+                let alert = for_admins(
+                    "payment_authorisation_lost",
+                    "Held payment's authorisation lapsed",
+                    &format!(
+                        "Held payment {} has no authorisation left at the processor; it is now failed and the company must pay again.",
+                        y.id
+                    ),
+                    json!({"payment_id": y.id, "project_id": y.project_id}),
+                );
+                record(
+                    &mut tx,
+                    "payment.authorisation_lost",
+                    y.id,
+                    json!({"notify": [alert]}),
+                    now,
+                )
+                .await?;
+            }
+            failed.then_some("failed")
+        }
+        ("held", "succeeded") if refunded => {
+            let metadata = y.payment_metadata.0.clone();
+            let done = payments::mark_refunded(
+                tx.exec(),
+                y.id,
+                None,
+                Some("refunded_at_processor"),
+                &metadata,
+                now,
+            )
+            .await?;
+            if done {
+                escrow::announce_refund(&mut tx, &y, now).await?;
+            }
+            done.then_some("refunded")
+        }
+        _ => None,
+    };
+    let Some(to) = to else {
+        tx.rollback().await?;
+        return Ok(None);
+    };
+    let correction = Correction {
+        payment_id: y.id,
+        from: y.status.clone(),
+        to: to.to_owned(),
+        processor_status: intent.status.clone(),
+    };
+    record(
+        &mut tx,
+        "payment.reconciled",
+        y.id,
+        json!({"payment_id": y.id, "from": correction.from, "to": correction.to,
+               "processor_status": correction.processor_status}),
+        now,
+    )
+    .await?;
+    tx.commit().await?;
+    state.outbox.wake();
+    Ok(Some(correction))
+}

@@ -1,0 +1,1232 @@
+//! Escrow over HTTP with the processor sandbox: funding, release with commission and
+//! transfer, the webhook receiver (alone, duplicated, out of order, badly signed), races on
+//! one payment, deferred transfers, refunds with reversal, expiring authorisations and
+//! reconciliation. The sandbox ledger is the truth the service's records are held against.
+
+use std::time::Duration;
+
+use marketplace::integrations::processor::CreateAccount;
+use marketplace::integrations::processor::webhook::{SIGNATURE_HEADER, sign};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json as j};
+
+use crate::helpers::{Account, json};
+use crate::market::{Market, code, notifications_of, wait_notification};
+
+/// A project with an expert selected on a three-milestone proposal; the first payment
+/// `pending`.
+pub struct Deal {
+    pub company: Account,
+    pub expert: Account,
+    pub project_id: i64,
+    pub first_payment: i64,
+}
+
+pub async fn deal(m: &Market, name: &str, amounts: [f64; 3]) -> Deal {
+    let company = m.company(&format!("{name}co")).await;
+    let expert = m.expert(&format!("{name}ex")).await;
+    let budget = (amounts.iter().sum::<f64>() * 100.0).round() / 100.0;
+    let project_id = m.published_project(&company, budget, &[&expert]).await;
+    assert_eq!(
+        m.apply(&expert, project_id, amounts).await.status(),
+        StatusCode::CREATED
+    );
+    let r = m
+        .send(
+            &company,
+            Method::POST,
+            &format!("/api/projects/{project_id}/select/{}", expert.id),
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let first_payment = json(r).await["payment"]["id"].as_i64().unwrap();
+    Deal {
+        company,
+        expert,
+        project_id,
+        first_payment,
+    }
+}
+
+/// Gives the expert an onboarded connected account: created at the processor, recorded on
+/// the profile as the account link does, onboarding completed at the sandbox, whose
+/// `account.updated` webhook makes it `active`.
+pub async fn connect(m: &Market, expert: &Account) -> String {
+    let account = m
+        .app
+        .state
+        .processor
+        .client
+        .create_account(
+            &CreateAccount {
+                email: expert.email.clone(),
+                country: Some("ES".into()),
+                metadata: Default::default(),
+            },
+            &format!("test_account_{}", expert.id),
+        )
+        .await
+        .unwrap();
+    sql(
+        m,
+        "UPDATE profiles SET processor_connect_account_id = $1, processor_connect_status = 'pending'
+         WHERE user_id = $2 AND profile_type = 'experto'",
+        &account.id,
+        expert.id,
+    )
+    .await;
+    let r = m
+        .app
+        .post_json(
+            &format!("/api/sandbox/accounts/{}/complete-onboarding", account.id),
+            &j!({}),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let expert_id = expert.id;
+    poll(m, "the connected account active", || async move {
+        let status = text(
+            m,
+            "SELECT COALESCE(processor_connect_status, '') FROM profiles WHERE user_id = $1 AND profile_type = 'experto'",
+            expert_id,
+        )
+        .await;
+        (status == "active").then_some(())
+    })
+    .await;
+    account.id
+}
+
+async fn sql(m: &Market, statement: &'static str, text: &str, id: i64) {
+    let mut conn = m.app.db.conn().await.unwrap();
+    marketplace::on_exec!(conn.exec(), c => sqlx::query(statement).bind(text).bind(id).execute(c).await.map(drop))
+        .unwrap();
+}
+
+async fn text(m: &Market, query: &'static str, id: i64) -> String {
+    let mut conn = m.app.db.conn().await.unwrap();
+    marketplace::on_exec!(conn.exec(), c => sqlx::query_scalar::<_, String>(query).bind(id).fetch_one(c).await)
+        .unwrap()
+}
+
+/// Polls `probe` (every 20 ms, 10 s at most), running the outbox meanwhile.
+pub async fn poll<T, F, Fut>(m: &Market, what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    for _ in 0..500 {
+        m.app.state.outbox.flush().await;
+        if let Some(v) = probe().await {
+            return v;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+pub async fn payment(m: &Market, id: i64) -> Value {
+    let r = m
+        .as_admin(Method::GET, &format!("/api/admin/payments/{id}"), None)
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    json(r).await
+}
+
+/// Waits until payment `id` satisfies `pred`.
+pub async fn wait_payment(m: &Market, id: i64, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let pred = &pred;
+    poll(m, what, || async move {
+        let y = payment(m, id).await;
+        pred(&y).then_some(y)
+    })
+    .await
+}
+
+pub async fn sandbox_ledger(m: &Market) -> Value {
+    json(m.app.get("/api/sandbox/ledger").await).await
+}
+
+fn intent_in<'a>(ledger: &'a Value, intent: &str) -> &'a Value {
+    ledger["intents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["id"] == intent)
+        .unwrap_or_else(|| panic!("intent {intent} not in the ledger"))
+}
+
+fn transfers_of<'a>(ledger: &'a Value, payment_id: i64) -> Vec<&'a Value> {
+    ledger["transfers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["metadata"]["payment_id"] == payment_id.to_string())
+        .collect()
+}
+
+/// The company pays payment `id` with a card the processor authorises; waits for `held`.
+pub async fn fund(m: &Market, company: &Account, id: i64) -> Value {
+    let y = payment(m, id).await;
+    let intent = y["processor_payment_intent_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = m
+        .send(
+            company,
+            Method::GET,
+            &format!("/api/payments/intent/{intent}"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let details = json(r).await;
+    assert!(
+        details["client_secret"]
+            .as_str()
+            .is_some_and(|s| s.starts_with(&intent))
+    );
+    let r = m
+        .app
+        .post_json(
+            &format!("/api/sandbox/payment_intents/{intent}/confirm"),
+            &j!({"payment_method": "pm_card_visa"}),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    wait_payment(m, id, "payment held", |y| y["status"] == "held").await
+}
+
+async fn post(m: &Market, who: &Account, path: &str, body: Value) -> reqwest::Response {
+    m.send(who, Method::POST, path, Some(body)).await
+}
+
+async fn unprocessed_events(m: &Market) -> i64 {
+    m.count(
+        "SELECT COUNT(*) FROM processor_events WHERE processed_at IS NULL AND $1 = $1",
+        0,
+    )
+    .await
+}
+
+#[actix_web::test]
+async fn three_milestones_end_to_end_agree_with_the_ledger() {
+    let m = Market::open().await;
+    let d = deal(&m, "e2e", [100.0, 200.5, 99.99]).await;
+    connect(&m, &d.expert).await;
+
+    // Milestone 1: funded, held, released with 5 % (Global), transferred.
+    let y1 = fund(&m, &d.company, d.first_payment).await;
+    assert!(y1["held_at"].is_string());
+    assert!(
+        y1["processor_charge_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("ch_")
+    );
+    assert_eq!(y1["payment_metadata"]["amount_capturable"], 10_000);
+    wait_notification(&m.app, d.expert.id, "payment_held").await;
+    let status = m
+        .count(
+            "SELECT COUNT(*) FROM projects WHERE id = $1 AND status = 'in_progress'",
+            d.project_id,
+        )
+        .await;
+    assert_eq!(
+        status, 1,
+        "the project is under way once the first payment is held"
+    );
+    let funded = m
+        .count(
+            "SELECT COUNT(*) FROM milestones WHERE project_id = $1 AND position = 1 AND status = 'pending'",
+            d.project_id,
+        )
+        .await;
+    assert_eq!(funded, 1);
+
+    // Only the company (or an administrator) releases.
+    let r = post(
+        &m,
+        &d.expert,
+        "/api/payments/release",
+        j!({"payment_id": d.first_payment}),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let r = post(
+        &m,
+        &d.company,
+        "/api/payments/release",
+        j!({"payment_id": d.first_payment}),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let released = json(r).await;
+    assert_eq!(released["status"], "released");
+    assert_eq!(released["expert_level_used"], "Global");
+    assert_eq!(released["commission_amount"], 5.0);
+    assert_eq!(released["application_fee_amount"], 5.0);
+    assert_eq!(released["expert_amount"], 95.0);
+    assert_eq!(released["payout_status"], "transferred");
+    let second = released["next_payment"]["id"].as_i64().unwrap();
+    assert_eq!(released["next_payment"]["status"], "pending");
+    assert!(released["next_payment"]["client_secret"].is_string());
+    wait_notification(&m.app, d.expert.id, "milestone_awaiting_payment").await;
+    wait_notification(&m.app, d.expert.id, "payment_released").await;
+    let awaiting = m
+        .count(
+            "SELECT COUNT(*) FROM milestones WHERE project_id = $1 AND position = 2 AND status = 'awaiting_payment'",
+            d.project_id,
+        )
+        .await;
+    assert_eq!(awaiting, 1);
+
+    // A second release of the same payment moves nothing.
+    let r = post(
+        &m,
+        &d.company,
+        "/api/payments/release",
+        j!({"payment_id": d.first_payment}),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    assert_eq!(code(&json(r).await), "PAYMENT_NOT_HELD");
+
+    // Milestone 2 with release-and-charge-next.
+    fund(&m, &d.company, second).await;
+    let r = post(
+        &m,
+        &d.company,
+        "/api/payments/release-and-charge-next",
+        j!({"payment_id": second}),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let released = json(r).await;
+    assert_eq!(
+        released["commission_amount"], 10.03,
+        "5 % of 200.50, half up"
+    );
+    assert_eq!(released["expert_amount"], 190.47);
+    let third = released["next_payment"]["id"].as_i64().unwrap();
+    assert!(released["next_payment"]["client_secret"].is_string());
+
+    // Milestone 3 at the level the expert has at release: Pro, 4 %.
+    sql(
+        &m,
+        "UPDATE profiles SET expert_level = $1 WHERE user_id = $2 AND profile_type = 'experto'",
+        "Pro",
+        d.expert.id,
+    )
+    .await;
+    fund(&m, &d.company, third).await;
+    let r = post(
+        &m,
+        &d.company,
+        "/api/payments/release",
+        j!({"payment_id": third}),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let released = json(r).await;
+    assert_eq!(released["expert_level_used"], "Pro");
+    assert_eq!(released["commission_amount"], 4.0);
+    assert_eq!(released["expert_amount"], 95.99);
+    assert!(released["next_payment"].is_null());
+    let completed = m
+        .count("SELECT COUNT(*) FROM projects WHERE id = $1 AND status = 'completed' AND completed_at IS NOT NULL", d.project_id)
+        .await;
+    assert_eq!(completed, 1, "the last release completes the project");
+
+    // The ledger agrees, payment by payment: captured = transferred + commission.
+    let ledger = sandbox_ledger(&m).await;
+    for id in [d.first_payment, second, third] {
+        let y = wait_payment(&m, id, "payout transferred", |y| {
+            y["payout_status"] == "transferred"
+        })
+        .await;
+        let intent = intent_in(&ledger, y["processor_payment_intent_id"].as_str().unwrap());
+        let amount = (y["amount"].as_f64().unwrap() * 100.0).round() as i64;
+        let commission = (y["commission_amount"].as_f64().unwrap() * 100.0).round() as i64;
+        assert_eq!(intent["captured"], amount);
+        assert_eq!(intent["captures"], 1);
+        assert_eq!(intent["refunded"], 0);
+        let transfers = transfers_of(&ledger, id);
+        assert_eq!(transfers.len(), 1, "one transfer for payment {id}");
+        assert_eq!(
+            transfers[0]["amount"].as_i64().unwrap() + commission,
+            amount
+        );
+        assert_eq!(transfers[0]["id"], y["processor_transfer_id"]);
+    }
+
+    // History by role, and the project's payments for its participants only.
+    let r = m
+        .send(&d.expert, Method::GET, "/api/payments/history", None)
+        .await;
+    assert_eq!(json(r).await["total"], 3);
+    let r = m
+        .send(&d.company, Method::GET, "/api/payments/history", None)
+        .await;
+    assert_eq!(json(r).await["total"], 3);
+    let stranger = m.company("strangerco").await;
+    let r = m
+        .send(
+            &stranger,
+            Method::GET,
+            &format!("/api/payments/project/{}", d.project_id),
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let r = m
+        .send(
+            &stranger,
+            Method::GET,
+            &format!("/api/payments/{third}"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let r = m
+        .send(&stranger, Method::GET, "/api/payments/history", None)
+        .await;
+    assert_eq!(json(r).await["total"], 0);
+    let r = m
+        .send(
+            &d.company,
+            Method::GET,
+            &format!("/api/payments/{third}/receipt"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(json(r).await["receipt_url"].is_string());
+
+    // E-mails: held ×3 and received ×3 to the expert; released ×3 to the company.
+    let mails = m.app.mails_to(&d.expert.email, 7).await;
+    assert_eq!(
+        mails
+            .iter()
+            .filter(|x| x.subject.contains("held in escrow"))
+            .count(),
+        3
+    );
+    assert_eq!(
+        mails
+            .iter()
+            .filter(|x| x.subject.starts_with("You received"))
+            .count(),
+        3
+    );
+    assert_eq!(unprocessed_events(&m).await, 0, "every webhook was applied");
+}
+
+/// Posts a signed event to the receiver.
+async fn deliver(m: &Market, event: &Value, secret: Option<&str>) -> reqwest::Response {
+    let body = event.to_string();
+    let secret = secret
+        .map(str::to_owned)
+        .unwrap_or_else(|| m.app.state.processor.webhook_secret.expose().to_owned());
+    let signature = sign(body.as_bytes(), &secret, m.app.clock.now().timestamp());
+    m.app
+        .client
+        .post(m.app.url("/api/payments/webhooks/processor"))
+        .header(SIGNATURE_HEADER, signature)
+        .header("Content-Type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+fn event(id: &str, kind: &str, object: Value) -> Value {
+    j!({"id": id, "object": "event", "type": kind, "created": 1_700_000_000, "livemode": false,
+        "api_version": "2024-12-18.acacia", "data": {"object": object}})
+}
+
+async fn stored_events(m: &Market) -> i64 {
+    m.count("SELECT COUNT(*) FROM processor_events WHERE $1 = $1", 0)
+        .await
+}
+
+#[actix_web::test]
+async fn webhooks_verified_stored_once_and_never_backwards() {
+    let m = Market::open().await;
+    let d = deal(&m, "hook", [10.0, 10.0, 10.0]).await;
+    let y = payment(&m, d.first_payment).await;
+    let intent_id = y["processor_payment_intent_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let intent = j!({"id": intent_id, "object": "payment_intent", "amount": 1000,
+                     "amount_capturable": 1000, "amount_received": 0, "currency": "eur",
+                     "status": "requires_capture", "capture_method": "manual",
+                     "latest_charge": "ch_unknown", "metadata": {"payment_id": d.first_payment.to_string()}});
+    let held = event(
+        "evt_test_held",
+        "payment_intent.amount_capturable_updated",
+        intent.clone(),
+    );
+
+    // A bad or missing signature is refused and nothing is stored.
+    let before = stored_events(&m).await;
+    let r = deliver(&m, &held, Some("whsec_not_ours")).await;
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(code(&json(r).await), "INVALID_SIGNATURE");
+    let r = m
+        .app
+        .client
+        .post(m.app.url("/api/payments/webhooks/processor"))
+        .body(held.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(stored_events(&m).await, before);
+    assert_eq!(payment(&m, d.first_payment).await["status"], "pending");
+
+    // Alone: held, once, however often it is delivered.
+    for _ in 0..3 {
+        assert_eq!(deliver(&m, &held, None).await.status(), StatusCode::OK);
+    }
+    wait_payment(&m, d.first_payment, "held", |y| y["status"] == "held").await;
+    wait_notification(&m.app, d.expert.id, "payment_held").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    m.app.state.outbox.flush().await;
+    assert_eq!(
+        notifications_of(&m.app, d.expert.id, "payment_held").await,
+        1
+    );
+    let stored = m
+        .count("SELECT COUNT(*) FROM processor_events WHERE id = 'evt_test_held' AND processed_at IS NOT NULL AND payment_id = $1", d.first_payment)
+        .await;
+    assert_eq!(stored, 1);
+
+    // Out of order: a late failure or cancellation does not move a held payment back.
+    let mut failed = intent.clone();
+    failed["status"] = j!("requires_payment_method");
+    failed["last_payment_error"] = j!({"code": "card_declined", "message": "declined"});
+    deliver(
+        &m,
+        &event(
+            "evt_test_late_fail",
+            "payment_intent.payment_failed",
+            failed,
+        ),
+        None,
+    )
+    .await;
+    let mut canceled = intent.clone();
+    canceled["status"] = j!("canceled");
+    deliver(
+        &m,
+        &event("evt_test_late_cancel", "payment_intent.canceled", canceled),
+        None,
+    )
+    .await;
+    poll(&m, "late events applied", || async {
+        (unprocessed_events(&m).await == 0).then_some(())
+    })
+    .await;
+    assert_eq!(payment(&m, d.first_payment).await["status"], "held");
+    assert_eq!(
+        notifications_of(&m.app, d.company.id, "payment_failed").await,
+        0
+    );
+    wait_notification(&m.app, m.admin_id, "payment_authorisation_lost").await;
+
+    // Unknown types are answered and ignored.
+    let r = deliver(
+        &m,
+        &event(
+            "evt_test_other",
+            "customer.created",
+            j!({"id": "cus_1", "object": "customer"}),
+        ),
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    poll(&m, "unknown event noted", || async {
+        (m.count("SELECT COUNT(*) FROM processor_events WHERE id = 'evt_test_other' AND processed_at IS NOT NULL AND $1 = $1", 0).await == 1).then_some(())
+    })
+    .await;
+
+    // A declined card, from the sandbox: failed, the company told; the milestone still waits.
+    let d2 = deal(&m, "declined", [10.0, 10.0, 10.0]).await;
+    let y2 = payment(&m, d2.first_payment).await;
+    let intent2 = y2["processor_payment_intent_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = m
+        .app
+        .post_json(
+            &format!("/api/sandbox/payment_intents/{intent2}/confirm"),
+            &j!({"payment_method": "pm_card_chargeDeclined"}),
+        )
+        .await;
+    assert!(r.status().is_client_error() || r.status().is_success());
+    wait_payment(&m, d2.first_payment, "failed", |y| y["status"] == "failed").await;
+    wait_notification(&m.app, d2.company.id, "payment_failed").await;
+    let waiting = m
+        .count(
+            "SELECT COUNT(*) FROM milestones WHERE project_id = $1 AND position = 1 AND status = 'awaiting_payment'",
+            d2.project_id,
+        )
+        .await;
+    assert_eq!(waiting, 1);
+    // A success arriving after the failure does not revive it.
+    let mut late = intent.clone();
+    late["id"] = j!(intent2);
+    late["metadata"] = j!({"payment_id": d2.first_payment.to_string()});
+    deliver(
+        &m,
+        &event("evt_test_late_success", "payment_intent.succeeded", late),
+        None,
+    )
+    .await;
+    poll(&m, "late success applied", || async {
+        (unprocessed_events(&m).await == 0).then_some(())
+    })
+    .await;
+    assert_eq!(payment(&m, d2.first_payment).await["status"], "failed");
+
+    // Cancelled at the processor before authorisation: failed.
+    let d3 = deal(&m, "cancelled", [10.0, 10.0, 10.0]).await;
+    let intent3 = payment(&m, d3.first_payment).await["processor_payment_intent_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    m.app
+        .post_json(
+            &format!("/api/sandbox/payment_intents/{intent3}/cancel"),
+            &j!({}),
+        )
+        .await;
+    let y3 = wait_payment(&m, d3.first_payment, "failed", |y| y["status"] == "failed").await;
+    assert!(
+        y3["failure_reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("canceled")
+    );
+}
+
+#[actix_web::test]
+async fn transfer_failure_payouts_and_refund_at_the_processor() {
+    let m = Market::open().await;
+    let d = deal(&m, "tf", [50.0, 50.0, 50.0]).await;
+    let account = connect(&m, &d.expert).await;
+    fund(&m, &d.company, d.first_payment).await;
+    let r = post(
+        &m,
+        &d.company,
+        "/api/payments/release",
+        j!({"payment_id": d.first_payment}),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let y = wait_payment(&m, d.first_payment, "transferred", |y| {
+        y["payout_status"] == "transferred"
+    })
+    .await;
+    let transfer = y["processor_transfer_id"].as_str().unwrap().to_owned();
+
+    // transfer.failed: back in escrow, milestone back in progress, admins alerted about
+    // the next milestone already waiting for its payment.
+    let r = m
+        .app
+        .post_json(&format!("/api/sandbox/transfers/{transfer}/fail"), &j!({}))
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let y = wait_payment(&m, d.first_payment, "payout failed", |y| {
+        y["payout_status"] == "failed"
+    })
+    .await;
+    assert_eq!(y["status"], "held");
+    assert!(y["processor_transfer_id"].is_null());
+    assert_eq!(y["expert_amount"], 47.5);
+    assert_eq!(
+        m.count(
+            "SELECT COUNT(*) FROM milestones WHERE project_id = $1 AND position = 1 AND status = 'in_progress'",
+            d.project_id
+        )
+        .await,
+        1
+    );
+    wait_notification(&m.app, m.admin_id, "payment_transfer_failed").await;
+    let alert: String = {
+        let mut conn = m.app.db.conn().await.unwrap();
+        marketplace::on_exec!(conn.exec(), c => sqlx::query_scalar::<_, String>(
+            "SELECT message FROM notifications WHERE user_id = $1 AND type = 'payment_transfer_failed'")
+            .bind(m.admin_id).fetch_one(c).await)
+        .unwrap()
+    };
+    assert!(
+        alert.contains("Milestone 2"),
+        "the orphan next milestone is named: {alert}"
+    );
+    // The same failure delivered again changes nothing more.
+    let events = json(m.app.get("/api/sandbox/events").await).await;
+    let failed_event = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "transfer.failed")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    m.app
+        .post_json(
+            &format!("/api/sandbox/events/{failed_event}/resend"),
+            &j!({}),
+        )
+        .await;
+
+    // Only administrators retry, and only what may be retried.
+    let r = post(
+        &m,
+        &d.company,
+        &format!("/api/payments/retry-transfer/{}", d.first_payment),
+        j!({}),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let r = m
+        .as_admin(
+            Method::POST,
+            &format!("/api/payments/retry-transfer/{}", d.first_payment),
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let y = json(r).await;
+    assert_eq!(y["status"], "released");
+    assert_eq!(y["payout_status"], "transferred");
+    assert_ne!(y["processor_transfer_id"], transfer);
+    let ledger = sandbox_ledger(&m).await;
+    let transfers = transfers_of(&ledger, d.first_payment);
+    assert_eq!(transfers.len(), 2);
+    assert_eq!(transfers.iter().filter(|t| t["failed"] == true).count(), 1);
+    let intent = intent_in(&ledger, y["processor_payment_intent_id"].as_str().unwrap());
+    assert_eq!(
+        intent["captures"], 1,
+        "captured once despite the second release"
+    );
+    let r = m
+        .as_admin(
+            Method::POST,
+            &format!("/api/payments/retry-transfer/{}", d.first_payment),
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+
+    // Payouts: the expert hears of each; administrators of failures.
+    for outcome in ["paid", "failed"] {
+        let r = m
+            .app
+            .post_json(
+                "/api/sandbox/payouts",
+                &j!({"account": account, "amount": 4750, "outcome": outcome}),
+            )
+            .await;
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+    wait_notification(&m.app, d.expert.id, "EXPERT_PAYOUT_PAID").await;
+    wait_notification(&m.app, d.expert.id, "EXPERT_PAYOUT_FAILED").await;
+    wait_notification(&m.app, m.admin_id, "EXPERT_PAYOUT_FAILED").await;
+    assert_eq!(
+        notifications_of(&m.app, m.admin_id, "EXPERT_PAYOUT_PAID").await,
+        0
+    );
+
+    // A refund made at the processor directly: refunded, both told in their own words.
+    let second = payment(&m, d.first_payment + 1).await;
+    assert_eq!(second["status"], "pending");
+    let second_id = second["id"].as_i64().unwrap();
+    fund(&m, &d.company, second_id).await;
+    let intent = payment(&m, second_id).await["processor_payment_intent_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let client = &m.app.state.processor.client;
+    client
+        .capture_payment_intent(&intent, "test_capture")
+        .await
+        .unwrap();
+    client
+        .create_refund(
+            &marketplace::integrations::processor::CreateRefund {
+                target: marketplace::integrations::processor::RefundTarget::PaymentIntent(intent),
+                amount: None,
+                reason: None,
+                metadata: Default::default(),
+            },
+            "test_refund",
+        )
+        .await
+        .unwrap();
+    wait_payment(&m, second_id, "refunded", |y| y["status"] == "refunded").await;
+    wait_notification(&m.app, d.company.id, "payment_refunded").await;
+    wait_notification(&m.app, d.expert.id, "payment_refunded").await;
+    let company_mails = m.app.mails_to(&d.company.email, 1).await;
+    assert!(
+        company_mails
+            .iter()
+            .any(|x| x.subject.to_lowercase().contains("refund"))
+    );
+}
+
+#[actix_web::test]
+async fn insufficient_balance_defers_the_transfer_until_the_retry_job() {
+    let m = Market::open().await;
+    let d = deal(&m, "bal", [30.0, 30.0, 30.0]).await;
+    connect(&m, &d.expert).await;
+    fund(&m, &d.company, d.first_payment).await;
+    m.app
+        .post_json("/api/sandbox/balance", &j!({"available": 0}))
+        .await;
+    let r = post(
+        &m,
+        &d.company,
+        "/api/payments/release",
+        j!({"payment_id": d.first_payment}),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let y = json(r).await;
+    assert_eq!(y["status"], "released");
+    assert_eq!(y["payout_status"], "pending");
+    assert_eq!(y["payment_metadata"]["transfer_deferred"], true);
+    assert!(transfers_of(&sandbox_ledger(&m).await, d.first_payment).is_empty());
+
+    // Still short: the job leaves it deferred.
+    let jobs = m.app.state.jobs.get().expect("jobs started");
+    jobs.transfer_retry.trigger().await.unwrap();
+    assert_eq!(
+        payment(&m, d.first_payment).await["payout_status"],
+        "pending"
+    );
+
+    m.app
+        .post_json("/api/sandbox/balance", &j!({"available": 1_000_000}))
+        .await;
+    jobs.transfer_retry.trigger().await.unwrap();
+    let y = wait_payment(&m, d.first_payment, "transferred", |y| {
+        y["payout_status"] == "transferred"
+    })
+    .await;
+    let transfers = transfers_of(&sandbox_ledger(&m).await, d.first_payment).len();
+    assert_eq!(transfers, 1);
+    assert_eq!(y["payment_metadata"].get("transfer_deferred"), None);
+}
+
+#[actix_web::test]
+async fn refund_reverses_the_transfer_first_and_a_failed_reversal_refunds_nothing() {
+    let m = Market::open().await;
+    let d = deal(&m, "ref", [40.0, 40.0, 40.0]).await;
+    connect(&m, &d.expert).await;
+    fund(&m, &d.company, d.first_payment).await;
+    post(
+        &m,
+        &d.company,
+        "/api/payments/release",
+        j!({"payment_id": d.first_payment}),
+    )
+    .await;
+    wait_payment(&m, d.first_payment, "transferred", |y| {
+        y["payout_status"] == "transferred"
+    })
+    .await;
+
+    // Only administrators refund.
+    let r = post(
+        &m,
+        &d.company,
+        "/api/payments/refund",
+        j!({"payment_id": d.first_payment}),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+
+    // The reversal fails: nothing is refunded and nothing changes.
+    let r = m
+        .app
+        .post_json(
+            "/api/sandbox/failures",
+            &j!({"operation": "transfer_reversal", "count": 1, "status": 400, "code": "insufficient_funds"}),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = m
+        .as_admin(
+            Method::POST,
+            "/api/payments/refund",
+            Some(&j!({"payment_id": d.first_payment, "reason": "Work not delivered"})),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    assert_eq!(code(&json(r).await), "REVERSAL_FAILED");
+    let ledger_now = sandbox_ledger(&m).await;
+    assert!(ledger_now["refunds"].as_array().unwrap().is_empty());
+    assert_eq!(transfers_of(&ledger_now, d.first_payment)[0]["reversed"], 0);
+    let y = payment(&m, d.first_payment).await;
+    assert_eq!(y["status"], "released");
+    assert_eq!(y["payout_status"], "transferred");
+
+    // Again: reversed first, then refunded.
+    let r = m
+        .as_admin(
+            Method::POST,
+            &format!("/api/admin/payments/{}/refund", d.first_payment),
+            Some(&j!({"reason": "Work not delivered"})),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let y = json(r).await;
+    assert_eq!(y["status"], "refunded");
+    assert_eq!(y["payout_status"], "pending");
+    assert_eq!(y["refund_reason"], "Work not delivered");
+    assert!(y["payment_metadata"]["reversal_id"].as_str().is_some());
+    assert_eq!(y["payment_metadata"]["reversal_amount"], 3800);
+    let ledger = sandbox_ledger(&m).await;
+    let intent = intent_in(&ledger, y["processor_payment_intent_id"].as_str().unwrap());
+    assert_eq!(intent["refunded"], 4000);
+    assert_eq!(transfers_of(&ledger, d.first_payment)[0]["reversed"], 3800);
+    wait_notification(&m.app, d.company.id, "payment_refunded").await;
+    wait_notification(&m.app, d.expert.id, "payment_refunded").await;
+
+    // A second refund finds nothing to refund.
+    let r = m
+        .as_admin(
+            Method::POST,
+            "/api/payments/refund",
+            Some(&j!({"payment_id": d.first_payment})),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+
+    // A held (uncaptured) payment is refunded by releasing the authorisation.
+    let second = d.first_payment + 1;
+    fund(&m, &d.company, second).await;
+    let r = m
+        .as_admin(
+            Method::POST,
+            "/api/payments/refund",
+            Some(&j!({"payment_id": second})),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let y = json(r).await;
+    assert_eq!(y["status"], "refunded");
+    let ledger = sandbox_ledger(&m).await;
+    let intent = intent_in(&ledger, y["processor_payment_intent_id"].as_str().unwrap());
+    assert_eq!(intent["status"], "canceled");
+    assert_eq!(intent["captured"], 0);
+}
+
+#[actix_web::test]
+async fn a_race_on_one_payment_captures_and_transfers_at_most_once() {
+    let m = Market::open().await;
+    let d = deal(&m, "race", [25.0, 25.0, 25.0]).await;
+    connect(&m, &d.expert).await;
+    let y = fund(&m, &d.company, d.first_payment).await;
+    let intent = y["processor_payment_intent_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let charge = y["processor_charge_id"].as_str().unwrap().to_owned();
+    let events = json(m.app.get("/api/sandbox/events").await).await;
+    let authorised = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "payment_intent.amount_capturable_updated")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let body = j!({"payment_id": d.first_payment});
+    let dispute_path = format!("/api/sandbox/charges/{charge}/dispute");
+    let dispute_body = j!({"reason": "fraudulent"});
+    let resend_path = format!("/api/sandbox/events/{authorised}/resend");
+    let empty = j!({});
+    let release = post(&m, &d.company, "/api/payments/release", body.clone());
+    let release_again = m.as_admin(Method::POST, "/api/payments/release", Some(&body));
+    let sync = post(&m, &d.company, "/api/payments/sync-status", body.clone());
+    let dispute = m.app.post_json(&dispute_path, &dispute_body);
+    let duplicate = m.app.post_json(&resend_path, &empty);
+    let (a, b, c, e, f) = tokio::join!(release, release_again, sync, dispute, duplicate);
+    let released = [a.status(), b.status()]
+        .iter()
+        .filter(|s| **s == StatusCode::OK)
+        .count();
+    assert!(released <= 1, "at most one release succeeds");
+    assert_eq!(c.status(), StatusCode::OK);
+    assert!(e.status().is_success());
+    assert!(f.status().is_success());
+
+    poll(&m, "every event applied", || async {
+        (unprocessed_events(&m).await == 0).then_some(())
+    })
+    .await;
+    let ledger = sandbox_ledger(&m).await;
+    let i = intent_in(&ledger, &intent);
+    assert!(i["captures"].as_i64().unwrap() <= 1);
+    assert!(transfers_of(&ledger, d.first_payment).len() <= 1);
+    let y = payment(&m, d.first_payment).await;
+    match y["status"].as_str().unwrap() {
+        // Released before the chargeback arrived: captured and transferred once.
+        "released" => {
+            assert_eq!(i["captures"], 1);
+            assert_eq!(transfers_of(&ledger, d.first_payment).len(), 1);
+        }
+        // The chargeback came first: nothing captured by a release, nothing transferred.
+        "disputed" => assert!(transfers_of(&ledger, d.first_payment).is_empty()),
+        other => panic!("unexpected end state {other}"),
+    }
+    assert_eq!(
+        m.count("SELECT COUNT(*) FROM disputes WHERE payment_id = $1 AND processor_dispute_id IS NOT NULL", d.first_payment).await,
+        1
+    );
+}
+
+#[actix_web::test]
+async fn chargeback_lifecycle_follows_the_processor() {
+    let m = Market::open().await;
+    for (name, outcome) in [("cblost", "lost"), ("cbwon", "won")] {
+        let d = deal(&m, name, [20.0, 20.0, 20.0]).await;
+        let y = fund(&m, &d.company, d.first_payment).await;
+        let charge = y["processor_charge_id"].as_str().unwrap().to_owned();
+        let r = m
+            .app
+            .post_json(
+                &format!("/api/sandbox/charges/{charge}/dispute"),
+                &j!({"reason": "fraudulent"}),
+            )
+            .await;
+        assert_eq!(r.status(), StatusCode::OK);
+        let dispute = json(r).await["id"].as_str().unwrap().to_owned();
+        wait_payment(&m, d.first_payment, "disputed", |y| {
+            y["status"] == "disputed"
+        })
+        .await;
+        let open = m
+            .count("SELECT COUNT(*) FROM disputes WHERE payment_id = $1 AND status = 'open' AND evidence_details IS NOT NULL", d.first_payment)
+            .await;
+        assert_eq!(open, 1);
+        wait_notification(&m.app, m.admin_id, "dispute_created").await;
+
+        m.app
+            .post_json(
+                &format!("/api/sandbox/disputes/{dispute}/update"),
+                &j!({"status": "under_review"}),
+            )
+            .await;
+        poll(&m, "in review", || async {
+            (m.count(
+                "SELECT COUNT(*) FROM disputes WHERE payment_id = $1 AND status = 'in_review'",
+                d.first_payment,
+            )
+            .await
+                == 1)
+                .then_some(())
+        })
+        .await;
+        m.app
+            .post_json(
+                &format!("/api/sandbox/disputes/{dispute}/update"),
+                &j!({"status": "needs_response"}),
+            )
+            .await;
+        poll(&m, "applied", || async {
+            (unprocessed_events(&m).await == 0).then_some(())
+        })
+        .await;
+        // `needs_response` reopens only an `open` dispute.
+        assert_eq!(
+            m.count(
+                "SELECT COUNT(*) FROM disputes WHERE payment_id = $1 AND status = 'in_review'",
+                d.first_payment
+            )
+            .await,
+            1
+        );
+        m.app
+            .post_json(
+                &format!("/api/sandbox/disputes/{dispute}/close"),
+                &j!({"outcome": outcome}),
+            )
+            .await;
+        poll(&m, "applied", || async {
+            (unprocessed_events(&m).await == 0).then_some(())
+        })
+        .await;
+        let y = payment(&m, d.first_payment).await;
+        if outcome == "lost" {
+            assert_eq!(y["status"], "refunded");
+            wait_notification(&m.app, d.company.id, "payment_refunded").await;
+        } else {
+            assert_eq!(y["status"], "disputed", "won: an administrator decides");
+        }
+    }
+}
+
+#[actix_web::test]
+async fn initiate_needs_the_company_an_unfunded_milestone_and_an_active_account() {
+    let m = Market::open().await;
+    let d = deal(&m, "init", [20.0, 20.0, 20.0]).await;
+    let milestone: i64 = m
+        .count(
+            "SELECT id FROM milestones WHERE project_id = $1 AND position = 1",
+            d.project_id,
+        )
+        .await;
+    let body = j!({"project_id": d.project_id, "milestone_id": milestone});
+    let r = post(&m, &d.company, "/api/payments/initiate", body.clone()).await;
+    assert_eq!(
+        r.status(),
+        StatusCode::CONFLICT,
+        "the selection's payment is still open"
+    );
+    assert_eq!(code(&json(r).await), "PAYMENT_PENDING");
+    let r = post(&m, &d.expert, "/api/payments/initiate", body.clone()).await;
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+
+    // Once the first payment failed, the company pays again through initiate, which needs
+    // the expert's payout account active.
+    let intent = payment(&m, d.first_payment).await["processor_payment_intent_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    m.app
+        .post_json(
+            &format!("/api/sandbox/payment_intents/{intent}/cancel"),
+            &j!({}),
+        )
+        .await;
+    wait_payment(&m, d.first_payment, "failed", |y| y["status"] == "failed").await;
+    let r = post(&m, &d.company, "/api/payments/initiate", body.clone()).await;
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(code(&json(r).await), "PROCESSOR_CONNECT_NOT_ACTIVE");
+    connect(&m, &d.expert).await;
+    let r = post(&m, &d.company, "/api/payments/initiate", body).await;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let y = json(r).await;
+    assert_eq!(y["status"], "pending");
+    assert_eq!(y["payout_status"], "pending");
+    assert_eq!(y["milestone_id"], milestone);
+    assert_eq!(y["currency"], "eur");
+    assert!(y["client_secret"].is_string());
+    // The expert sees the intent but not its secret.
+    let r = m
+        .send(
+            &d.expert,
+            Method::GET,
+            &format!(
+                "/api/payments/intent/{}",
+                y["processor_payment_intent_id"].as_str().unwrap()
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(json(r).await["client_secret"].is_null());
+}
+
+#[actix_web::test]
+async fn expiring_authorisations_are_reported_and_captured_and_reconcile_corrects() {
+    // A margin longer than the sandbox's 7-day authorisation: every held payment is due.
+    let m = Market::open_with(&[("AUTHORISATION_MARGIN_HOURS", "170")]).await;
+    let d = deal(&m, "exp", [20.0, 20.0, 20.0]).await;
+    connect(&m, &d.expert).await;
+    let y = fund(&m, &d.company, d.first_payment).await;
+    assert!(y["capture_before"].is_string());
+    let jobs = m.app.state.jobs.get().unwrap();
+    jobs.authorisation_watch.trigger().await.unwrap();
+    let y = payment(&m, d.first_payment).await;
+    assert_eq!(y["status"], "held", "captured early, still in escrow");
+    assert!(y["capture_before"].is_null());
+    assert!(y["payment_metadata"]["captured_early_at"].is_string());
+    wait_notification(&m.app, m.admin_id, "payment_authorisation_expiring").await;
+    let intent = y["processor_payment_intent_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        intent_in(&sandbox_ledger(&m).await, &intent)["captured"],
+        2000
+    );
+    // Release later does not capture again.
+    let r = post(
+        &m,
+        &d.company,
+        "/api/payments/release",
+        j!({"payment_id": d.first_payment}),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let ledger_now = sandbox_ledger(&m).await;
+    assert_eq!(intent_in(&ledger_now, &intent)["captures"], 1);
+    assert_eq!(transfers_of(&ledger_now, d.first_payment).len(), 1);
+
+    // Reconcile: the processor authorised a payment whose webhook never arrived.
+    let next = d.first_payment + 1;
+    let sandbox = m.app.state.processor.sandbox.as_ref().unwrap();
+    sandbox.set_webhook_target("http://127.0.0.1:9/nowhere");
+    let intent = payment(&m, next).await["processor_payment_intent_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    m.app
+        .post_json(
+            &format!("/api/sandbox/payment_intents/{intent}/confirm"),
+            &j!({"payment_method": "pm_card_visa"}),
+        )
+        .await;
+    assert_eq!(payment(&m, next).await["status"], "pending");
+    let r = post(&m, &d.company, "/api/admin/payments/reconcile", j!({})).await;
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let r = m
+        .as_admin(
+            Method::POST,
+            "/api/admin/payments/reconcile?older_than_minutes=0",
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let result = json(r).await;
+    let corrected = result["corrected"].as_array().unwrap();
+    assert!(
+        corrected
+            .iter()
+            .any(|c| c["payment_id"] == next && c["from"] == "pending" && c["to"] == "held")
+    );
+    assert_eq!(payment(&m, next).await["status"], "held");
+    let recorded = m
+        .count(
+            "SELECT COUNT(*) FROM events WHERE kind = 'payment.reconciled' AND aggregate_id = $1",
+            next,
+        )
+        .await;
+    assert_eq!(recorded, 1);
+    // Admin list filters.
+    let r = m
+        .as_admin(
+            Method::GET,
+            &format!(
+                "/api/admin/payments?project_id={}&status=held",
+                d.project_id
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(json(r).await["total"], 1);
+}
