@@ -1,5 +1,6 @@
 //! Types and rules with no I/O.
 
+pub mod commission;
 pub mod money;
 pub mod profile;
 pub mod project;

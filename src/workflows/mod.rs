@@ -4,12 +4,14 @@
 pub mod accounts;
 pub mod applications;
 pub mod auth;
+pub mod connect;
 pub mod emails;
 pub mod error;
 pub mod escrow;
 pub mod notify;
 pub mod outbox;
 pub mod passwords;
+pub mod payment_methods;
 pub mod payments;
 pub mod projects;
 pub mod selection;

@@ -2,6 +2,7 @@
 
 mod auth;
 mod cli;
+mod connect;
 mod helpers;
 mod invitations;
 mod market;
