@@ -153,6 +153,22 @@ pub fn configure(cfg: &mut ServiceConfig) {
             .service(expert::assigned_projects)
             .service(expert::invitations);
     }
+    // Commission configuration (administrators): `bulk` before `{level}`.
+    cfg.service(routes::commission::list_config)
+        .service(routes::commission::update_bulk)
+        .service(routes::commission::get_level)
+        .service(routes::commission::update_level);
+    // Connected payout account of experts.
+    cfg.service(routes::connect::get_status)
+        .service(routes::connect::account_link)
+        .service(routes::connect::account_update_link)
+        .service(routes::connect::admin_disconnect);
+    // Payments: the literal `/api/payments/...` paths below must stay before any
+    // `/api/payments/{id}` route, which would otherwise capture them.
+    cfg.service(routes::payment_methods::public_key)
+        .service(routes::payment_methods::saved_methods)
+        .service(routes::payment_methods::delete_saved_method)
+        .service(routes::payment_methods::attach_method);
     // Notifications.
     cfg.service(routes::notifications::list)
         .service(routes::notifications::mark_read)

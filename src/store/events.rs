@@ -141,3 +141,20 @@ pub async fn pending_count(ex: Exec<'_>) -> StoreResult<i64> {
     .fetch_one(c)
     .await)?)
 }
+
+/// How many events of `kind` were recorded for one aggregate.
+pub async fn count_of(
+    ex: Exec<'_>,
+    kind: &str,
+    aggregate: &str,
+    aggregate_id: i64,
+) -> StoreResult<i64> {
+    Ok(on_exec!(ex, c => sqlx::query_scalar(
+        "SELECT COUNT(*) FROM events WHERE kind = $1 AND aggregate = $2 AND aggregate_id = $3",
+    )
+    .bind(kind)
+    .bind(aggregate)
+    .bind(aggregate_id)
+    .fetch_one(c)
+    .await)?)
+}

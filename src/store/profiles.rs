@@ -576,6 +576,133 @@ async fn swap_picture(
     Ok(previous.flatten())
 }
 
+/// A profile's links to the processor: the connected payout account (experts) and the
+/// customer that holds saved cards (companies).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct ProcessorLink {
+    pub profile_id: i64,
+    pub user_id: i64,
+    pub connect_account_id: Option<String>,
+    /// `pending`, `active`, `restricted` or `disconnected`; `None` before any account.
+    pub connect_status: Option<String>,
+    pub charges_enabled: bool,
+    pub payouts_enabled: bool,
+    pub customer_id: Option<String>,
+}
+
+/// The processor links of `user_id`'s profile of `profile_type`.
+pub async fn processor_link(
+    ex: Exec<'_>,
+    user_id: i64,
+    profile_type: &str,
+) -> StoreResult<Option<ProcessorLink>> {
+    Ok(on_exec!(ex, c => sqlx::query_as::<_, ProcessorLink>(
+        "SELECT id AS profile_id, user_id, processor_connect_account_id AS connect_account_id,
+                processor_connect_status AS connect_status,
+                processor_charges_enabled AS charges_enabled,
+                processor_payouts_enabled AS payouts_enabled,
+                processor_customer_id AS customer_id
+         FROM profiles WHERE user_id = $1 AND profile_type = $2",
+    )
+    .bind(user_id)
+    .bind(profile_type)
+    .fetch_optional(c)
+    .await)?)
+}
+
+/// Records a new connected account on a profile that has none; `false` when it already had
+/// one (a concurrent request won: read it back).
+pub async fn set_connect_account(
+    ex: Exec<'_>,
+    profile_id: i64,
+    account_id: &str,
+    status: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    let rows = on_exec!(ex, c => sqlx::query(
+        "UPDATE profiles SET processor_connect_account_id = $2, processor_connect_status = $3,
+            processor_charges_enabled = FALSE, processor_payouts_enabled = FALSE, updated_at = $4
+         WHERE id = $1 AND processor_connect_account_id IS NULL",
+    )
+    .bind(profile_id)
+    .bind(account_id)
+    .bind(status)
+    .bind(now)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(rows == 1)
+}
+
+/// Stores the processor's view of a connected account on the profile that holds it, found
+/// by account id (so a late update of a disconnected account changes nothing). `false` when
+/// no profile holds it.
+pub async fn set_connect_state(
+    ex: Exec<'_>,
+    account_id: &str,
+    status: &str,
+    charges_enabled: bool,
+    payouts_enabled: bool,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    let rows = on_exec!(ex, c => sqlx::query(
+        "UPDATE profiles SET processor_connect_status = $2, processor_charges_enabled = $3,
+            processor_payouts_enabled = $4, updated_at = $5
+         WHERE processor_connect_account_id = $1",
+    )
+    .bind(account_id)
+    .bind(status)
+    .bind(charges_enabled)
+    .bind(payouts_enabled)
+    .bind(now)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(rows >= 1)
+}
+
+/// Forgets a profile's connected account: no id, `status`, both flags off.
+pub async fn clear_connect_account(
+    ex: Exec<'_>,
+    profile_id: i64,
+    status: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    let rows = on_exec!(ex, c => sqlx::query(
+        "UPDATE profiles SET processor_connect_account_id = NULL, processor_connect_status = $2,
+            processor_charges_enabled = FALSE, processor_payouts_enabled = FALSE, updated_at = $3
+         WHERE id = $1",
+    )
+    .bind(profile_id)
+    .bind(status)
+    .bind(now)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(rows == 1)
+}
+
+/// Records the processor customer of a profile that has none; `false` when it already had
+/// one (a concurrent request won: read it back).
+pub async fn set_customer(
+    ex: Exec<'_>,
+    profile_id: i64,
+    customer_id: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    let rows = on_exec!(ex, c => sqlx::query(
+        "UPDATE profiles SET processor_customer_id = $2, updated_at = $3
+         WHERE id = $1 AND processor_customer_id IS NULL",
+    )
+    .bind(profile_id)
+    .bind(customer_id)
+    .bind(now)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(rows == 1)
+}
+
 /// An expert curation may suggest, with what the score needs.
 #[derive(Debug, Clone)]
 pub struct CurationCandidate {

@@ -587,9 +587,9 @@ async fn split_for(state: &AppState, y: &Payment) -> FlowResult<(String, i64, i6
         None => None,
     }
     .unwrap_or_else(|| "Global".to_owned());
-    let rate = rates::rate_bp_for(conn.exec(), &level)
-        .await?
-        .ok_or_else(|| anyhow::anyhow!("no commission rate for level {level}"))?;
+    let known = commission::Level::parse(&level).unwrap_or(commission::Level::Global);
+    let rate = rates::rate_bp_for(conn.exec(), known).await?;
+    let level = known.as_str().to_owned();
     let (commission_minor, expert_minor) = commission::split(y.amount_minor, rate);
     Ok((level, commission_minor, expert_minor))
 }

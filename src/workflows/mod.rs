@@ -12,6 +12,7 @@ pub mod escrow_jobs;
 pub mod notify;
 pub mod outbox;
 pub mod passwords;
+pub mod payment_methods;
 pub mod payments;
 pub mod processor_events;
 pub mod projects;

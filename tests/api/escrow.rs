@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use marketplace::integrations::processor::CreateAccount;
 use marketplace::integrations::processor::webhook::{SIGNATURE_HEADER, sign};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json as j};
@@ -49,37 +48,20 @@ pub async fn deal(m: &Market, name: &str, amounts: [f64; 3]) -> Deal {
     }
 }
 
-/// Gives the expert an onboarded connected account: created at the processor, recorded on
-/// the profile as the account link does, onboarding completed at the sandbox, whose
+/// Gives the expert an onboarded connected account the way experts get one: the account
+/// link creates it, the hosted onboarding is completed at the sandbox, and its
 /// `account.updated` webhook makes it `active`.
 pub async fn connect(m: &Market, expert: &Account) -> String {
-    let account = m
-        .app
-        .state
-        .processor
-        .client
-        .create_account(
-            &CreateAccount {
-                email: expert.email.clone(),
-                country: Some("ES".into()),
-                metadata: Default::default(),
-            },
-            &format!("test_account_{}", expert.id),
-        )
-        .await
-        .unwrap();
-    sql(
-        m,
-        "UPDATE profiles SET processor_connect_account_id = $1, processor_connect_status = 'pending'
-         WHERE user_id = $2 AND profile_type = 'experto'",
-        &account.id,
-        expert.id,
-    )
-    .await;
+    let r = post(m, expert, "/api/processor-connect/account-link", j!({})).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = m
+        .send(expert, Method::GET, "/api/processor-connect/status", None)
+        .await;
+    let account = json(r).await["account_id"].as_str().unwrap().to_owned();
     let r = m
         .app
         .post_json(
-            &format!("/api/sandbox/accounts/{}/complete-onboarding", account.id),
+            &format!("/api/sandbox/accounts/{account}/complete-onboarding"),
             &j!({}),
         )
         .await;
@@ -95,7 +77,7 @@ pub async fn connect(m: &Market, expert: &Account) -> String {
         (status == "active").then_some(())
     })
     .await;
-    account.id
+    account
 }
 
 async fn sql(m: &Market, statement: &'static str, text: &str, id: i64) {

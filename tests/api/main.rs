@@ -2,6 +2,7 @@
 
 mod auth;
 mod cli;
+mod connect;
 mod escrow;
 mod helpers;
 mod invitations;

@@ -2,11 +2,14 @@
 
 pub mod applications;
 pub mod auth;
+pub mod commission;
+pub mod connect;
 pub mod documents;
 pub mod escrow_views;
 pub mod expert;
 pub mod invitations;
 pub mod notifications;
+pub mod payment_methods;
 pub mod payments;
 pub mod profiles;
 pub mod projects;

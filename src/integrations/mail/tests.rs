@@ -55,6 +55,7 @@ fn sample_context(template: Template, person: &str) -> Value {
         }),
         Template::PaymentReleased
         | Template::PaymentReceived
+        | Template::PaymentHeld
         | Template::PaymentRefundedCompany
         | Template::PaymentRefundedExpert
         | Template::PaymentFailed
