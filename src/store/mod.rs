@@ -15,6 +15,7 @@ use std::time::Duration;
 use crate::config::DatabaseTarget;
 
 pub mod applications;
+pub mod deliveries;
 pub mod documents;
 pub mod events;
 pub mod invitations;

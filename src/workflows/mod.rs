@@ -4,9 +4,11 @@
 pub mod accounts;
 pub mod applications;
 pub mod auth;
+pub mod deliveries;
 pub mod emails;
 pub mod error;
 pub mod escrow;
+pub mod milestones;
 pub mod notify;
 pub mod outbox;
 pub mod passwords;

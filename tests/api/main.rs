@@ -2,6 +2,7 @@
 
 mod auth;
 mod cli;
+mod deliveries;
 mod helpers;
 mod invitations;
 mod market;

@@ -6,6 +6,7 @@ pub mod documents;
 pub mod escrow_views;
 pub mod expert;
 pub mod invitations;
+pub mod milestones;
 pub mod notifications;
 pub mod profiles;
 pub mod projects;
