@@ -169,6 +169,25 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(routes::payment_methods::saved_methods)
         .service(routes::payment_methods::delete_saved_method)
         .service(routes::payment_methods::attach_method);
+    // Milestones and deliveries: the literal `deliveries/…` paths before `{milestone_id}`.
+    {
+        use routes::milestones as ms;
+        cfg.service(ms::create_delivery)
+            .service(ms::deliveries_of_milestone)
+            .service(ms::deliveries_of_project)
+            .service(ms::my_deliveries)
+            .service(ms::get_delivery)
+            .service(ms::update_delivery)
+            .service(ms::review_delivery)
+            .service(ms::create)
+            .service(ms::list_for_project)
+            .service(ms::get_milestone)
+            .service(ms::update)
+            .service(ms::delete_milestone)
+            .service(ms::complete)
+            .service(ms::approve)
+            .service(ms::reject);
+    }
     // Notifications.
     cfg.service(routes::notifications::list)
         .service(routes::notifications::mark_read)

@@ -249,3 +249,120 @@ pub async fn reopen_after_failed_transfer(
     .map(drop))?;
     Ok(reopened == 1)
 }
+
+/// Changes to a milestone; `None` keeps the value.
+#[derive(Debug, Clone, Default)]
+pub struct MilestoneChanges<'a> {
+    pub title: Option<&'a str>,
+    pub description: Option<&'a str>,
+    pub amount_minor: Option<i64>,
+    pub due_date: Option<DateTime<Utc>>,
+}
+
+/// Edits a milestone while it is `pending` and no payment was ever made for it (a funded
+/// milestone keeps the amount its money was authorised for).
+pub async fn update_pending(
+    ex: Exec<'_>,
+    id: i64,
+    ch: &MilestoneChanges<'_>,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    let done = on_exec!(ex, c => sqlx::query(
+        "UPDATE milestones SET title = COALESCE($1, title),
+             description = COALESCE($2, description),
+             amount_minor = COALESCE($3, amount_minor), due_date = COALESCE($4, due_date),
+             updated_at = $5
+         WHERE id = $6 AND status = 'pending'
+           AND NOT EXISTS (SELECT 1 FROM payments y WHERE y.milestone_id = $6)",
+    )
+    .bind(ch.title)
+    .bind(ch.description)
+    .bind(ch.amount_minor)
+    .bind(ch.due_date)
+    .bind(now)
+    .bind(id)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(done == 1)
+}
+
+/// Deletes a milestone while it is `pending` and without any payment.
+pub async fn delete_pending(ex: Exec<'_>, id: i64) -> StoreResult<bool> {
+    let done = on_exec!(ex, c => sqlx::query(
+        "DELETE FROM milestones WHERE id = $1 AND status = 'pending'
+           AND NOT EXISTS (SELECT 1 FROM payments y WHERE y.milestone_id = $1)",
+    )
+    .bind(id)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(done == 1)
+}
+
+/// Counts one rejection and moves the milestone `from` → `to` in the same update, only while
+/// it still has `count` rejections: two concurrent rejections cannot both count as the same one.
+pub async fn add_rejection(
+    ex: Exec<'_>,
+    id: i64,
+    from: &str,
+    count: i64,
+    to: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    let done = on_exec!(ex, c => sqlx::query(
+        "UPDATE milestones SET rejection_count = rejection_count + 1, status = $1, updated_at = $2,
+             cancelled_at = CASE WHEN $1 = 'cancelled' THEN $2 ELSE cancelled_at END
+         WHERE id = $3 AND status = $4 AND rejection_count = $5",
+    )
+    .bind(to)
+    .bind(now)
+    .bind(id)
+    .bind(from)
+    .bind(count)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(done == 1)
+}
+
+/// Cancels the project's milestones after `position` that are not finished.
+pub async fn cancel_after(
+    ex: Exec<'_>,
+    project_id: i64,
+    position: i64,
+    now: DateTime<Utc>,
+) -> StoreResult<u64> {
+    Ok(on_exec!(ex, c => sqlx::query(
+        "UPDATE milestones SET status = 'cancelled', cancelled_at = $1, updated_at = $1
+         WHERE project_id = $2 AND position > $3
+           AND status IN ('awaiting_payment', 'pending', 'in_progress', 'completed')",
+    )
+    .bind(now)
+    .bind(project_id)
+    .bind(position)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?)
+}
+
+/// The id of the milestone's payment held in escrow, if it is funded.
+pub async fn held_payment(ex: Exec<'_>, milestone_id: i64) -> StoreResult<Option<i64>> {
+    Ok(on_exec!(ex, c => sqlx::query_scalar(
+        "SELECT id FROM payments WHERE milestone_id = $1 AND status = 'held' ORDER BY id LIMIT 1",
+    )
+    .bind(milestone_id)
+    .fetch_optional(c)
+    .await)?)
+}
+
+/// Whether some milestone of the project is still to be approved.
+pub async fn has_unfinished(ex: Exec<'_>, project_id: i64) -> StoreResult<bool> {
+    Ok(on_exec!(ex, c => sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM milestones
+             WHERE project_id = $1 AND status NOT IN ('approved', 'cancelled'))",
+    )
+    .bind(project_id)
+    .fetch_one(c)
+    .await)?)
+}

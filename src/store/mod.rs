@@ -16,6 +16,7 @@ use crate::config::DatabaseTarget;
 
 pub mod applications;
 pub mod commission;
+pub mod deliveries;
 pub mod disputes;
 pub mod documents;
 pub mod events;

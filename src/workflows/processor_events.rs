@@ -205,8 +205,12 @@ async fn apply_to_payment(state: &AppState, event_id: &str, payment_id: i64) -> 
             if y.status == "pending" =>
         {
             let intent = event.payment_intent().map_err(bad_object)?;
-            let details = charge_details(state, &intent).await;
-            Some((intent, details))
+            let (capture_before, receipt_url) = charge_details(state, &intent).await;
+            Some(Authorised {
+                intent,
+                capture_before,
+                receipt_url,
+            })
         }
         _ => None,
     };
@@ -244,26 +248,36 @@ fn bad_object(e: serde_json::Error) -> FlowError {
 
 type Note = Option<&'static str>;
 
+/// What the processor says of an authorisation, read before the transaction opens.
+struct Authorised {
+    intent: PaymentIntent,
+    capture_before: Option<DateTime<Utc>>,
+    receipt_url: Option<String>,
+}
+
 /// `payment_intent.succeeded` / `amount_capturable_updated`: `held` from `pending`, whichever
 /// comes first (DESIGN §5); afterwards only the capturable amount is noted.
 async fn on_authorised(
     tx: &mut Tx,
     event: &Event,
     y: &Payment,
-    authorisation: Option<(PaymentIntent, (Option<DateTime<Utc>>, Option<String>))>,
+    authorisation: Option<Authorised>,
     now: DateTime<Utc>,
 ) -> FlowResult<Note> {
     let intent = event.payment_intent().map_err(bad_object)?;
-    if let Some((intent, (capture_before, receipt))) = authorisation
-        && escrow::is_authorised(&intent)
+    if let Some(a) = authorisation
+        && escrow::is_authorised(&a.intent)
     {
-        return Ok(
-            if escrow::hold_in_tx(tx, y, &intent, capture_before, receipt.as_deref(), now).await? {
-                None
-            } else {
-                Some("payment no longer pending")
-            },
-        );
+        let held = escrow::hold_in_tx(
+            tx,
+            y,
+            &a.intent,
+            a.capture_before,
+            a.receipt_url.as_deref(),
+            now,
+        )
+        .await?;
+        return Ok((!held).then_some("payment no longer pending"));
     }
     if event.kind == "payment_intent.amount_capturable_updated" {
         let mut metadata = y.payment_metadata.0.clone();

@@ -3,6 +3,7 @@
 mod auth;
 mod cli;
 mod connect;
+mod deliveries;
 mod escrow;
 mod helpers;
 mod invitations;

@@ -8,6 +8,7 @@ pub mod documents;
 pub mod escrow_views;
 pub mod expert;
 pub mod invitations;
+pub mod milestones;
 pub mod notifications;
 pub mod payment_methods;
 pub mod payments;
