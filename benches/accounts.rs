@@ -8,6 +8,8 @@
 //! Outside `cargo bench` (no `--bench` argument, as under `cargo test --benches`) it does
 //! nothing, so a test run never spends minutes here.
 
+mod support;
+
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -16,7 +18,7 @@ use marketplace::clock::Clock;
 use marketplace::config::Settings;
 use marketplace::startup::Application;
 use serde_json::{Value, json};
-use sqlx::Connection as _;
+use support::{FreshPostgres, env_number, env_text, load_average, lowercase_token};
 
 /// The production default (`BCRYPT_COST`), which both the micro benchmark and the server use.
 const BCRYPT_COST: u32 = 12;
@@ -37,26 +39,6 @@ struct Config {
     max_requests_per_client: usize,
     postgres_admin_url: Option<String>,
     redis_url: Option<String>,
-}
-
-fn env_number(name: &str, default: u64, min: u64, max: u64) -> u64 {
-    match std::env::var(name) {
-        Ok(raw) if !raw.trim().is_empty() => match raw.trim().parse::<u64>() {
-            Ok(n) => n.clamp(min, max),
-            Err(_) => {
-                eprintln!("warning: {name}={raw} is not a whole number; using {default}");
-                default
-            }
-        },
-        _ => default,
-    }
-}
-
-fn env_text(name: &str) -> Option<String> {
-    std::env::var(name)
-        .ok()
-        .map(|v| v.trim().to_owned())
-        .filter(|v| !v.is_empty())
 }
 
 impl Config {
@@ -218,16 +200,6 @@ fn main() {
 
     table.print();
     println!("\nload average after the run = {}", load_average());
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| {
-            let parts: Vec<&str> = s.split_whitespace().take(3).collect();
-            (parts.len() == 3).then(|| parts.join(" "))
-        })
-        .unwrap_or_else(|| "unknown".into())
 }
 
 struct BcryptStats {
@@ -647,81 +619,4 @@ where
     }
     result.latencies_us.sort_unstable();
     result
-}
-
-/// A random `[a-z0-9]` string, usable in database names and cache prefixes.
-fn lowercase_token(bytes: usize) -> String {
-    marketplace::domain::token::random_token(bytes)
-        .to_lowercase()
-        .replace(['-', '_'], "x")
-}
-
-/// A PostgreSQL database created for one target and dropped after it.
-struct FreshPostgres {
-    admin_url: String,
-    name: String,
-    url: String,
-}
-
-impl FreshPostgres {
-    /// Creates `mkt_b_<unix time>_<random>`, dropping databases of earlier runs older than two
-    /// hours on the way (a run that crashed cannot drop its own).
-    async fn create(admin_url: &str) -> anyhow::Result<Self> {
-        let mut admin = sqlx::PgConnection::connect(admin_url)
-            .await
-            .context("BENCH_DATABASE_URL reachable")?;
-        let now = chrono::Utc::now().timestamp();
-        let stale: Vec<String> =
-            sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 'mkt_b_%'")
-                .fetch_all(&mut admin)
-                .await
-                .unwrap_or_default();
-        for name in stale {
-            let created = name
-                .split('_')
-                .nth(2)
-                .and_then(|t| t.parse::<i64>().ok())
-                .unwrap_or(now);
-            if now - created > 2 * 3600 {
-                let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-                )))
-                .execute(&mut admin)
-                .await;
-            }
-        }
-
-        let name = format!("mkt_b_{now}_{}", lowercase_token(6));
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut admin)
-            .await
-            .context("create the benchmark database")?;
-        let _ = admin.close().await;
-        let mut url = url::Url::parse(admin_url).context("BENCH_DATABASE_URL is a URL")?;
-        url.set_path(&format!("/{name}"));
-        println!("created database {name}");
-        Ok(Self {
-            admin_url: admin_url.to_owned(),
-            name,
-            url: url.to_string(),
-        })
-    }
-
-    async fn drop_database(self) {
-        let dropped = async {
-            let mut admin = sqlx::PgConnection::connect(&self.admin_url).await?;
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            )))
-            .execute(&mut admin)
-            .await?;
-            admin.close().await
-        }
-        .await;
-        match dropped {
-            Ok(()) => println!("dropped database {}", self.name),
-            Err(err) => println!("could not drop database {}: {err}", self.name),
-        }
-    }
 }
