@@ -1235,3 +1235,80 @@ async fn expiring_authorisations_are_reported_and_captured_and_reconcile_correct
         .await;
     assert_eq!(json(r).await["total"], 1);
 }
+
+#[actix_web::test]
+async fn confirm_initial_holds_the_first_payment_and_a_blocked_transfer_waits_for_the_account() {
+    let m = Market::open().await;
+    let d = deal(&m, "conf", [15.0, 15.0, 15.0]).await;
+    // The processor's webhooks do not arrive: only the company's confirmation tells us.
+    let sandbox = m.app.state.processor.sandbox.as_ref().unwrap();
+    sandbox.set_webhook_target("http://127.0.0.1:9/nowhere");
+    let intent = payment(&m, d.first_payment).await["processor_payment_intent_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    m.app
+        .post_json(
+            &format!("/api/sandbox/payment_intents/{intent}/confirm"),
+            &j!({"payment_method": "pm_card_visa"}),
+        )
+        .await;
+    let path = format!("/api/payments/confirm-initial/{}", d.project_id);
+    let r = post(&m, &d.expert, &path, j!({})).await;
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let r = post(&m, &d.company, &path, j!({})).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let body = json(r).await;
+    assert_eq!(body["payment"]["status"], "held");
+    assert_eq!(body["project_status"], "in_progress");
+
+    // The expert has no payout account yet: released, not transferred, administrators told.
+    let r = post(
+        &m,
+        &d.company,
+        "/api/payments/release",
+        j!({"payment_id": d.first_payment}),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let y = json(r).await;
+    assert_eq!(y["status"], "released");
+    assert_eq!(y["payout_status"], "pending");
+    assert_eq!(
+        y["payment_metadata"]["transfer_blocked"],
+        "processor_connect_not_active"
+    );
+    wait_notification(&m.app, m.admin_id, "payment_transfer_blocked").await;
+    assert!(transfers_of(&sandbox_ledger(&m).await, d.first_payment).is_empty());
+    let r = m
+        .as_admin(
+            Method::POST,
+            &format!("/api/payments/retry-transfer/{}", d.first_payment),
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(code(&json(r).await), "PROCESSOR_CONNECT_NOT_ACTIVE");
+
+    // Once the account is active, the daily job pays the expert.
+    sandbox.set_webhook_target(m.app.url("/api/payments/webhooks/processor"));
+    connect(&m, &d.expert).await;
+    m.app
+        .state
+        .jobs
+        .get()
+        .unwrap()
+        .transfer_retry
+        .trigger()
+        .await
+        .unwrap();
+    let y = wait_payment(&m, d.first_payment, "transferred", |y| {
+        y["payout_status"] == "transferred"
+    })
+    .await;
+    assert!(y["payment_metadata"].get("transfer_blocked").is_none());
+    assert_eq!(
+        transfers_of(&sandbox_ledger(&m).await, d.first_payment).len(),
+        1
+    );
+}
