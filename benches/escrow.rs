@@ -133,6 +133,7 @@ async fn measure(state: &AppState, base: &str, config: &Config) -> anyhow::Resul
         })
         .collect();
     let secret = state.processor.webhook_secret.expose().to_owned();
+    // Duplicates are answered without being applied again: their line reports the answers.
     for round in ["new events", "duplicates"] {
         let started = Instant::now();
         let errors = post_all(&client, base, &events, &secret, config.clients).await;
@@ -438,7 +439,8 @@ async fn wait_applied(state: &AppState, n: usize) -> anyhow::Result<i64> {
     for _ in 0..30_000 {
         let applied = count(
             state,
-            "SELECT COUNT(*) FROM processor_events WHERE processed_at IS NOT NULL AND $1 = $1",
+            "SELECT COUNT(*) FROM processor_events
+             WHERE processed_at IS NOT NULL AND id LIKE 'evt_bench_%' AND $1 = $1",
             0,
         )
         .await?;
