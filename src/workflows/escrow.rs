@@ -724,8 +724,13 @@ pub(crate) async fn transfer(state: &AppState, y: Payment) -> FlowResult<Payment
 
 /// `POST /api/payments/retry-transfer/{id}` (administrators): a `released` payment with
 /// payout `pending`, or a `held` one whose transfer failed (released again first, its
-/// milestone and delivery approved again). The expert's account must be `active`.
-pub async fn retry_transfer(state: &AppState, payment_id: i64) -> FlowResult<Payment> {
+/// milestone and delivery approved again, by `admin_id`). The expert's account must be
+/// `active`.
+pub async fn retry_transfer(
+    state: &AppState,
+    admin_id: i64,
+    payment_id: i64,
+) -> FlowResult<Payment> {
     in_payment_actor(state, payment_id, move |st| async move {
         let y = load(&st, payment_id).await?;
         let eligible = matches!(
@@ -760,7 +765,7 @@ pub async fn retry_transfer(state: &AppState, payment_id: i64) -> FlowResult<Pay
                 return Err(FlowError::conflict("INVALID_STATE", "The payment changed; try again"));
             }
             if let Some(m) = y.milestone_id {
-                milestones::approve_with_delivery(tx.exec(), m, None, 0, now).await?;
+                milestones::approve_with_delivery(tx.exec(), m, None, admin_id, now).await?;
             }
             tx.commit().await?;
             load(&st, payment_id).await?

@@ -609,13 +609,27 @@ async fn transfer_failure_payouts_and_refund_at_the_processor() {
     let d = deal(&m, "tf", [50.0, 50.0, 50.0]).await;
     let account = connect(&m, &d.expert).await;
     fund(&m, &d.company, d.first_payment).await;
+    // The company approves the expert's delivery, which releases the payment.
+    let milestone = payment(&m, d.first_payment).await["milestone_id"]
+        .as_i64()
+        .unwrap();
     let r = post(
         &m,
-        &d.company,
-        "/api/payments/release",
-        j!({"payment_id": d.first_payment}),
+        &d.expert,
+        "/api/milestones/deliveries/",
+        j!({"milestone_id": milestone, "description": "Done"}),
     )
     .await;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let delivery = json(r).await["id"].as_i64().unwrap();
+    let r = m
+        .send(
+            &d.company,
+            Method::PUT,
+            &format!("/api/milestones/deliveries/{delivery}/review"),
+            Some(j!({"decision": "approve"})),
+        )
+        .await;
     assert_eq!(r.status(), StatusCode::OK);
     let y = wait_payment(&m, d.first_payment, "transferred", |y| {
         y["payout_status"] == "transferred"
@@ -696,6 +710,14 @@ async fn transfer_failure_payouts_and_refund_at_the_processor() {
     assert_eq!(y["status"], "released");
     assert_eq!(y["payout_status"], "transferred");
     assert_ne!(y["processor_transfer_id"], transfer);
+    // The delivery sent back for review is approved again, by the administrator.
+    let reviewer = m
+        .count(
+            "SELECT COALESCE(reviewed_by, 0) FROM deliveries WHERE id = $1 AND status = 'approved'",
+            delivery,
+        )
+        .await;
+    assert_eq!(reviewer, m.admin_id);
     let ledger = sandbox_ledger(&m).await;
     let transfers = transfers_of(&ledger, d.first_payment);
     assert_eq!(transfers.len(), 2);

@@ -588,10 +588,10 @@ pub async fn confirm_initial(
 #[post("/api/payments/retry-transfer/{payment_id}")]
 pub async fn retry_transfer(
     state: web::Data<AppState>,
-    _admin: AdminUser,
+    AdminUser(admin): AdminUser,
     path: web::Path<i64>,
 ) -> ApiResult<HttpResponse> {
-    let y = escrow::retry_transfer(&state, path.into_inner()).await?;
+    let y = escrow::retry_transfer(&state, admin.id(), path.into_inner()).await?;
     Ok(HttpResponse::Ok().json(PaymentView::from(y)))
 }
 
