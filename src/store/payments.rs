@@ -371,33 +371,6 @@ pub async fn mark_disputed(ex: Exec<'_>, id: i64, now: DateTime<Utc>) -> StoreRe
     )
 }
 
-/// `disputed` → `released` (a dispute decided for the expert), like [`mark_released`].
-pub async fn release_disputed(
-    ex: Exec<'_>,
-    id: i64,
-    split: &Split<'_>,
-    charge_id: Option<&str>,
-    now: DateTime<Utc>,
-) -> StoreResult<bool> {
-    changed!(
-        ex,
-        sqlx::query(
-            "UPDATE payments SET status = 'released', released_at = $1, updated_at = $1,
-                 transfer_attempt_at = $1, payout_status = 'pending',
-                 expert_level_used = $2, commission_minor = $3, application_fee_minor = $3,
-                 expert_amount_minor = $4,
-                 processor_charge_id = COALESCE($5, processor_charge_id)
-             WHERE id = $6 AND status = 'disputed'",
-        )
-        .bind(now)
-        .bind(split.expert_level)
-        .bind(split.commission_minor)
-        .bind(split.expert_amount_minor)
-        .bind(charge_id)
-        .bind(id)
-    )
-}
-
 pub async fn find_by_charge(ex: Exec<'_>, charge_id: &str) -> StoreResult<Option<Payment>> {
     Ok(
         on_exec!(ex, c => sqlx::query_as::<_, Payment>(select_payments!(

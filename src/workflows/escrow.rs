@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use crate::domain::commission;
 use crate::domain::money::minor_to_number;
+use crate::domain::project::format_minor;
 use crate::integrations::mail::Template;
 use crate::integrations::processor::{
     CreateRefund, CreateTransfer, CreateTransferReversal, PaymentIntent, ProcessorError,
@@ -128,6 +129,11 @@ pub(crate) async fn record(
     .await?)
 }
 
+/// An amount as people read it: `1250.00 EUR`.
+pub(crate) fn money_text(minor: i64, currency: &str) -> String {
+    format!("{} {}", format_minor(minor), currency.to_uppercase())
+}
+
 /// The people and words around a payment, for notifications and e-mails.
 pub(crate) struct Parties {
     pub project: Project,
@@ -175,7 +181,7 @@ impl Parties {
     pub fn mail(&self, to: &users::Contact, y: &Payment, amount_minor: i64) -> Value {
         json!({"name": to.name, "project_title": self.project.title,
                "project_id": y.project_id, "milestone_title": self.milestone_title,
-               "amount": crate::domain::project::format_minor(amount_minor),
+               "amount": format_minor(amount_minor),
                "currency": y.currency.to_uppercase()})
     }
 }
@@ -220,9 +226,8 @@ pub(crate) async fn hold_in_tx(
             "payment_held",
             "Payment held in escrow",
             &format!(
-                "{} {} for \"{}\" is held in escrow: you can start the milestone.",
-                crate::domain::project::format_minor(y.amount_minor),
-                y.currency.to_uppercase(),
+                "{} for \"{}\" is held in escrow: you can start the milestone.",
+                money_text(y.amount_minor, &y.currency),
                 parties.project.title
             ),
             parties.data(y),
@@ -419,10 +424,7 @@ async fn release_in_actor(
     let project = projects::find(tx.exec(), y.project_id)
         .await?
         .ok_or_else(changed)?;
-    let open_left = milestones::active_of_project(tx.exec(), y.project_id)
-        .await?
-        .iter()
-        .any(|m| m.status != "approved");
+    let open_left = milestones::has_unfinished(tx.exec(), y.project_id).await?;
     let to = if open_left {
         "in_progress"
     } else {
@@ -445,9 +447,8 @@ async fn release_in_actor(
             "payment_released",
             "Payment released",
             &format!(
-                "{} {} for \"{}\" was released to you.",
-                crate::domain::project::format_minor(split.2),
-                y.currency.to_uppercase(),
+                "{} for \"{}\" was released to you.",
+                money_text(split.2, &y.currency),
                 parties.milestone_title
             ),
             parties.data(&released),
@@ -464,9 +465,8 @@ async fn release_in_actor(
             "payment_released",
             "Payment released",
             &format!(
-                "You released {} {} for \"{}\".",
-                crate::domain::project::format_minor(y.amount_minor),
-                y.currency.to_uppercase(),
+                "You released {} for \"{}\".",
+                money_text(y.amount_minor, &y.currency),
                 parties.milestone_title
             ),
             parties.data(&released),
@@ -598,6 +598,12 @@ async fn split_for(state: &AppState, y: &Payment) -> FlowResult<(String, i64, i6
 // Transfer to the expert.
 // ---------------------------------------------------------------------------------------
 
+/// Whether transfers can reach the expert: an onboarded, `active` connected account.
+fn payout_account_active(p: &profiles::Profile) -> bool {
+    p.processor_connect_status.as_deref() == Some(crate::workflows::connect::ACTIVE)
+        && p.processor_connect_account_id.is_some()
+}
+
 /// Why a released payment's transfer cannot be made now.
 fn transfer_blocker(y: &Payment, expert: Option<&profiles::Profile>) -> Option<&'static str> {
     let expert_amount = y.expert_amount_minor.unwrap_or(0);
@@ -605,12 +611,7 @@ fn transfer_blocker(y: &Payment, expert: Option<&profiles::Profile>) -> Option<&
         _ if expert_amount <= 0 => Some("expert_amount_not_positive"),
         None => Some("expert_profile_missing"),
         Some(p) if !p.fiscal_data_complete => Some("fiscal_data_incomplete"),
-        Some(p)
-            if p.processor_connect_status.as_deref() != Some("active")
-                || p.processor_connect_account_id.is_none() =>
-        {
-            Some("processor_connect_not_active")
-        }
+        Some(p) if !payout_account_active(p) => Some("processor_connect_not_active"),
         Some(_) => None,
     }
 }
@@ -789,10 +790,7 @@ pub async fn require_connect_active(state: &AppState, expert_id: Option<i64>) ->
     let active = match expert_id {
         Some(id) => profiles::find_by_user(conn.exec(), id, "experto")
             .await?
-            .is_some_and(|p| {
-                p.processor_connect_status.as_deref() == Some("active")
-                    && p.processor_connect_account_id.is_some()
-            }),
+            .is_some_and(|p| payout_account_active(&p)),
         None => false,
     };
     if active {
@@ -949,11 +947,7 @@ pub(crate) async fn announce_refund(
     now: DateTime<Utc>,
 ) -> FlowResult<()> {
     let parties = Parties::load(tx, y).await?;
-    let amount = format!(
-        "{} {}",
-        crate::domain::project::format_minor(y.amount_minor),
-        y.currency.to_uppercase()
-    );
+    let amount = money_text(y.amount_minor, &y.currency);
     let mut notify = Vec::new();
     let mut mails = Vec::new();
     if let Some(company) = &parties.company {

@@ -429,9 +429,8 @@ async fn approve_now(
     Ok((m, release))
 }
 
-/// After escrow approved milestone `m` and released its money: the project back to
-/// `in_progress`, or `completed` when no milestone is left (DESIGN §6; conditional, so it is
-/// harmless if escrow moved it already), and the expert told.
+/// After escrow approved milestone `m` and released its money (moving the project on in the
+/// same transaction): the reviewer's feedback kept and the expert told.
 pub async fn after_release(
     state: &AppState,
     caller: &Caller,
@@ -446,18 +445,6 @@ pub async fn after_release(
     let p = projects::find(tx.exec(), project_id)
         .await?
         .ok_or_else(changed)?;
-    let to = if milestones::has_unfinished(tx.exec(), p.id).await? {
-        ProjectStatus::InProgress
-    } else {
-        ProjectStatus::Completed
-    };
-    if matches!(
-        status_of(&p),
-        Some(ProjectStatus::Assigned | ProjectStatus::InProgress | ProjectStatus::InReview)
-    ) {
-        // Escrow's release is committed: a lost race here must not turn it into an error.
-        projects::transition(tx.exec(), p.id, &p.status, to.as_str(), now).await?;
-    }
     if let Some(d) = delivery {
         // Escrow approved the delivery; the reviewer's words are kept with it.
         deliveries::transition(
@@ -502,7 +489,7 @@ pub async fn after_release(
     };
     let payload = json!({
         "project_id": p.id, "milestone_id": m.id, "delivery_id": delivery.map(|d| d.id),
-        "decision": "approve", "project_status": to.as_str(), "notify": notify, "email": mails,
+        "decision": "approve", "project_status": p.status, "notify": notify, "email": mails,
     });
     record(&mut tx, kind, p.id, payload, now).await?;
     tx.commit().await?;

@@ -21,7 +21,9 @@ use crate::store::processor_events::{self, StoredEvent};
 use crate::store::{LockScope, Tx, milestones, profiles, users};
 use crate::workflows::emails::email;
 use crate::workflows::error::{FlowError, FlowResult};
-use crate::workflows::escrow::{self, Parties, announce_refund, charge_details, record};
+use crate::workflows::escrow::{
+    self, Parties, announce_refund, charge_details, money_text, record,
+};
 use crate::workflows::notify::{for_admins, for_user};
 
 /// Why a delivery was refused (400, nothing stored).
@@ -344,9 +346,8 @@ async fn on_intent_failed(
             "payment_failed",
             "Payment failed",
             &format!(
-                "The payment of {} {} for \"{}\" failed: {reason}.",
-                format_minor(y.amount_minor),
-                y.currency.to_uppercase(),
+                "The payment of {} for \"{}\" failed: {reason}.",
+                money_text(y.amount_minor, &y.currency),
                 parties.milestone_title
             ),
             parties.data(y),
@@ -467,11 +468,10 @@ async fn on_transfer_failed(
         }
     }
     let mut message = format!(
-        "The transfer {} of payment {} ({} {}) failed; the milestone is back in progress for review.",
+        "The transfer {} of payment {} ({}) failed; the milestone is back in progress for review.",
         transfer.id,
         y.id,
-        format_minor(expert_amount),
-        y.currency.to_uppercase()
+        money_text(expert_amount, &y.currency)
     );
     if !orphan.is_null() {
         message.push_str(&format!(
@@ -537,10 +537,9 @@ async fn on_dispute_created(
         "dispute_created",
         "Chargeback opened",
         &format!(
-            "The card holder disputed payment {} ({} {}): {}.",
+            "The card holder disputed payment {} ({}): {}.",
             y.id,
-            format_minor(dispute.amount),
-            y.currency.to_uppercase(),
+            money_text(dispute.amount, &y.currency),
             dispute.reason
         ),
         json!({"dispute_id": dispute_id, "payment_id": y.id, "project_id": y.project_id,
@@ -700,11 +699,7 @@ async fn apply_account_event(
             None => None,
         };
         let paid = event.kind == "payout.paid";
-        let amount = format!(
-            "{} {}",
-            format_minor(payout.amount),
-            payout.currency.to_uppercase()
-        );
+        let amount = money_text(payout.amount, &payout.currency);
         let data = json!({"payout_id": payout.id, "amount": minor_to_number(payout.amount),
                           "currency": payout.currency, "account": account});
         let (kind, title, message) = if paid {

@@ -54,8 +54,8 @@ async fn assigned_project() -> Work {
     }
 }
 
-/// Funds a milestone the way a company does: its open payment's intent is confirmed at the
-/// processor sandbox with a card that authorises, and the webhook makes it `held`.
+/// Funds a milestone the way a company does: its open payment's intent is authorised at
+/// the processor sandbox and the webhook makes it `held`.
 async fn fund(m: &Market, milestone_id: i64) {
     let payment_id = m
         .count(
@@ -63,36 +63,17 @@ async fn fund(m: &Market, milestone_id: i64) {
             milestone_id,
         )
         .await;
-    let intent = text(
-        m,
-        "SELECT processor_payment_intent_id FROM payments WHERE id = $1",
-        payment_id,
-    )
-    .await;
-    let r = m
-        .app
-        .post_json(
-            &format!("/api/sandbox/payment_intents/{intent}/confirm"),
-            &serde_json::json!({"payment_method": "pm_card_visa"}),
-        )
-        .await;
-    assert_eq!(r.status(), reqwest::StatusCode::OK);
-    crate::escrow::wait_payment(m, payment_id, "payment held", |y| y["status"] == "held").await;
-}
-
-/// One text column of one row.
-async fn text(m: &Market, sql: &'static str, id: i64) -> String {
-    let mut conn = m.app.db.conn().await.unwrap();
-    marketplace::on_exec!(conn.exec(), c => sqlx::query_scalar::<_, String>(sql).bind(id).fetch_one(c).await)
-        .unwrap()
+    crate::escrow::authorise(m, payment_id).await;
 }
 
 async fn milestone_status(m: &Market, id: i64) -> String {
-    text(m, "SELECT status FROM milestones WHERE id = $1", id).await
+    m.text("SELECT status FROM milestones WHERE id = $1", id)
+        .await
 }
 
 async fn project_status(m: &Market, id: i64) -> String {
-    text(m, "SELECT status FROM projects WHERE id = $1", id).await
+    m.text("SELECT status FROM projects WHERE id = $1", id)
+        .await
 }
 
 async fn submit(m: &Market, expert: &Account, milestone_id: i64) -> reqwest::Response {
@@ -493,12 +474,9 @@ async fn the_third_rejection_cancels_the_milestone_the_later_ones_and_the_projec
         assert_eq!(milestone_status(m, *later).await, "cancelled");
     }
     assert_eq!(project_status(m, w.project_id).await, "cancelled");
-    let payment = text(
-        m,
-        "SELECT status FROM payments WHERE milestone_id = $1",
-        first,
-    )
-    .await;
+    let payment = m
+        .text("SELECT status FROM payments WHERE milestone_id = $1", first)
+        .await;
     assert!(
         ["held", "refunded"].contains(&payment.as_str()),
         "{payment}"
@@ -699,7 +677,9 @@ async fn concurrent_reviews_of_one_delivery_apply_once() {
         "{statuses:?}"
     );
     let rejected = decisions[winners[0]] == "reject";
-    let status = text(m, "SELECT status FROM deliveries WHERE id = $1", id).await;
+    let status = m
+        .text("SELECT status FROM deliveries WHERE id = $1", id)
+        .await;
     assert_eq!(
         status,
         if rejected {
@@ -801,7 +781,8 @@ async fn nobody_sees_or_acts_on_another_projects_work() {
         }
     }
     assert_eq!(
-        text(m, "SELECT status FROM deliveries WHERE id = $1", id).await,
+        m.text("SELECT status FROM deliveries WHERE id = $1", id)
+            .await,
         "submitted"
     );
     // Unknown ids are 404 too.

@@ -68,8 +68,8 @@ pub async fn connect(m: &Market, expert: &Account) -> String {
     assert_eq!(r.status(), StatusCode::OK);
     let expert_id = expert.id;
     poll(m, "the connected account active", || async move {
-        let status = text(
-            m,
+        let status = m
+            .text(
             "SELECT COALESCE(processor_connect_status, '') FROM profiles WHERE user_id = $1 AND profile_type = 'experto'",
             expert_id,
         )
@@ -84,12 +84,6 @@ async fn sql(m: &Market, statement: &'static str, text: &str, id: i64) {
     let mut conn = m.app.db.conn().await.unwrap();
     marketplace::on_exec!(conn.exec(), c => sqlx::query(statement).bind(text).bind(id).execute(c).await.map(drop))
         .unwrap();
-}
-
-async fn text(m: &Market, query: &'static str, id: i64) -> String {
-    let mut conn = m.app.db.conn().await.unwrap();
-    marketplace::on_exec!(conn.exec(), c => sqlx::query_scalar::<_, String>(query).bind(id).fetch_one(c).await)
-        .unwrap()
 }
 
 /// Polls `probe` (every 20 ms, 10 s at most), running the outbox meanwhile.
@@ -175,6 +169,16 @@ pub async fn fund(m: &Market, company: &Account, id: i64) -> Value {
             .as_str()
             .is_some_and(|s| s.starts_with(&intent))
     );
+    authorise(m, id).await
+}
+
+/// The card holder confirms payment `id`'s intent with a card the sandbox authorises; waits
+/// until the webhook made it `held`.
+pub async fn authorise(m: &Market, id: i64) -> Value {
+    let intent = payment(m, id).await["processor_payment_intent_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let r = m
         .app
         .post_json(

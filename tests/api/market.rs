@@ -240,6 +240,13 @@ impl Market {
         .await
     }
 
+    /// One text column of one row.
+    pub async fn text(&self, sql: &'static str, id: i64) -> String {
+        let mut conn = self.app.db.conn().await.unwrap();
+        marketplace::on_exec!(conn.exec(), c => sqlx::query_scalar::<_, String>(sql).bind(id).fetch_one(c).await)
+            .unwrap()
+    }
+
     pub async fn count(&self, sql: &'static str, id: i64) -> i64 {
         let mut conn = self.app.db.conn().await.unwrap();
         marketplace::on_exec!(conn.exec(), c => sqlx::query_scalar::<_, i64>(sql).bind(id).fetch_one(c).await)
