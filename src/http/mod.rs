@@ -214,6 +214,13 @@ pub fn configure(cfg: &mut ServiceConfig) {
             .service(payments::admin_get)
             .service(payments::admin_refund);
     }
+    // Disputes.
+    cfg.service(routes::disputes::raise)
+        .service(routes::disputes::latest)
+        .service(routes::disputes::admin_list)
+        .service(routes::disputes::admin_get)
+        .service(routes::disputes::mediate)
+        .service(routes::disputes::resolve);
     // Processor sandbox controls (404 unless the sandbox is the processor).
     cfg.service(routes::sandbox::confirm_payment_intent)
         .service(routes::sandbox::cancel_payment_intent)

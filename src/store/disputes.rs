@@ -212,3 +212,195 @@ pub async fn resolve_by_processor(
     .map(|r| r.rows_affected()))?;
     Ok(done == 1)
 }
+
+/// A dispute raised by the project's company or expert.
+#[derive(Debug, Clone)]
+pub struct NewDispute<'a> {
+    pub project_id: i64,
+    pub payment_id: Option<i64>,
+    pub raised_by: i64,
+    pub title: Option<&'a str>,
+    pub reason: &'a str,
+    pub description: Option<&'a str>,
+    pub dispute_type: Option<&'a str>,
+    pub priority: Option<&'a str>,
+    pub evidence: Option<&'a str>,
+    pub requested_resolution: Option<&'a str>,
+    pub contact_preference: Option<&'a str>,
+}
+
+/// Records an `open` dispute. A unique violation means the project has an active one.
+pub async fn insert(ex: Exec<'_>, d: &NewDispute<'_>, now: DateTime<Utc>) -> StoreResult<i64> {
+    Ok(on_exec!(ex, conn => sqlx::query_scalar(
+        "INSERT INTO disputes (project_id, payment_id, raised_by, status, title, reason,
+             description, dispute_type, priority, evidence, requested_resolution,
+             contact_preference, created_at, updated_at)
+         VALUES ($1, $2, $3, 'open', $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)
+         RETURNING id",
+    )
+    .bind(d.project_id)
+    .bind(d.payment_id)
+    .bind(d.raised_by)
+    .bind(d.title)
+    .bind(d.reason)
+    .bind(d.description)
+    .bind(d.dispute_type)
+    .bind(d.priority)
+    .bind(d.evidence)
+    .bind(d.requested_resolution)
+    .bind(d.contact_preference)
+    .bind(now)
+    .fetch_one(conn)
+    .await)?)
+}
+
+/// The project's most recent dispute, whatever its state.
+pub async fn latest_of_project(ex: Exec<'_>, project_id: i64) -> StoreResult<Option<Dispute>> {
+    Ok(
+        on_exec!(ex, c => sqlx::query_as::<_, Dispute>(select_disputes!(
+        "WHERE d.project_id = $1 ORDER BY d.created_at DESC, d.id DESC LIMIT 1"
+    ))
+    .bind(project_id)
+    .fetch_optional(c)
+    .await)?,
+    )
+}
+
+/// The administrators' list: filters and order.
+#[derive(Debug, Clone, Default)]
+pub struct DisputeFilter<'a> {
+    pub status: Option<&'a str>,
+    /// Matched case-insensitively in the dispute's title, reason and description and the
+    /// project's title.
+    pub search: Option<&'a str>,
+    pub order: DisputeOrder,
+}
+
+/// `sort_by` × `sort_order` of the administrators' list (ties broken by creation, same way);
+/// statuses sort in lifecycle order (`open`, `in_review`, `resolved`, `closed`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum DisputeOrder {
+    #[default]
+    CreatedDesc,
+    CreatedAsc,
+    StatusDesc,
+    StatusAsc,
+}
+
+/// One page of disputes and the total.
+pub async fn list(
+    mut ex: Exec<'_>,
+    f: &DisputeFilter<'_>,
+    limit: i64,
+    offset: i64,
+) -> StoreResult<(Vec<Dispute>, i64)> {
+    macro_rules! list_where {
+        () => {
+            "JOIN projects p ON p.id = d.project_id
+             WHERE ($1 IS NULL OR d.status = $1)
+               AND ($2 IS NULL OR LOWER(COALESCE(d.title, '')) LIKE $2 ESCAPE '\\'
+                    OR LOWER(d.reason) LIKE $2 ESCAPE '\\'
+                    OR LOWER(COALESCE(d.description, '')) LIKE $2 ESCAPE '\\'
+                    OR LOWER(p.title) LIKE $2 ESCAPE '\\') "
+        };
+    }
+    // Statuses sort in the order a dispute lives through them.
+    macro_rules! status_rank {
+        () => {
+            "CASE d.status WHEN 'open' THEN 0 WHEN 'in_review' THEN 1 WHEN 'resolved' THEN 2 \
+             ELSE 3 END"
+        };
+    }
+    let search = f
+        .search
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| format!("%{}%", super::escape_like(&s.to_lowercase())));
+    // One fixed text per order: every value is bound.
+    let items_sql = match f.order {
+        DisputeOrder::CreatedDesc => select_disputes!(
+            list_where!(),
+            "ORDER BY d.created_at DESC, d.id DESC LIMIT $3 OFFSET $4"
+        ),
+        DisputeOrder::CreatedAsc => select_disputes!(
+            list_where!(),
+            "ORDER BY d.created_at ASC, d.id ASC LIMIT $3 OFFSET $4"
+        ),
+        DisputeOrder::StatusDesc => select_disputes!(
+            list_where!(),
+            "ORDER BY ",
+            status_rank!(),
+            " DESC, d.created_at DESC, d.id DESC LIMIT $3 OFFSET $4"
+        ),
+        DisputeOrder::StatusAsc => select_disputes!(
+            list_where!(),
+            "ORDER BY ",
+            status_rank!(),
+            " ASC, d.created_at ASC, d.id ASC LIMIT $3 OFFSET $4"
+        ),
+    };
+    let items = on_exec!(ex.re(), c => sqlx::query_as::<_, Dispute>(items_sql)
+        .bind(f.status)
+        .bind(&search)
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(c)
+        .await)?;
+    let total: i64 = on_exec!(ex, c => sqlx::query_scalar(concat!(
+        "SELECT COUNT(*) FROM disputes d ",
+        list_where!()
+    ))
+    .bind(f.status)
+    .bind(&search)
+    .fetch_one(c)
+    .await)?;
+    Ok((items, total))
+}
+
+/// `open` → `in_review` with the mediator's notes.
+pub async fn mediate(
+    ex: Exec<'_>,
+    id: i64,
+    admin_id: i64,
+    notes: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    let done = on_exec!(ex, conn => sqlx::query(
+        "UPDATE disputes SET status = 'in_review', mediation_notes = $1, mediated_by = $2,
+             mediated_at = $3, updated_at = $3
+         WHERE id = $4 AND status = 'open'",
+    )
+    .bind(notes)
+    .bind(admin_id)
+    .bind(now)
+    .bind(id)
+    .execute(conn)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(done == 1)
+}
+
+/// `open` or `in_review` → `resolved` by an administrator.
+pub async fn resolve(
+    ex: Exec<'_>,
+    id: i64,
+    admin_id: i64,
+    resolution: &str,
+    action: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    let done = on_exec!(ex, conn => sqlx::query(
+        "UPDATE disputes SET status = 'resolved', resolution = $1, resolution_action = $2,
+             resolved_by = $3, resolved_at = $4, updated_at = $4
+         WHERE id = $5 AND status IN ('open', 'in_review')",
+    )
+    .bind(resolution)
+    .bind(action)
+    .bind(admin_id)
+    .bind(now)
+    .bind(id)
+    .execute(conn)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(done == 1)
+}

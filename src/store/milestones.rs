@@ -167,6 +167,21 @@ pub async fn cancel_open_of_project(
     .map(|r| r.rows_affected()))?)
 }
 
+/// Cancels one milestone unless it is approved (its payment was refunded on a dispute).
+pub async fn cancel_unapproved(ex: Exec<'_>, id: i64, now: DateTime<Utc>) -> StoreResult<bool> {
+    let done = on_exec!(ex, c => sqlx::query(
+        "UPDATE milestones SET status = 'cancelled', cancelled_at = $1, updated_at = $1
+         WHERE id = $2
+           AND status IN ('awaiting_payment', 'pending', 'in_progress', 'completed')",
+    )
+    .bind(now)
+    .bind(id)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(done == 1)
+}
+
 /// The first milestone after `position` that waits its turn (`pending`), if any.
 pub async fn next_after(
     ex: Exec<'_>,

@@ -243,11 +243,13 @@ pub struct Split<'a> {
     pub expert_amount_minor: i64,
 }
 
-/// `held` → `released` with its commission; the transfer attempt is stamped `now`, payout
-/// `pending` until a transfer is made.
+/// `from` (`held`, or `disputed` when a dispute is decided for the expert) → `released` with
+/// its commission; the transfer attempt is stamped `now`, payout `pending` until a transfer is
+/// made.
 pub async fn mark_released(
     ex: Exec<'_>,
     id: i64,
+    from: ReleasedFrom,
     split: &Split<'_>,
     charge_id: Option<&str>,
     now: DateTime<Utc>,
@@ -260,7 +262,7 @@ pub async fn mark_released(
                  expert_level_used = $2, commission_minor = $3, application_fee_minor = $3,
                  expert_amount_minor = $4,
                  processor_charge_id = COALESCE($5, processor_charge_id)
-             WHERE id = $6 AND status = 'held'",
+             WHERE id = $6 AND status = $7",
         )
         .bind(now)
         .bind(split.expert_level)
@@ -268,7 +270,26 @@ pub async fn mark_released(
         .bind(split.expert_amount_minor)
         .bind(charge_id)
         .bind(id)
+        .bind(from.as_str())
     )
+}
+
+/// The states a release starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReleasedFrom {
+    /// The company approved the work.
+    Held,
+    /// An administrator decided a dispute for the expert.
+    Disputed,
+}
+
+impl ReleasedFrom {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Held => "held",
+            Self::Disputed => "disputed",
+        }
+    }
 }
 
 /// A released payment's transfer was made: payout `transferred`.
@@ -358,6 +379,50 @@ pub async fn mark_refunded(
     )
 }
 
+/// Every `pending` or `held` payment of the project → `disputed` (a dispute was raised);
+/// answers their ids.
+pub async fn dispute_open_of_project(
+    ex: Exec<'_>,
+    project_id: i64,
+    now: DateTime<Utc>,
+) -> StoreResult<Vec<i64>> {
+    Ok(on_exec!(ex, c => sqlx::query_scalar(
+        "UPDATE payments SET status = 'disputed', updated_at = $1
+         WHERE project_id = $2 AND status IN ('pending', 'held')
+         RETURNING id",
+    )
+    .bind(now)
+    .bind(project_id)
+    .fetch_all(c)
+    .await)?)
+}
+
+/// The project's `disputed` payments, in milestone order.
+pub async fn disputed_of_project(ex: Exec<'_>, project_id: i64) -> StoreResult<Vec<Payment>> {
+    Ok(
+        on_exec!(ex, c => sqlx::query_as::<_, Payment>(select_payments!(
+        "WHERE y.project_id = $1 AND y.status = 'disputed' ORDER BY y.id"
+    ))
+    .bind(project_id)
+    .fetch_all(c)
+    .await)?,
+    )
+}
+
+/// A disputed payment that was never funded goes back to `pending` (the dispute was decided
+/// for the expert, but there is no money to release: the company funds it as before).
+pub async fn undispute_unfunded(ex: Exec<'_>, id: i64, now: DateTime<Utc>) -> StoreResult<bool> {
+    changed!(
+        ex,
+        sqlx::query(
+            "UPDATE payments SET status = 'pending', updated_at = $1
+             WHERE id = $2 AND status = 'disputed' AND held_at IS NULL",
+        )
+        .bind(now)
+        .bind(id)
+    )
+}
+
 /// `pending` or `held` → `disputed`.
 pub async fn mark_disputed(ex: Exec<'_>, id: i64, now: DateTime<Utc>) -> StoreResult<bool> {
     changed!(
@@ -418,14 +483,16 @@ pub async fn awaiting_transfer(ex: Exec<'_>, limit: i64) -> StoreResult<Vec<Paym
     )
 }
 
-/// Held payments whose authorisation lapses before `before`.
+/// Held payments (disputed ones too: their money waits for a decision) whose authorisation
+/// lapses before `before`.
 pub async fn authorisations_expiring(
     ex: Exec<'_>,
     before: DateTime<Utc>,
 ) -> StoreResult<Vec<Payment>> {
     Ok(
         on_exec!(ex, c => sqlx::query_as::<_, Payment>(select_payments!(
-        "WHERE y.status = 'held' AND y.capture_before IS NOT NULL AND y.capture_before <= $1
+        "WHERE y.status IN ('held', 'disputed') AND y.capture_before IS NOT NULL
+           AND y.capture_before <= $1
          ORDER BY y.capture_before"
     ))
     .bind(before)
@@ -507,7 +574,7 @@ pub async fn mark_captured_early(
         ex,
         sqlx::query(
             "UPDATE payments SET capture_before = NULL, payment_metadata = $1, updated_at = $2
-             WHERE id = $3 AND status = 'held'",
+             WHERE id = $3 AND status IN ('held', 'disputed')",
         )
         .bind(Json(metadata))
         .bind(now)

@@ -333,10 +333,12 @@ pub async fn append_admin_note(
 ) -> StoreResult<()> {
     on_exec!(ex, c => sqlx::query(
         "UPDATE projects SET admin_notes = CASE WHEN admin_notes = '' THEN $1
-             ELSE admin_notes || CHR(10) || $1 END, updated_at = $2
-         WHERE id = $3",
+             ELSE admin_notes || $2 END, updated_at = $3
+         WHERE id = $4",
     )
     .bind(line)
+    // The separator travels with the value: the engines spell the newline function apart.
+    .bind(format!("\n{line}"))
     .bind(now)
     .bind(id)
     .execute(c)

@@ -311,6 +311,17 @@ pub struct Contact {
     pub name: String,
 }
 
+/// The active administrators' addresses (username as the name).
+pub async fn administrator_contacts(ex: Exec<'_>) -> StoreResult<Vec<Contact>> {
+    Ok(on_exec!(ex, c => sqlx::query_as::<_, Contact>(
+        "SELECT u.id, u.email, u.username AS name FROM users u
+         JOIN user_roles r ON r.user_id = u.id
+         WHERE r.role = 'admin' AND u.is_active = TRUE ORDER BY u.id",
+    )
+    .fetch_all(c)
+    .await)?)
+}
+
 pub async fn contact(ex: Exec<'_>, id: i64, profile_type: &str) -> StoreResult<Option<Contact>> {
     Ok(on_exec!(ex, c => sqlx::query_as::<_, Contact>(
         "SELECT u.id, u.email, COALESCE(

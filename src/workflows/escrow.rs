@@ -24,7 +24,7 @@ use crate::integrations::processor::{
 use crate::state::AppState;
 use crate::store::events::{self, NewEvent};
 use crate::store::milestones;
-use crate::store::payments::{self, Authorisation, NewPayment, Payment, Split};
+use crate::store::payments::{self, Authorisation, NewPayment, Payment, ReleasedFrom, Split};
 use crate::store::projects::{self, Project};
 use crate::store::{LockScope, Tx, commission as rates, profiles, users};
 use crate::workflows::emails::email;
@@ -348,11 +348,19 @@ pub async fn release_milestone(
         _ => None,
     };
     let (payment, next) = in_payment_actor(state, payment.id, move |st| async move {
-        release_in_actor(&st, payment.id, actor_id, delivery_id).await
+        release_in_actor(&st, payment.id, ReleasedFrom::Held, actor_id, delivery_id).await
     })
     .await?;
-    // The next intent is created after every commit; without it the company funds later
-    // (initiate or intent details create it).
+    Ok(with_next_intent(state, payment, next).await)
+}
+
+/// A release's answer, with the next milestone's intent created (after every commit; without
+/// it the company funds later: initiate or intent details create it).
+pub(crate) async fn with_next_intent(
+    state: &AppState,
+    payment: Payment,
+    next: Option<Payment>,
+) -> Release {
     let next_payment = match next {
         Some(next) => Some(
             match super::payments::ensure_intent(state, next.clone()).await {
@@ -365,26 +373,29 @@ pub async fn release_milestone(
         ),
         None => None,
     };
-    Ok(Release {
+    Release {
         payment,
         next_payment,
-    })
+    }
 }
 
-/// The whole release of one payment, in its actor.
-async fn release_in_actor(
+/// The whole release of one payment, in its actor: from `held` on approval, from `disputed`
+/// when a dispute is decided for the expert (by `actor_id`, recorded as the reviewer).
+pub(crate) async fn release_in_actor(
     state: &AppState,
     payment_id: i64,
+    from: ReleasedFrom,
     actor_id: i64,
     delivery_id: Option<i64>,
 ) -> FlowResult<(Payment, Option<Payment>)> {
     let y = load(state, payment_id).await?;
-    if y.status != "held" {
+    if y.status != from.as_str() {
         return Err(FlowError::conflict(
             "PAYMENT_NOT_HELD",
             format!(
-                "The payment is {}; only a held payment is released",
-                y.status
+                "The payment is {}; only a {} payment is released here",
+                y.status,
+                from.as_str()
             ),
         ));
     }
@@ -401,7 +412,15 @@ async fn release_in_actor(
         commission_minor: split.1,
         expert_amount_minor: split.2,
     };
-    if !payments::mark_released(tx.exec(), y.id, &split_row, intent.latest_charge_id(), now).await?
+    if !payments::mark_released(
+        tx.exec(),
+        y.id,
+        from,
+        &split_row,
+        intent.latest_charge_id(),
+        now,
+    )
+    .await?
     {
         return Err(changed());
     }
@@ -409,6 +428,12 @@ async fn release_in_actor(
         Some(id) => milestones::find(tx.exec(), id).await?,
         None => None,
     };
+    // Authorised while disputed: the milestone never learnt it was funded.
+    if let Some(m) = &milestone
+        && from == ReleasedFrom::Disputed
+    {
+        milestones::transition(tx.exec(), m.id, "awaiting_payment", "pending", now).await?;
+    }
     if let Some(m) = &milestone
         && !milestones::approve_with_delivery(tx.exec(), m.id, delivery_id, actor_id, now).await?
     {
@@ -760,8 +785,15 @@ pub async fn retry_transfer(
                 commission_minor,
                 expert_amount_minor: y.amount_minor - commission_minor,
             };
-            if !payments::mark_released(tx.exec(), y.id, &split, intent.latest_charge_id(), now)
-                .await?
+            if !payments::mark_released(
+                tx.exec(),
+                y.id,
+                ReleasedFrom::Held,
+                &split,
+                intent.latest_charge_id(),
+                now,
+            )
+            .await?
             {
                 return Err(FlowError::conflict("INVALID_STATE", "The payment changed; try again"));
             }
@@ -831,7 +863,7 @@ pub async fn refund_with_reason(
     .await
 }
 
-async fn refund_in_actor(
+pub(crate) async fn refund_in_actor(
     state: &AppState,
     payment_id: i64,
     cause: RefundCause,
@@ -873,17 +905,32 @@ async fn refund_in_actor(
         let mut conn = state.db.conn().await?;
         payments::set_metadata(conn.exec(), y.id, &metadata, state.clock.now()).await?;
     }
-    let intent_id = y.processor_payment_intent_id.as_deref().ok_or_else(|| {
-        FlowError::conflict(
-            "PAYMENT_NOT_REFUNDABLE",
-            "The payment has no payment intent",
-        )
-    })?;
+    let unfunded = y.status == "disputed" && y.held_at.is_none();
+    let Some(intent_id) = y.processor_payment_intent_id.as_deref() else {
+        // A disputed payment whose intent was never made: nothing was taken.
+        return if unfunded {
+            mark_refunded_in_tx(state, &y, cause, reason, None, &metadata).await
+        } else {
+            Err(FlowError::conflict(
+                "PAYMENT_NOT_REFUNDABLE",
+                "The payment has no payment intent",
+            ))
+        };
+    };
     let intent = client
         .retrieve_payment_intent(intent_id)
         .await
         .map_err(|e| processor_failure("report the payment", &e))?;
     let refund_id = match intent.status.as_str() {
+        // A disputed payment the company never paid: its intent is cancelled so it cannot be
+        // paid afterwards, and nothing is taken.
+        "requires_payment_method" | "requires_confirmation" | "requires_action" if unfunded => {
+            client
+                .cancel_payment_intent(intent_id, &format!("payment_{}_cancel", y.id))
+                .await
+                .map_err(|e| processor_failure("cancel the payment", &e))?;
+            None
+        }
         // Never captured: releasing the authorisation gives everything back.
         "requires_capture" => {
             client
@@ -915,26 +962,29 @@ async fn refund_in_actor(
             ));
         }
     };
+    mark_refunded_in_tx(state, &y, cause, reason, refund_id.as_deref(), &metadata).await
+}
+
+/// The refund's record: `refunded`, both parties told.
+async fn mark_refunded_in_tx(
+    state: &AppState,
+    y: &Payment,
+    cause: RefundCause,
+    reason: Option<&str>,
+    refund_id: Option<&str>,
+    metadata: &Value,
+) -> FlowResult<Payment> {
     let now = state.clock.now();
     let mut tx = state.db.begin().await?;
     tx.lock(LockScope::Project, y.project_id).await?;
     let reason = reason.unwrap_or(cause.reason());
-    if !payments::mark_refunded(
-        tx.exec(),
-        y.id,
-        refund_id.as_deref(),
-        Some(reason),
-        &metadata,
-        now,
-    )
-    .await?
-    {
+    if !payments::mark_refunded(tx.exec(), y.id, refund_id, Some(reason), metadata, now).await? {
         return Err(FlowError::conflict(
             "INVALID_STATE",
             "The payment changed; try again",
         ));
     }
-    announce_refund(&mut tx, &y, now).await?;
+    announce_refund(&mut tx, y, now).await?;
     tx.commit().await?;
     state.outbox.wake();
     load(state, y.id).await
@@ -1016,6 +1066,12 @@ pub async fn initiate(
             if p.company_id != Some(company_id) && !admin {
                 return Err(FlowError::forbidden(
                     "Only the project's company pays for it",
+                ));
+            }
+            if p.status == "disputed" {
+                return Err(FlowError::conflict(
+                    "PROJECT_DISPUTED",
+                    "The project is disputed; no payment starts until the dispute is resolved",
                 ));
             }
             let m = milestones::find(tx.exec(), milestone_id)

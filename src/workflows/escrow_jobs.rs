@@ -145,7 +145,7 @@ pub async fn watch_authorisations(state: &AppState) -> FlowResult<usize> {
 
 async fn secure_authorisation(state: &AppState, payment_id: i64) -> FlowResult<bool> {
     let y = escrow::load(state, payment_id).await?;
-    if y.status != "held" || y.capture_before.is_none() {
+    if !matches!(y.status.as_str(), "held" | "disputed") || y.capture_before.is_none() {
         return Ok(false);
     }
     let now = state.clock.now();

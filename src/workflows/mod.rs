@@ -6,6 +6,7 @@ pub mod applications;
 pub mod auth;
 pub mod connect;
 pub mod deliveries;
+pub mod disputes;
 pub mod emails;
 pub mod error;
 pub mod escrow;

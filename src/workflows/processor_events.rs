@@ -19,6 +19,7 @@ use crate::store::disputes::{self, Chargeback};
 use crate::store::payments::{self, Payment};
 use crate::store::processor_events::{self, StoredEvent};
 use crate::store::{LockScope, Tx, milestones, profiles, users};
+use crate::workflows::disputes as settled;
 use crate::workflows::emails::email;
 use crate::workflows::error::{FlowError, FlowResult};
 use crate::workflows::escrow::{
@@ -214,6 +215,12 @@ async fn apply_to_payment(state: &AppState, event_id: &str, payment_id: i64) -> 
                 receipt_url,
             })
         }
+        "charge.dispute.closed" => {
+            if event.dispute().is_ok_and(|d| d.status == "lost") {
+                release_lost_authorisation(state, &y).await;
+            }
+            None
+        }
         _ => None,
     };
 
@@ -242,6 +249,31 @@ async fn apply_to_payment(state: &AppState, event_id: &str, payment_id: i64) -> 
     tx.commit().await?;
     state.outbox.wake();
     Ok(())
+}
+
+/// A chargeback lost on money authorised but never captured: the card holder got it back
+/// through the bank, so the authorisation is let go rather than left to lapse (a capture
+/// afterwards would take the money twice). A failure is logged; the authorisation then
+/// lapses on its own.
+async fn release_lost_authorisation(state: &AppState, y: &Payment) {
+    if !matches!(y.status.as_str(), "held" | "disputed") {
+        return;
+    }
+    let Some(intent_id) = y.processor_payment_intent_id.as_deref() else {
+        return;
+    };
+    let client = &state.processor.client;
+    let result = match client.retrieve_payment_intent(intent_id).await {
+        Ok(intent) if intent.status == "requires_capture" => client
+            .cancel_payment_intent(intent_id, &format!("payment_{}_cancel", y.id))
+            .await
+            .map(drop),
+        Ok(_) => Ok(()),
+        Err(error) => Err(error),
+    };
+    if let Err(error) = result {
+        tracing::warn!(payment_id = y.id, %error, "authorisation of a lost chargeback not released");
+    }
 }
 
 fn bad_object(e: serde_json::Error) -> FlowError {
@@ -312,7 +344,8 @@ async fn on_intent_failed(
             intent.cancellation_reason.as_deref().unwrap_or("unknown")
         )
     };
-    if y.status == "held" && !failed {
+    let in_escrow = y.status == "held" || (y.status == "disputed" && y.held_at.is_some());
+    if in_escrow && !failed {
         let alert = for_admins(
             "payment_authorisation_lost",
             "Held payment's authorisation cancelled",
@@ -533,6 +566,11 @@ async fn on_dispute_created(
         None => disputes::insert_chargeback(tx.exec(), &chargeback, now).await?,
     };
     payments::mark_disputed(tx.exec(), y.id, now).await?;
+    let line = format!(
+        "chargeback {} ({}) on payment {} recorded in dispute {dispute_id}",
+        dispute.id, dispute.reason, y.id
+    );
+    settled::audit(tx, y.project_id, &line, now).await?;
     let alert = for_admins(
         "dispute_created",
         "Chargeback opened",
@@ -610,6 +648,11 @@ async fn on_dispute_closed(
         disputes::set_processor_status(tx.exec(), d.id, &dispute.status, now).await?;
     }
     if dispute.status != "lost" {
+        // Already decided by an administrator (after the processor's decision was known):
+        // nothing waits any more.
+        if y.status != "disputed" {
+            return Ok(Some("chargeback won; the payment was decided already"));
+        }
         alert_admins(
             tx,
             y,
@@ -637,15 +680,29 @@ async fn on_dispute_closed(
     {
         announce_refund(tx, y, now).await?;
     }
-    if let Some(d) = ours {
-        disputes::resolve_by_processor(
-            tx.exec(),
-            d.id,
-            "The card issuer decided the chargeback for the card holder; the payment was refunded.",
-            "refund_company",
-            now,
-        )
-        .await?;
+    let Some(d) = ours else {
+        return Ok(None);
+    };
+    // The dispute is decided by the bank unless other payments of the project wait, frozen
+    // by it, for an administrator.
+    if !payments::disputed_of_project(tx.exec(), y.project_id)
+        .await?
+        .is_empty()
+    {
+        return Ok(Some(
+            "chargeback lost; other disputed payments wait for an administrator",
+        ));
+    }
+    const RESOLUTION: &str =
+        "The card issuer decided the chargeback for the card holder; the payment was refunded.";
+    if disputes::resolve_by_processor(tx.exec(), d.id, RESOLUTION, "refund_company", now).await? {
+        let to = settled::settle_project(tx, y.project_id, now).await?;
+        let line = format!(
+            "dispute {} resolved by the card issuer (chargeback {} lost): refund_company; payment {}; project {to}",
+            d.id, dispute.id, y.id
+        );
+        settled::audit(tx, y.project_id, &line, now).await?;
+        settled::announce_resolution(tx, &d, RESOLUTION, "refund_company", now).await?;
     }
     Ok(None)
 }

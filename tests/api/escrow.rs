@@ -124,7 +124,7 @@ pub async fn sandbox_ledger(m: &Market) -> Value {
     json(m.app.get("/api/sandbox/ledger").await).await
 }
 
-fn intent_in<'a>(ledger: &'a Value, intent: &str) -> &'a Value {
+pub fn intent_in<'a>(ledger: &'a Value, intent: &str) -> &'a Value {
     ledger["intents"]
         .as_array()
         .unwrap()
@@ -133,7 +133,7 @@ fn intent_in<'a>(ledger: &'a Value, intent: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("intent {intent} not in the ledger"))
 }
 
-fn transfers_of(ledger: &Value, payment_id: i64) -> Vec<&Value> {
+pub fn transfers_of(ledger: &Value, payment_id: i64) -> Vec<&Value> {
     ledger["transfers"]
         .as_array()
         .unwrap()
@@ -194,7 +194,7 @@ async fn post(m: &Market, who: &Account, path: &str, body: Value) -> reqwest::Re
     m.send(who, Method::POST, path, Some(body)).await
 }
 
-async fn unprocessed_events(m: &Market) -> i64 {
+pub async fn unprocessed_events(m: &Market) -> i64 {
     m.count(
         "SELECT COUNT(*) FROM processor_events WHERE processed_at IS NULL AND $1 = $1",
         0,

@@ -4,6 +4,7 @@ mod auth;
 mod cli;
 mod connect;
 mod deliveries;
+mod disputes;
 mod escrow;
 mod helpers;
 mod invitations;

@@ -4,6 +4,7 @@ pub mod applications;
 pub mod auth;
 pub mod commission;
 pub mod connect;
+pub mod disputes;
 pub mod documents;
 pub mod escrow_views;
 pub mod expert;
