@@ -369,7 +369,7 @@ async fn decide_now(
     if !deliveries::transition(tx.exec(), d.id, "submitted", to, feedback, caller.id, now).await? {
         return Err(changed());
     }
-    let mut refund = None;
+    let mut rejection = None;
     let mut payload = json!({
         "project_id": p.id, "milestone_id": m.id, "delivery_id": d.id,
         "decision": decision.as_str(),
@@ -377,7 +377,7 @@ async fn decide_now(
     if decision == Decision::Reject {
         let outcome = count_rejection(&mut tx, &p, &m, now).await?;
         let (notify, mails) = rejection_messages(&mut tx, &p, &m, &outcome, feedback).await?;
-        refund = outcome.refund;
+        rejection = Some(outcome);
         payload["rejection_count"] = json!(outcome.count);
         payload["milestone_cancelled"] = json!(outcome.cancelled);
         payload["refund_payment_id"] = json!(outcome.refund);
@@ -408,7 +408,9 @@ async fn decide_now(
         .ok_or_else(changed)?;
     tx.commit().await?;
     state.outbox.wake();
-    refund_cancelled(state, refund).await;
+    if let Some(outcome) = &rejection {
+        refund_cancelled(state, p.id, outcome).await;
+    }
     Ok(Reviewed {
         delivery,
         release: None,

@@ -990,6 +990,43 @@ async fn mark_refunded_in_tx(
     load(state, y.id).await
 }
 
+/// Cancels at the processor the intents of the project's payments failed for `reason` (their
+/// milestone or project is gone): whatever state they reached, nothing was captured, and the
+/// company's card can no longer be charged for them. Best effort, logged: an intent left
+/// behind lapses on its own.
+pub async fn cancel_abandoned_intents(state: &AppState, project_id: i64, reason: &str) {
+    let listed = async {
+        let mut conn = state.db.conn().await?;
+        payments::list_for_project(conn.exec(), project_id).await
+    };
+    let abandoned = match listed.await {
+        Ok(all) => all
+            .into_iter()
+            .filter(|y| y.status == "failed" && y.failure_reason.as_deref() == Some(reason)),
+        Err(error) => {
+            tracing::warn!(project_id, %error, "abandoned intents not listed");
+            return;
+        }
+    };
+    let client = &state.processor.client;
+    for y in abandoned {
+        let Some(intent_id) = y.processor_payment_intent_id.as_deref() else {
+            continue;
+        };
+        let result = match client.retrieve_payment_intent(intent_id).await {
+            Ok(intent) if !matches!(intent.status.as_str(), "canceled" | "succeeded") => client
+                .cancel_payment_intent(intent_id, &format!("payment_{}_cancel", y.id))
+                .await
+                .map(drop),
+            Ok(_) => Ok(()),
+            Err(error) => Err(error),
+        };
+        if let Err(error) = result {
+            tracing::warn!(payment_id = y.id, %error, "abandoned intent not cancelled; it lapses on its own");
+        }
+    }
+}
+
 /// Tells the company and the expert, each in their own words, that a payment was refunded.
 pub(crate) async fn announce_refund(
     tx: &mut Tx,

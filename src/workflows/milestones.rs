@@ -568,7 +568,7 @@ async fn reject_now(
     let m = milestones::find(tx.exec(), id).await?.ok_or_else(changed)?;
     tx.commit().await?;
     state.outbox.wake();
-    refund_cancelled(state, outcome.refund).await;
+    refund_cancelled(state, p.id, &outcome).await;
     Ok(m)
 }
 
@@ -613,7 +613,7 @@ pub async fn count_rejection(
         for y in payments::list_for_project(tx.exec(), p.id).await? {
             // An unfunded payment of a cancelled project must not be charged any more.
             if y.status == "pending" {
-                payments::fail_pending(tx.exec(), y.id, "project_cancelled", now).await?;
+                payments::fail_pending(tx.exec(), y.id, PROJECT_CANCELLED, now).await?;
             }
         }
         move_project(tx, p, ProjectStatus::Cancelled, now).await?;
@@ -685,16 +685,23 @@ pub async fn rejection_messages(
     Ok((notify, mails))
 }
 
-/// Refunds the cancelled milestone's held payment. The cancellation is committed whatever
-/// happens here: a failure is logged (with the payment id in the event) for an operator or a
-/// later retry, rather than undoing a decision the company made.
-pub async fn refund_cancelled(state: &AppState, payment_id: Option<i64>) {
-    let Some(payment_id) = payment_id else {
+/// After a cancellation is committed: refunds the cancelled milestone's held payment and
+/// cancels the intents of the project's payments failed with it, so the company's card can no
+/// longer be charged for them. The cancellation stands whatever happens here: a failure is
+/// logged (with the payment id in the event) for an operator or a later retry, rather than
+/// undoing a decision the company made.
+pub async fn refund_cancelled(state: &AppState, project_id: i64, outcome: &Rejection) {
+    if !outcome.cancelled {
         return;
-    };
-    if let Err(error) =
-        escrow::refund_payment(state, payment_id, RefundCause::MilestoneCancelled).await
+    }
+    if let Some(payment_id) = outcome.refund
+        && let Err(error) =
+            escrow::refund_payment(state, payment_id, RefundCause::MilestoneCancelled).await
     {
         tracing::error!(payment_id, %error, "refund after a cancelled milestone failed; the payment stays held");
     }
+    escrow::cancel_abandoned_intents(state, project_id, PROJECT_CANCELLED).await;
 }
+
+/// Why the unfunded payments of a project cancelled by rejections failed.
+const PROJECT_CANCELLED: &str = "project_cancelled";

@@ -456,6 +456,23 @@ async fn the_third_rejection_cancels_the_milestone_the_later_ones_and_the_projec
         mails.iter().map(|x| &x.subject).collect::<Vec<_>>()
     );
 
+    // The company already started paying the second milestone.
+    crate::escrow::connect(m, ana).await;
+    let r = m
+        .send(
+            acme,
+            Method::POST,
+            "/api/payments/initiate",
+            Some(j!({"project_id": w.project_id, "milestone_id": w.milestones[1]})),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let ahead = json(r).await;
+    let ahead_intent = ahead["processor_payment_intent_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
     // The third: the refund is escrow's and may fail, the cancellation is committed anyway.
     let id = submitted(m, ana, first).await;
     let r = review(m, acme, id, "reject", None).await;
@@ -482,6 +499,16 @@ async fn the_third_rejection_cancels_the_milestone_the_later_ones_and_the_projec
         "{payment}"
     );
     wait_notification(&m.app, acme.id, "project_cancelled").await;
+    // The payment started ahead failed, and its intent can no longer be paid.
+    assert_eq!(
+        crate::escrow::payment(m, ahead["id"].as_i64().unwrap()).await["status"],
+        "failed"
+    );
+    let ledger = crate::escrow::sandbox_ledger(m).await;
+    assert_eq!(
+        crate::escrow::intent_in(&ledger, &ahead_intent)["status"],
+        "canceled"
+    );
 
     // Nothing more happens on a cancelled project.
     let r = submit(m, ana, first).await;
