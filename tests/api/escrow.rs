@@ -867,6 +867,17 @@ async fn refund_reverses_the_transfer_first_and_a_failed_reversal_refunds_nothin
     )
     .await;
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    // A reason over 1,000 characters is refused before anything moves.
+    let r = m
+        .as_admin(
+            Method::POST,
+            "/api/payments/refund",
+            Some(&j!({"payment_id": d.first_payment, "reason": "r".repeat(1_001)})),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(json(r).await["errors"][0]["field"], "reason");
+    assert_eq!(payment(&m, d.first_payment).await["status"], "released");
 
     // The reversal fails: nothing is refunded and nothing changes.
     let r = m
@@ -1225,6 +1236,17 @@ async fn expiring_authorisations_are_reported_and_captured_and_reconcile_correct
     assert_eq!(payment(&m, next).await["status"], "pending");
     let r = post(&m, &d.company, "/api/admin/payments/reconcile", j!({})).await;
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    for bad in ["-1", "10081", "soon"] {
+        let r = m
+            .as_admin(
+                Method::POST,
+                &format!("/api/admin/payments/reconcile?older_than_minutes={bad}"),
+                None,
+            )
+            .await;
+        assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY, "{bad}");
+    }
+    assert_eq!(payment(&m, next).await["status"], "pending");
     let r = m
         .as_admin(
             Method::POST,
