@@ -1008,23 +1008,28 @@ pub async fn cancel_abandoned_intents(state: &AppState, project_id: i64, reason:
             return;
         }
     };
-    let client = &state.processor.client;
     for y in abandoned {
-        let Some(intent_id) = y.processor_payment_intent_id.as_deref() else {
-            continue;
-        };
-        let result = match client.retrieve_payment_intent(intent_id).await {
-            Ok(intent) if !matches!(intent.status.as_str(), "canceled" | "succeeded") => client
-                .cancel_payment_intent(intent_id, &format!("payment_{}_cancel", y.id))
-                .await
-                .map(drop),
-            Ok(_) => Ok(()),
-            Err(error) => Err(error),
-        };
-        if let Err(error) = result {
+        if let Err(error) = cancel_uncaptured(state, &y).await {
             tracing::warn!(payment_id = y.id, %error, "abandoned intent not cancelled; it lapses on its own");
         }
     }
+}
+
+/// Cancels the payment's intent unless it is final (captured or cancelled already), which
+/// lets an authorisation go. Its key makes a repeat harmless.
+pub(crate) async fn cancel_uncaptured(state: &AppState, y: &Payment) -> Result<(), ProcessorError> {
+    let Some(intent_id) = y.processor_payment_intent_id.as_deref() else {
+        return Ok(());
+    };
+    let client = &state.processor.client;
+    let intent = client.retrieve_payment_intent(intent_id).await?;
+    if matches!(intent.status.as_str(), "canceled" | "succeeded") {
+        return Ok(());
+    }
+    client
+        .cancel_payment_intent(intent_id, &format!("payment_{}_cancel", y.id))
+        .await
+        .map(drop)
 }
 
 /// Tells the company and the expert, each in their own words, that a payment was refunded.

@@ -259,19 +259,7 @@ async fn release_lost_authorisation(state: &AppState, y: &Payment) {
     if !matches!(y.status.as_str(), "held" | "disputed") {
         return;
     }
-    let Some(intent_id) = y.processor_payment_intent_id.as_deref() else {
-        return;
-    };
-    let client = &state.processor.client;
-    let result = match client.retrieve_payment_intent(intent_id).await {
-        Ok(intent) if intent.status == "requires_capture" => client
-            .cancel_payment_intent(intent_id, &format!("payment_{}_cancel", y.id))
-            .await
-            .map(drop),
-        Ok(_) => Ok(()),
-        Err(error) => Err(error),
-    };
-    if let Err(error) = result {
+    if let Err(error) = escrow::cancel_uncaptured(state, y).await {
         tracing::warn!(payment_id = y.id, %error, "authorisation of a lost chargeback not released");
     }
 }

@@ -516,6 +516,29 @@ async fn each_resolution_moves_the_held_money_exactly_once() {
     }
 }
 
+/// A deal whose first milestone is released and transferred; the second milestone's payment
+/// (`pending`) and its intent.
+async fn first_released(m: &Market, name: &str) -> (Deal, i64, String) {
+    let d = deal(m, name, [100.0, 50.0, 50.0]).await;
+    connect(m, &d.expert).await;
+    fund(m, &d.company, d.first_payment).await;
+    let r = m
+        .send(
+            &d.company,
+            Method::POST,
+            "/api/payments/release",
+            Some(j!({"payment_id": d.first_payment})),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let second = json(r).await["next_payment"]["id"].as_i64().unwrap();
+    let intent = payment(m, second).await["processor_payment_intent_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    (d, second, intent)
+}
+
 #[actix_web::test]
 async fn a_transferred_payment_is_reversed_before_a_refund_and_unfunded_ones_move_no_money() {
     let m = Market::open().await;
@@ -524,23 +547,7 @@ async fn a_transferred_payment_is_reversed_before_a_refund_and_unfunded_ones_mov
         .into_iter()
         .enumerate()
     {
-        let d = deal(&m, &format!("unf{round}"), [100.0, 50.0, 50.0]).await;
-        connect(&m, &d.expert).await;
-        fund(&m, &d.company, d.first_payment).await;
-        let r = m
-            .send(
-                &d.company,
-                Method::POST,
-                "/api/payments/release",
-                Some(j!({"payment_id": d.first_payment})),
-            )
-            .await;
-        assert_eq!(r.status(), StatusCode::OK);
-        let second = json(r).await["next_payment"]["id"].as_i64().unwrap();
-        let intent = payment(&m, second).await["processor_payment_intent_id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let (d, second, intent) = first_released(&m, &format!("unf{round}")).await;
         let id = company_raises(&m, &d).await;
         assert_eq!(payment(&m, second).await["status"], "disputed");
         let got = m
@@ -578,22 +585,7 @@ async fn a_transferred_payment_is_reversed_before_a_refund_and_unfunded_ones_mov
 
     // The dispute is about a released, transferred payment when nothing else is open: a
     // refund reverses the transfer first.
-    let d = deal(&m, "rev", [100.0, 50.0, 50.0]).await;
-    connect(&m, &d.expert).await;
-    fund(&m, &d.company, d.first_payment).await;
-    let r = m
-        .send(
-            &d.company,
-            Method::POST,
-            "/api/payments/release",
-            Some(j!({"payment_id": d.first_payment})),
-        )
-        .await;
-    let second = json(r).await["next_payment"]["id"].as_i64().unwrap();
-    let intent = payment(&m, second).await["processor_payment_intent_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (d, second, intent) = first_released(&m, "rev").await;
     // The company's card is declined for milestone 2: that payment fails.
     m.app
         .post_json(
