@@ -235,6 +235,34 @@ pub async fn mark_held(
     )
 }
 
+/// A payment frozen by a dispute before it was funded was authorised meanwhile: the
+/// authorisation is kept (`held_at`, charge, expiry) and the payment stays `disputed`, its
+/// money now in escrow for the administrator's decision.
+pub async fn record_authorisation_while_disputed(
+    ex: Exec<'_>,
+    id: i64,
+    auth: &Authorisation<'_>,
+    metadata: &Value,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    changed!(
+        ex,
+        sqlx::query(
+            "UPDATE payments SET held_at = $1, updated_at = $1,
+                 processor_charge_id = COALESCE($2, processor_charge_id),
+                 capture_before = COALESCE($3, capture_before),
+                 receipt_url = COALESCE($4, receipt_url), payment_metadata = $5
+             WHERE id = $6 AND status = 'disputed' AND held_at IS NULL",
+        )
+        .bind(now)
+        .bind(auth.charge_id)
+        .bind(auth.capture_before)
+        .bind(auth.receipt_url)
+        .bind(Json(metadata))
+        .bind(id)
+    )
+}
+
 /// The split saved when a payment is released.
 #[derive(Debug, Clone)]
 pub struct Split<'a> {

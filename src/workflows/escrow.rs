@@ -193,7 +193,8 @@ impl Parties {
 /// `pending` → `held` from what the processor says of the intent (`requires_capture`, or
 /// `succeeded` when captured already): `held_at`, the charge, the milestone `awaiting_payment`
 /// → `pending`, the project `in_progress` on its first held payment, the expert told.
-/// `false` when the payment was not `pending` (nothing changes: never backwards).
+/// `false` when the payment was not `pending` (nothing changes: never backwards; a payment
+/// frozen by a dispute before it was funded only keeps the authorisation).
 pub(crate) async fn hold_in_tx(
     tx: &mut Tx,
     y: &Payment,
@@ -210,6 +211,16 @@ pub(crate) async fn hold_in_tx(
         capture_before,
         receipt_url,
     };
+    if y.status == "disputed" {
+        // Frozen by a dispute before it was funded: the money is kept for the decision.
+        if payments::record_authorisation_while_disputed(tx.exec(), y.id, &auth, &metadata, now)
+            .await?
+            && let Some(m) = y.milestone_id
+        {
+            milestones::transition(tx.exec(), m, "awaiting_payment", "pending", now).await?;
+        }
+        return Ok(false);
+    }
     if !payments::mark_held(tx.exec(), y.id, &auth, &metadata, now).await? {
         return Ok(false);
     }

@@ -205,7 +205,7 @@ async fn apply_to_payment(state: &AppState, event_id: &str, payment_id: i64) -> 
     // What needs the network is asked before the transaction opens.
     let authorisation = match event.kind.as_str() {
         "payment_intent.succeeded" | "payment_intent.amount_capturable_updated"
-            if y.status == "pending" =>
+            if y.status == "pending" || (y.status == "disputed" && y.held_at.is_none()) =>
         {
             let intent = event.payment_intent().map_err(bad_object)?;
             let (capture_before, receipt_url) = charge_details(state, &intent).await;

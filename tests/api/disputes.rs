@@ -583,6 +583,32 @@ async fn a_transferred_payment_is_reversed_before_a_refund_and_unfunded_ones_mov
         assert_eq!(transfers_of(&ledger, d.first_payment)[0]["reversed"], 0);
     }
 
+    // Frozen unfunded, then paid while disputed: the authorisation is kept for the decision,
+    // and a decision for the expert captures and transfers it.
+    let (d, second, intent) = first_released(&m, "meanwhile").await;
+    let id = company_raises(&m, &d).await;
+    m.app
+        .post_json(
+            &format!("/api/sandbox/payment_intents/{intent}/confirm"),
+            &j!({"payment_method": "pm_card_visa"}),
+        )
+        .await;
+    let y = wait_payment(&m, second, "authorisation kept", |y| {
+        y["held_at"].is_string()
+    })
+    .await;
+    assert_eq!(y["status"], "disputed");
+    assert_eq!(milestone_status(&m, d.project_id, 2).await, "pending");
+    resolved(&m, &d, id, "release_to_expert").await;
+    let y = payment(&m, second).await;
+    assert_eq!(
+        (y["status"].as_str(), y["payout_status"].as_str()),
+        (Some("released"), Some("transferred"))
+    );
+    let ledger = sandbox_ledger(&m).await;
+    assert_eq!(intent_in(&ledger, &intent)["captures"], 1);
+    assert_eq!(transfers_of(&ledger, second)[0]["amount"], 4_750);
+
     // The dispute is about a released, transferred payment when nothing else is open: a
     // refund reverses the transfer first.
     let (d, second, intent) = first_released(&m, "rev").await;
