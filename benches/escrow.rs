@@ -11,6 +11,10 @@
 //!    company approves them one after the other and each `PUT …/review` is timed until its
 //!    answer, which comes after the capture, the commission, the transfer to the connected
 //!    account and the next milestone's preparation.
+//! 3. **Disputes**: `BENCH_DISPUTES` funded milestones; on each the company raises a dispute
+//!    (`POST /api/projects/{id}/dispute`: project and payment frozen, audit line, notices) and
+//!    an administrator resolves it for the expert (`PUT /api/admin/disputes/{id}/resolve`:
+//!    capture, commission, transfer, resolution). Both calls are timed.
 //!
 //! Set-up (users, profiles, projects, payments and their intents) goes through the store and
 //! workflows directly and is not measured. It measures and prints; it asserts nothing.
@@ -42,6 +46,7 @@ struct Config {
     events: usize,
     clients: usize,
     releases: usize,
+    disputes: usize,
     postgres_admin_url: Option<String>,
 }
 
@@ -54,6 +59,7 @@ fn main() {
         events: env_number("BENCH_EVENTS", 500, 10, 100_000) as usize,
         clients: env_number("BENCH_WEBHOOK_CLIENTS", 8, 1, 256) as usize,
         releases: env_number("BENCH_RELEASES", 30, 1, 10_000) as usize,
+        disputes: env_number("BENCH_DISPUTES", 20, 1, 10_000) as usize,
         postgres_admin_url: env_text("BENCH_DATABASE_URL"),
     };
     println!(
@@ -153,17 +159,9 @@ async fn measure(state: &AppState, base: &str, config: &Config) -> anyhow::Resul
 
     // 2. Approval → released with transfer.
     let funded = parties.payments(state, config.releases, 2).await?;
+    fund_all(state, base, &client, &funded).await?;
     let mut deliveries = Vec::new();
-    for (payment_id, intent) in &funded {
-        let r = client
-            .post(format!(
-                "{base}/api/sandbox/payment_intents/{intent}/confirm"
-            ))
-            .json(&json!({"payment_method": "pm_card_visa"}))
-            .send()
-            .await?;
-        anyhow::ensure!(r.status().is_success(), "confirm: {}", r.status());
-        wait_held(state, *payment_id).await?;
+    for (payment_id, _) in &funded {
         let milestone = payment_milestone(state, *payment_id).await?;
         let r = client
             .post(format!("{base}/api/milestones/deliveries/"))
@@ -195,18 +193,94 @@ async fn measure(state: &AppState, base: &str, config: &Config) -> anyhow::Resul
             not_transferred += 1;
         }
     }
+    report(
+        "approval → released with transfer",
+        latencies,
+        &format!("{not_transferred} not transferred"),
+    );
+
+    // 3. Disputes raised and resolved for the expert.
+    let funded = parties.payments(state, config.disputes, 2).await?;
+    fund_all(state, base, &client, &funded).await?;
+    let (mut raised, mut resolved) = (Vec::new(), Vec::new());
+    let mut not_transferred = 0;
+    for (payment_id, _) in &funded {
+        let project = count(
+            state,
+            "SELECT project_id FROM payments WHERE id = $1",
+            *payment_id,
+        )
+        .await?;
+        let started = Instant::now();
+        let r = client
+            .post(format!("{base}/api/projects/{project}/dispute"))
+            .bearer_auth(&parties.company_token)
+            .json(&json!({"reason": "The delivery is late."}))
+            .send()
+            .await?;
+        let status = r.status();
+        let body: Value = r.json().await?;
+        raised.push(started.elapsed());
+        anyhow::ensure!(status.is_success(), "dispute: {status} {body}");
+        let dispute = body["dispute_id"].as_i64().unwrap_or_default();
+        let started = Instant::now();
+        let r = client
+            .put(format!("{base}/api/admin/disputes/{dispute}/resolve"))
+            .bearer_auth(&parties.admin_token)
+            .json(&json!({"resolution": "Delivered after all; paid.",
+                          "resolution_action": "release_to_expert"}))
+            .send()
+            .await?;
+        let status = r.status();
+        let body: Value = r.json().await?;
+        resolved.push(started.elapsed());
+        anyhow::ensure!(status.is_success(), "resolution: {status} {body}");
+        if body["payments"][0]["payout_status"] != "transferred" {
+            not_transferred += 1;
+        }
+    }
+    report("dispute raised", raised, "project and payment frozen");
+    report(
+        "dispute resolved for the expert",
+        resolved,
+        &format!("{not_transferred} not transferred"),
+    );
+    Ok(())
+}
+
+/// Prints a latency line: n, mean, p50, p90, max.
+fn report(what: &str, mut latencies: Vec<Duration>, note: &str) {
     latencies.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let mean = latencies.iter().map(|d| ms(*d)).sum::<f64>() / latencies.len() as f64;
     println!(
-        "approval → released with transfer: n = {}, mean {:.1} ms, p50 {:.1} ms, p90 {:.1} ms, \
-         max {:.1} ms ({not_transferred} not transferred)",
+        "{what}: n = {}, mean {:.1} ms, p50 {:.1} ms, p90 {:.1} ms, max {:.1} ms ({note})",
         latencies.len(),
         mean,
         ms(latencies[latencies.len() / 2]),
         ms(latencies[latencies.len() * 9 / 10]),
         ms(*latencies.last().unwrap()),
     );
+}
+
+/// The company's card authorises each payment at the sandbox; waits until each is `held`.
+async fn fund_all(
+    state: &AppState,
+    base: &str,
+    client: &reqwest::Client,
+    payments: &[(i64, String)],
+) -> anyhow::Result<()> {
+    for (payment_id, intent) in payments {
+        let r = client
+            .post(format!(
+                "{base}/api/sandbox/payment_intents/{intent}/confirm"
+            ))
+            .json(&json!({"payment_method": "pm_card_visa"}))
+            .send()
+            .await?;
+        anyhow::ensure!(r.status().is_success(), "confirm: {}", r.status());
+        wait_held(state, *payment_id).await?;
+    }
     Ok(())
 }
 
@@ -216,6 +290,7 @@ struct Parties {
     expert_id: i64,
     company_token: String,
     expert_token: String,
+    admin_token: String,
 }
 
 impl Parties {
@@ -245,6 +320,7 @@ impl Parties {
             &[Role::Experto],
         )
         .await?;
+        accounts::create_admin(db, clock, 4, "admin@bench.local", "benchadmin", PASSWORD).await?;
         let account = state
             .processor
             .client
@@ -285,6 +361,7 @@ impl Parties {
             expert_id,
             company_token: login(client, base, "benchco").await?,
             expert_token: login(client, base, "benchex").await?,
+            admin_token: login(client, base, "benchadmin").await?,
         })
     }
 
