@@ -667,6 +667,22 @@ async fn on_dispute_closed(
     .await?
     {
         announce_refund(tx, y, now).await?;
+        // The bank took the money back from the platform; the expert was paid already.
+        if y.payout_status == "transferred" {
+            alert_admins(
+                tx,
+                y,
+                "chargeback_after_transfer",
+                "Chargeback lost after the transfer",
+                &format!(
+                    "The chargeback on payment {} was lost after {} went to the expert; the transfer stands and is for an administrator to recover.",
+                    y.id,
+                    money_text(y.expert_amount_minor.unwrap_or(0), &y.currency)
+                ),
+                now,
+            )
+            .await?;
+        }
     }
     let Some(d) = ours else {
         return Ok(None);

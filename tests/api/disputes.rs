@@ -655,7 +655,9 @@ async fn chargeback(m: &Market, payment_id: i64) -> String {
         (dispute_of(m, project_id).await["processor_dispute_id"] == id.as_str()).then_some(())
     })
     .await;
-    wait_payment(m, payment_id, "disputed", |y| y["status"] == "disputed").await;
+    if y["status"] == "held" {
+        wait_payment(m, payment_id, "disputed", |y| y["status"] == "disputed").await;
+    }
     id.clone()
 }
 
@@ -717,6 +719,20 @@ async fn chargebacks_wait_for_the_bank_then_an_administrator_decides() {
     assert_eq!(intent["captured"], 0);
     assert!(transfers_of(&ledger, d.first_payment).is_empty());
     wait_notification(&m.app, d.company.id, "dispute_resolved").await;
+
+    // Lost after the expert was paid: the refund is recorded, the transfer stands, and the
+    // administrators are told to recover it.
+    let (d, _, _) = first_released(&m, "cbt").await;
+    let cb = chargeback(&m, d.first_payment).await;
+    assert_eq!(payment(&m, d.first_payment).await["status"], "released");
+    assert_eq!(close(&m, &cb, "lost").await.status(), StatusCode::OK);
+    all_applied(&m).await;
+    let y = payment(&m, d.first_payment).await;
+    assert_eq!(y["status"], "refunded");
+    wait_notification(&m.app, m.admin_id, "chargeback_after_transfer").await;
+    let ledger = sandbox_ledger(&m).await;
+    assert_eq!(transfers_of(&ledger, d.first_payment)[0]["reversed"], 0);
+    assert_eq!(dispute_of(&m, d.project_id).await["status"], "resolved");
 
     // Won, on a project whose company had raised a dispute: the chargeback joins it; after
     // the bank's decision the administrator releases the money to the expert.
