@@ -863,3 +863,52 @@ async fn a_resolution_racing_the_banks_decision_ends_in_one_outcome() {
         }
     }
 }
+
+#[actix_web::test]
+async fn two_decisions_at_once_decide_once() {
+    let m = Market::open().await;
+    for round in 0..3 {
+        let d = deal(&m, &format!("twodec{round}"), [40.0, 30.0, 30.0]).await;
+        connect(&m, &d.expert).await;
+        let held = fund(&m, &d.company, d.first_payment).await;
+        let intent = held["processor_payment_intent_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let id = company_raises(&m, &d).await;
+        let (a, b) = tokio::join!(
+            resolve(&m, id, "release_to_expert"),
+            resolve(&m, id, "refund_company")
+        );
+        let (a_status, b_status) = (a.status(), b.status());
+        let mut statuses = [a_status, b_status];
+        statuses.sort();
+        assert_eq!(statuses, [StatusCode::OK, StatusCode::CONFLICT]);
+        let (winner, loser) = if a_status == StatusCode::OK {
+            ("release_to_expert", b)
+        } else {
+            ("refund_company", a)
+        };
+        assert_eq!(code(&json(loser).await), "DISPUTE_NOT_ACTIVE");
+        let ours = dispute_of(&m, d.project_id).await;
+        assert_eq!(ours["resolution_action"], winner);
+        let y = payment(&m, d.first_payment).await;
+        let ledger = sandbox_ledger(&m).await;
+        let at_processor = intent_in(&ledger, &intent);
+        let transfers = transfers_of(&ledger, d.first_payment);
+        if winner == "release_to_expert" {
+            assert_eq!(y["status"], "released");
+            assert_eq!(
+                (at_processor["captures"].as_i64(), transfers.len()),
+                (Some(1), 1)
+            );
+        } else {
+            assert_eq!(y["status"], "refunded");
+            assert_eq!(
+                (at_processor["captures"].as_i64(), transfers.len()),
+                (Some(0), 0)
+            );
+        }
+        assert_eq!(dispute_lines(&m, d.project_id).await, 2);
+    }
+}
