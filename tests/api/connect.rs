@@ -488,6 +488,23 @@ async fn connect_account_updates_are_applied_by_account_id() {
     assert_eq!(stored.processor_connect_status.as_deref(), Some("active"));
     assert!(stored.processor_charges_enabled && stored.processor_payouts_enabled);
 
+    // The onboarding's own `account.updated` webhooks are applied before the next update is
+    // made here, so a late one cannot overwrite it.
+    crate::escrow::poll(
+        &m,
+        "the sandbox's webhooks delivered and applied",
+        || async {
+            let events = json(m.app.get("/api/sandbox/events").await).await;
+            let delivered = events.as_array().unwrap().iter().all(|e| {
+                e["deliveries"]
+                    .as_array()
+                    .is_some_and(|d| d.iter().any(|a| a["status"] == 200))
+            });
+            (delivered && crate::escrow::unprocessed_events(&m).await == 0).then_some(())
+        },
+    )
+    .await;
+
     // An `account.updated` object as the webhook carries it.
     let event: ProcessorAccount = serde_json::from_value(j!({
         "id": account_id, "object": "account", "charges_enabled": false, "payouts_enabled": true,
