@@ -142,18 +142,20 @@ async fn parties(tx: &mut Tx, p: &Project) -> FlowResult<Vec<users::Contact>> {
 // Raising and reading
 // ---------------------------------------------------------------------------------------
 
-/// The project if `caller` is its company or expert: 404 when they cannot see it, 403 when
-/// they can but take no part in it (administrators only read).
-async fn participating(state: &AppState, caller: &Caller, project_id: i64) -> FlowResult<Project> {
+/// Whether `caller` is the project's company or expert: 404 when they cannot see it, 403 when
+/// they can but take no part in it (administrators only read). Checked again in the actor.
+async fn require_party(state: &AppState, caller: &Caller, project_id: i64) -> FlowResult<()> {
     let mut conn = state.db.conn().await?;
-    let (p, rel) = load_visible(conn.exec(), caller, project_id).await?;
+    let (_, rel) = load_visible(conn.exec(), caller, project_id).await?;
     if rel.owner || rel.assigned {
-        Ok(p)
+        Ok(())
     } else {
-        Err(FlowError::forbidden(
-            "Only the project's company or expert may raise a dispute",
-        ))
+        Err(not_a_party())
     }
+}
+
+fn not_a_party() -> FlowError {
+    FlowError::forbidden("Only the project's company or expert may raise a dispute")
 }
 
 /// `POST /api/projects/{id}/dispute`: the company or the expert raises a dispute. The project
@@ -166,7 +168,7 @@ pub async fn raise(
     project_id: i64,
     complaint: Complaint,
 ) -> FlowResult<i64> {
-    participating(state, caller, project_id).await?;
+    require_party(state, caller, project_id).await?;
     let st = state.clone();
     let raised_by = caller.id;
     state
@@ -190,9 +192,7 @@ async fn raise_now(
         .await?
         .ok_or_else(|| FlowError::not_found("Project not found"))?;
     if p.company_id != Some(raised_by) && p.expert_id != Some(raised_by) {
-        return Err(FlowError::forbidden(
-            "Only the project's company or expert may raise a dispute",
-        ));
+        return Err(not_a_party());
     }
     if matches!(p.status.as_str(), "completed" | "disputed" | "cancelled") {
         return Err(FlowError::conflict(

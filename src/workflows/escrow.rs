@@ -920,7 +920,7 @@ pub(crate) async fn refund_in_actor(
     let Some(intent_id) = y.processor_payment_intent_id.as_deref() else {
         // A disputed payment whose intent was never made: nothing was taken.
         return if unfunded {
-            mark_refunded_in_tx(state, &y, cause, reason, None, &metadata).await
+            record_refund(state, &y, cause, reason, None, &metadata).await
         } else {
             Err(FlowError::conflict(
                 "PAYMENT_NOT_REFUNDABLE",
@@ -933,21 +933,20 @@ pub(crate) async fn refund_in_actor(
         .await
         .map_err(|e| processor_failure("report the payment", &e))?;
     let refund_id = match intent.status.as_str() {
-        // A disputed payment the company never paid: its intent is cancelled so it cannot be
-        // paid afterwards, and nothing is taken.
-        "requires_payment_method" | "requires_confirmation" | "requires_action" if unfunded => {
+        // Never captured: cancelling gives everything back (an authorisation is let go; a
+        // disputed payment the company never paid can no longer be paid).
+        status
+            if status == "requires_capture"
+                || (unfunded
+                    && matches!(
+                        status,
+                        "requires_payment_method" | "requires_confirmation" | "requires_action"
+                    )) =>
+        {
             client
                 .cancel_payment_intent(intent_id, &format!("payment_{}_cancel", y.id))
                 .await
                 .map_err(|e| processor_failure("cancel the payment", &e))?;
-            None
-        }
-        // Never captured: releasing the authorisation gives everything back.
-        "requires_capture" => {
-            client
-                .cancel_payment_intent(intent_id, &format!("payment_{}_cancel", y.id))
-                .await
-                .map_err(|e| processor_failure("release the authorisation", &e))?;
             None
         }
         "canceled" => None,
@@ -973,11 +972,11 @@ pub(crate) async fn refund_in_actor(
             ));
         }
     };
-    mark_refunded_in_tx(state, &y, cause, reason, refund_id.as_deref(), &metadata).await
+    record_refund(state, &y, cause, reason, refund_id.as_deref(), &metadata).await
 }
 
-/// The refund's record: `refunded`, both parties told.
-async fn mark_refunded_in_tx(
+/// Records a refund made (or nothing to give back): `refunded`, both parties told.
+async fn record_refund(
     state: &AppState,
     y: &Payment,
     cause: RefundCause,

@@ -37,6 +37,17 @@ async fn company_raises(m: &Market, d: &Deal) -> i64 {
     json(r).await["dispute_id"].as_i64().unwrap()
 }
 
+/// The company releases a payment (`POST /api/payments/release`).
+async fn release(m: &Market, company: &Account, payment_id: i64) -> reqwest::Response {
+    m.send(
+        company,
+        Method::POST,
+        "/api/payments/release",
+        Some(j!({"payment_id": payment_id})),
+    )
+    .await
+}
+
 async fn admin_put(m: &Market, path: &str, body: Value) -> reqwest::Response {
     m.as_admin(Method::PUT, path, Some(&body)).await
 }
@@ -218,14 +229,7 @@ async fn a_participant_raises_one_dispute_that_freezes_the_project_and_its_payme
     assert_eq!(r.status(), StatusCode::CONFLICT);
     assert_eq!(code(&json(r).await), "PROJECT_DISPUTED");
     // Nor is a payment released.
-    let r = m
-        .send(
-            &d.company,
-            Method::POST,
-            "/api/payments/release",
-            Some(j!({"payment_id": d.first_payment})),
-        )
-        .await;
+    let r = release(&m, &d.company, d.first_payment).await;
     assert_eq!(r.status(), StatusCode::CONFLICT);
     assert_eq!(payment(&m, d.first_payment).await["status"], "disputed");
 }
@@ -522,14 +526,7 @@ async fn first_released(m: &Market, name: &str) -> (Deal, i64, String) {
     let d = deal(m, name, [100.0, 50.0, 50.0]).await;
     connect(m, &d.expert).await;
     fund(m, &d.company, d.first_payment).await;
-    let r = m
-        .send(
-            &d.company,
-            Method::POST,
-            "/api/payments/release",
-            Some(j!({"payment_id": d.first_payment})),
-        )
-        .await;
+    let r = release(m, &d.company, d.first_payment).await;
     assert_eq!(r.status(), StatusCode::OK);
     let second = json(r).await["next_payment"]["id"].as_i64().unwrap();
     let intent = payment(m, second).await["processor_payment_intent_id"]

@@ -440,7 +440,7 @@ pub struct ResolvedResponse {
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "DISPUTE_NOT_ACTIVE, CHARGEBACK_OPEN, CHARGEBACK_CLOSING, REVERSAL_FAILED, PROCESSOR_REFUSED"),
         (status = 422, body = ErrorBody),
-        (status = 503, body = ErrorBody, description = "The processor is unreachable; nothing was decided"),
+        (status = 503, body = ErrorBody, description = "The processor is unreachable; the dispute stays open"),
     )
 )]
 #[put("/api/admin/disputes/{dispute_id}/resolve")]
