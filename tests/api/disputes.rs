@@ -909,3 +909,24 @@ async fn two_decisions_at_once_decide_once() {
         assert_eq!(dispute_lines(&m, d.project_id).await, 2);
     }
 }
+
+#[actix_web::test]
+async fn two_mediations_at_once_take_the_dispute_up_once() {
+    let m = Market::open().await;
+    let d = deal(&m, "twomed", [10.0, 10.0, 10.0]).await;
+    let id = company_raises(&m, &d).await;
+    let path = format!("/api/admin/disputes/{id}/mediate");
+    let (a, b) = tokio::join!(
+        admin_put(&m, &path, j!({"notes": "First mediator takes it up."})),
+        admin_put(&m, &path, j!({"notes": "Second mediator takes it up."}))
+    );
+    let mut statuses = [a.status(), b.status()];
+    statuses.sort();
+    assert_eq!(statuses, [StatusCode::OK, StatusCode::CONFLICT]);
+    assert_eq!(dispute_of(&m, d.project_id).await["status"], "in_review");
+    assert_eq!(
+        dispute_lines(&m, d.project_id).await,
+        2,
+        "one mediation line"
+    );
+}
