@@ -8,6 +8,8 @@
 //! Outside `cargo bench` (no `--bench` argument, as under `cargo test --benches`) it does
 //! nothing, so a test run never spends minutes here.
 
+#[path = "support/crm_load.rs"]
+mod crm_load;
 mod support;
 
 use std::collections::HashMap;
@@ -194,6 +196,11 @@ fn main() {
                     println!("{label}: failed: {err:#}");
                     table.add(&label, "error", format!("{err:#}"));
                 }
+            }
+        }
+        if support::env_number("BENCH_CRM", 1, 0, 1) == 1 {
+            for (metric, value) in crm_load::run().await {
+                table.add("crm (sqlite+memory)", metric, value);
             }
         }
     });

@@ -90,10 +90,27 @@ pub struct Settings {
     pub crm_webhook_secret: Option<Secret>,
     pub crm_retry_enabled: bool,
     pub crm_retry_interval_minutes: u32,
+    /// The CRM location (sub-account) every contact lives in.
+    pub crm_location_id: Option<String>,
+    /// The `Version` header of CRM calls.
+    pub crm_api_version: String,
+    /// The pipeline opportunities are created in.
+    pub crm_pipeline_id: Option<String>,
+    /// Whether internal rating changes are written to the contact's `internal_rating` field.
+    pub crm_sync_internal_rating: bool,
     pub enable_test_reset_endpoint: bool,
     pub test_reset_token: Option<Secret>,
     pub log_format: LogFormat,
     pub workers: Option<usize>,
+    /// `REVIEW_BLIND_DAYS`: a review is revealed this long after its project ended, if the
+    /// counterpart has not reviewed before.
+    pub review_blind_window: chrono::Duration,
+    /// `AUTO_APPROVE_DAYS`: a submitted delivery left unreviewed this long is approved.
+    pub auto_approve_after: chrono::Duration,
+    /// `DISPUTE_RESPONSE_DAYS`: an expert's dispute unanswered this long is escalated.
+    pub dispute_response_within: chrono::Duration,
+    /// `FUNDING_REMINDER_DAYS`: a milestone awaiting payment this long reminds the company.
+    pub funding_reminder_after: chrono::Duration,
 }
 
 /// A secret string: compared and used, never printed.
@@ -170,7 +187,7 @@ impl Settings {
             check_url("PROCESSOR_API_BASE", base, &["http", "https"])?;
         }
         let crm_api_base = get("CRM_API_BASE");
-        if let Some(base) = &crm_api_base {
+        if let Some(base) = crm_api_base.as_deref().filter(|b| *b != "sandbox") {
             check_url("CRM_API_BASE", base, &["http", "https"])?;
         }
 
@@ -184,6 +201,20 @@ impl Settings {
             return Err(invalid(
                 "JWT_SECRET",
                 "required when APP_ENV=production (refusing to start with a generated secret)",
+            ));
+        }
+
+        // The sandboxes' controls are unauthenticated by design: never in production.
+        if app_env == AppEnv::Production && get("PROCESSOR_SECRET_KEY").is_none() {
+            return Err(invalid(
+                "PROCESSOR_SECRET_KEY",
+                "required when APP_ENV=production (the processor sandbox is for development)",
+            ));
+        }
+        if app_env == AppEnv::Production && get("CRM_API_BASE").as_deref() == Some("sandbox") {
+            return Err(invalid(
+                "CRM_API_BASE",
+                "`sandbox` is for development, not APP_ENV=production",
             ));
         }
 
@@ -217,6 +248,16 @@ impl Settings {
         let workers = match get("WORKERS") {
             None => None,
             Some(_) => Some(number("WORKERS", 0, 1, 256)? as usize),
+        };
+
+        let days = |name: &'static str, default: i64| match get(name) {
+            None => Ok(chrono::Duration::days(default)),
+            Some(v) => parse_days(&v).ok_or_else(|| {
+                invalid(
+                    name,
+                    format!("expected a number of days above 0 and up to 365, got `{v}`"),
+                )
+            }),
         };
 
         Ok(Self {
@@ -267,10 +308,18 @@ impl Settings {
             crm_webhook_secret: get("CRM_WEBHOOK_SECRET").map(Secret),
             crm_retry_enabled: flag("CRM_RETRY_ENABLED", true)?,
             crm_retry_interval_minutes: number("CRM_RETRY_INTERVAL_MINUTES", 30, 1, 10_080)?,
+            crm_location_id: get("CRM_LOCATION_ID"),
+            crm_api_version: get("CRM_API_VERSION").unwrap_or_else(|| "2021-07-28".into()),
+            crm_pipeline_id: get("CRM_PIPELINE_ID"),
+            crm_sync_internal_rating: flag("CRM_SYNC_INTERNAL_RATING", true)?,
             enable_test_reset_endpoint: flag("ENABLE_TEST_RESET_ENDPOINT", false)?,
             test_reset_token: get("TEST_RESET_TOKEN").map(Secret),
             log_format,
             workers,
+            review_blind_window: days("REVIEW_BLIND_DAYS", 14)?,
+            auto_approve_after: days("AUTO_APPROVE_DAYS", 14)?,
+            dispute_response_within: days("DISPUTE_RESPONSE_DAYS", 7)?,
+            funding_reminder_after: days("FUNDING_REMINDER_DAYS", 3)?,
         })
     }
 
@@ -296,6 +345,18 @@ impl Settings {
     pub fn is_production(&self) -> bool {
         self.app_env == AppEnv::Production
     }
+}
+
+/// A number of days, fractions allowed (`0.0005` is 43.2 s), above 0 and up to 365, to the
+/// microsecond; decimal arithmetic, so `1.1` is exactly 95,040 s.
+fn parse_days(text: &str) -> Option<chrono::Duration> {
+    let days: rust_decimal::Decimal = text.parse().ok()?;
+    if days <= rust_decimal::Decimal::ZERO || days > rust_decimal::Decimal::from(365) {
+        return None;
+    }
+    let micros = (days * rust_decimal::Decimal::from(86_400_000_000i64)).round();
+    let micros = i64::try_from(micros).ok()?;
+    (micros > 0).then(|| chrono::Duration::microseconds(micros))
 }
 
 fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
@@ -386,14 +447,39 @@ mod tests {
     }
 
     #[test]
+    fn timer_windows_take_fractions_of_a_day() {
+        let s = parse(&[]).unwrap();
+        assert_eq!(s.auto_approve_after, chrono::Duration::days(14));
+        assert_eq!(s.dispute_response_within, chrono::Duration::days(7));
+        assert_eq!(s.funding_reminder_after, chrono::Duration::days(3));
+        let s = parse(&[
+            ("AUTO_APPROVE_DAYS", "0.0005"),
+            ("FUNDING_REMINDER_DAYS", "1.5"),
+        ])
+        .unwrap();
+        assert_eq!(s.auto_approve_after, chrono::Duration::milliseconds(43_200));
+        assert_eq!(s.funding_reminder_after, chrono::Duration::hours(36));
+        for bad in ["0", "-1", "366", "soon", "1e3"] {
+            let error = parse(&[("DISPUTE_RESPONSE_DAYS", bad)]).unwrap_err();
+            assert_eq!(error.var, "DISPUTE_RESPONSE_DAYS", "{bad}");
+        }
+    }
+
+    #[test]
     fn production_without_jwt_secret_refuses() {
         let err = parse(&[("APP_ENV", "production")]).unwrap_err();
         assert_eq!(err.var, "JWT_SECRET");
-        let ok = parse(&[
+        let production = [
             ("APP_ENV", "production"),
             ("JWT_SECRET", "0123456789abcdef0123456789abcdef"),
-        ]);
-        assert!(ok.unwrap().is_production());
+        ];
+        // Nor with the processor's sandbox, nor the CRM's.
+        assert_eq!(parse(&production).unwrap_err().var, "PROCESSOR_SECRET_KEY");
+        let mut with_key = production.to_vec();
+        with_key.push(("PROCESSOR_SECRET_KEY", "sk_live_x"));
+        assert!(parse(&with_key).unwrap().is_production());
+        with_key.push(("CRM_API_BASE", "sandbox"));
+        assert_eq!(parse(&with_key).unwrap_err().var, "CRM_API_BASE");
     }
 
     #[test]

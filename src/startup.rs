@@ -12,12 +12,12 @@ use utoipa_actix_web::AppExt as _;
 
 use crate::clock::Clock;
 use crate::config::Settings;
+use crate::domain::access_token::AccessTokens;
 use crate::http;
-use crate::integrations::{cache, mail, processor};
+use crate::integrations::{cache, crm, mail, processor};
 use crate::state::AppState;
 use crate::store::Db;
-use crate::workflows::auth::AuthService;
-use crate::workflows::outbox::{Dispatcher, Outbox};
+use crate::workflows::outbox::Dispatcher;
 
 /// A built service, bound to its port, not yet serving.
 pub struct Application {
@@ -53,6 +53,20 @@ impl Application {
                 .await
                 .context("cannot set up the payment processor")?,
         );
+        let crm_setup = Arc::new(
+            crm::connect(&settings, clock.clone())
+                .await
+                .context("cannot set up the CRM")?,
+        );
+        let jobs = actors::Jobs::default();
+        // Started before the state: the outbox's CRM consumer queues syncs for this worker.
+        let crm_service = crate::workflows::crm::CrmService::start(
+            db.clone(),
+            clock.clone(),
+            settings.clone(),
+            crm_setup.clone(),
+            &jobs,
+        );
 
         let dispatcher = Dispatcher::new(
             db.clone(),
@@ -66,38 +80,33 @@ impl Application {
                     mailer.clone(),
                     cache.clone(),
                 )),
+                Arc::new(crate::workflows::crm::CrmConsumer::new(crm_service.clone())),
             ],
         );
-        let outbox = Outbox::start(dispatcher, std::time::Duration::from_secs(1));
+        let outbox = dispatcher.start(&jobs, std::time::Duration::from_secs(1));
 
-        let auth = Arc::new(AuthService::new(
-            &settings,
-            db.clone(),
-            cache.clone(),
-            clock.clone(),
-        ));
         let state = AppState {
+            tokens: Arc::new(access_tokens(&settings)),
             settings: settings.clone(),
             db,
             cache,
             mailer,
             clock,
-            auth,
             outbox,
             processor,
-            http_metrics: Arc::default(),
             project_actors: actors::Registry::new("project", actors::RegistryConfig::default()),
             payment_actors: actors::Registry::new("payment", actors::RegistryConfig::default()),
-            jobs: Arc::default(),
+            jobs,
+            crm: crm_setup,
+            crm_worker: crm_service.worker(),
         };
-        let _ = state
-            .jobs
-            .set(crate::workflows::escrow_jobs::EscrowJobs::start(&state));
+        crate::workflows::jobs::start_all(&state);
 
         let listener = match TcpListener::bind(settings.bind_addr) {
             Ok(listener) => listener,
             Err(err) => {
                 state.processor.stop().await;
+                state.crm.stop().await;
                 return Err(err).with_context(|| format!("cannot bind {}", settings.bind_addr));
             }
         };
@@ -133,11 +142,9 @@ impl Application {
 
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let result = self.server.await;
-        if let Some(jobs) = self.state.jobs.get() {
-            jobs.stop();
-        }
-        self.state.outbox.stop();
+        self.state.jobs.stop_all();
         self.state.processor.stop().await;
+        self.state.crm.stop().await;
         result
     }
 }
@@ -151,6 +158,19 @@ fn reachable_address(local: std::net::SocketAddr) -> std::net::SocketAddr {
         IpAddr::V6(ip) if ip.is_unspecified() => (Ipv6Addr::LOCALHOST, local.port()).into(),
         _ => local,
     }
+}
+
+fn access_tokens(settings: &Settings) -> AccessTokens {
+    let secret = settings
+        .jwt_secret
+        .as_ref()
+        .map(|s| s.expose().as_bytes().to_vec())
+        .unwrap_or_default();
+    AccessTokens::new(
+        &secret,
+        chrono::Duration::minutes(i64::from(settings.jwt_access_expire_minutes)),
+        chrono::Duration::days(i64::from(settings.jwt_refresh_expire_days)),
+    )
 }
 
 fn build_mailer(settings: &Settings) -> anyhow::Result<mail::Mailer> {
@@ -174,11 +194,14 @@ pub fn openapi_document() -> utoipa::openapi::OpenApi {
         .openapi(http::ApiDoc::openapi())
         .configure(http::configure)
         .split_for_parts();
+    let mut api = api;
+    http::openapi::complete(&mut api);
     api
 }
 
 fn run(listener: TcpListener, state: AppState, workers: Option<usize>) -> anyhow::Result<Server> {
     let data = web::Data::new(state);
+    let http_metrics = web::Data::new(http::metrics::HttpMetrics::default());
     let openapi = web::Data::new(openapi_document());
     let mut server = HttpServer::new(move || {
         let (app, _) = App::new()
@@ -187,6 +210,7 @@ fn run(listener: TcpListener, state: AppState, workers: Option<usize>) -> anyhow
             .configure(http::configure)
             .split_for_parts();
         app.app_data(data.clone())
+            .app_data(http_metrics.clone())
             .app_data(openapi.clone())
             .configure(http::extractor_configs)
             .default_service(web::to(http::no_route))

@@ -1,16 +1,17 @@
-//! What every handler shares.
+//! What every handler shares: handles of the layers below the workflows (store, cache, mail,
+//! processor, clock, token keys) and the actor machinery. Nothing here knows a use case, so
+//! `state` sits below `workflows` and every workflow can take it.
 
 use std::sync::Arc;
 
 use crate::clock::Clock;
 use crate::config::Settings;
-use crate::http::metrics::HttpMetrics;
+use crate::domain::access_token::AccessTokens;
 use crate::integrations::cache::Cache;
+use crate::integrations::crm::CrmSetup;
 use crate::integrations::mail::Mailer;
 use crate::integrations::processor::ProcessorSetup;
 use crate::store::Db;
-use crate::workflows::auth::AuthService;
-use crate::workflows::outbox::Outbox;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -19,16 +20,22 @@ pub struct AppState {
     pub cache: Arc<dyn Cache>,
     pub mailer: Mailer,
     pub clock: Clock,
-    pub auth: Arc<AuthService>,
-    pub outbox: Outbox,
+    /// Signing key and lifetimes of access and refresh tokens.
+    pub tokens: Arc<AccessTokens>,
+    /// The outbox dispatcher (DESIGN §4): `wake()` it after a commit that wrote events;
+    /// `trigger()` runs a pass and waits for it.
+    pub outbox: actors::PeriodicHandle,
     /// The processor client, webhook secret and publishable key; the sandbox when it is the
     /// processor.
     pub processor: Arc<ProcessorSetup>,
-    pub http_metrics: Arc<HttpMetrics>,
     /// One actor per project: every transition of a project runs inside it (DESIGN §3).
     pub project_actors: actors::Registry<i64>,
     /// One actor per payment: every processor-driven change of a payment runs inside it.
     pub payment_actors: actors::Registry<i64>,
-    /// The escrow's periodic jobs, once started.
-    pub jobs: Arc<std::sync::OnceLock<crate::workflows::escrow_jobs::EscrowJobs>>,
+    /// Every periodic job of the service, by name (`workflows::jobs` starts them).
+    pub jobs: actors::Jobs,
+    /// The CRM client (or off), its sandbox and metrics.
+    pub crm: Arc<CrmSetup>,
+    /// The worker draining the CRM queue, while the CRM is on: `wake()` after queueing.
+    pub crm_worker: Option<actors::PeriodicHandle>,
 }

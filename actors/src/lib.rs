@@ -5,11 +5,13 @@
 //!   concurrently; idle actors stop, panicking jobs restart their actor.
 //! * [`hub`]: rooms of members for real-time fan-out over bounded channels.
 //! * [`periodic`]: a supervised periodic job with exponential back-off.
+//! * [`jobs`]: the named set of periodic jobs a service runs.
 //! * [`metrics`]: process-wide numbers about all of the above.
 
 #![warn(missing_docs)]
 
 pub mod hub;
+pub mod jobs;
 pub mod metrics;
 pub mod periodic;
 pub mod registry;
@@ -17,6 +19,7 @@ pub mod registry;
 mod test_support;
 
 pub use hub::{Hub, MemberId};
+pub use jobs::Jobs;
 pub use metrics::{KindMetrics, KindValues, snapshot};
 pub use periodic::{PeriodicConfig, PeriodicHandle, PeriodicJob, RunError};
 pub use registry::{ActorError, ActorKey, Registry, RegistryConfig};

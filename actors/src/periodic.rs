@@ -5,7 +5,7 @@ use std::fmt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -94,16 +94,34 @@ impl PeriodicJob {
         F: Fn() -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), String>> + Send + 'static,
     {
+        Self::spawn_paced(name, config, move || {
+            let run = job();
+            async move { run.await.map(|()| None) }
+        })
+    }
+
+    /// Like [`spawn`](Self::spawn), for a job that knows when it is next needed: a
+    /// successful run returns `Some(wait)` to run again after `wait` (at most the
+    /// `interval`, which stays the longest sleep), or `None` for the `interval`.
+    /// Failures back off as with `spawn`; wakes and triggers work the same.
+    pub fn spawn_paced<F, Fut>(name: &'static str, config: PeriodicConfig, job: F) -> PeriodicHandle
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Option<Duration>, String>> + Send + 'static,
+    {
         let (commands, inbox) = mpsc::unbounded_channel();
+        let woken = Arc::new(AtomicBool::new(false));
         let schedule = Schedule {
             name,
             config,
             counters: metrics::periodic_counters(name),
+            woken: woken.clone(),
         };
         let task = tokio::spawn(schedule.run(job, inbox));
         PeriodicHandle {
             name,
             commands,
+            woken,
             task: Arc::new(task),
         }
     }
@@ -115,6 +133,8 @@ impl PeriodicJob {
 pub struct PeriodicHandle {
     name: &'static str,
     commands: mpsc::UnboundedSender<Command>,
+    /// A wake is queued and its run has not started.
+    woken: Arc<AtomicBool>,
     task: Arc<JoinHandle<()>>,
 }
 
@@ -129,6 +149,7 @@ impl fmt::Debug for PeriodicHandle {
 
 enum Command {
     Trigger(oneshot::Sender<Result<(), RunError>>),
+    Wake,
     Stop,
 }
 
@@ -151,6 +172,15 @@ impl PeriodicHandle {
         self.task.is_finished()
     }
 
+    /// Asks for a run now without waiting for it. Wakes coalesce: while one
+    /// is waiting to start, more wakes ask for nothing more, so a burst of
+    /// them costs one run.
+    pub fn wake(&self) {
+        if !self.woken.swap(true, Ordering::AcqRel) {
+            let _ = self.commands.send(Command::Wake);
+        }
+    }
+
     /// Runs the job now (after a run in progress, if any) and returns that
     /// run's result. The schedule restarts from the end of this run.
     pub async fn trigger(&self) -> Result<(), RunError> {
@@ -166,13 +196,14 @@ struct Schedule {
     name: &'static str,
     config: PeriodicConfig,
     counters: Arc<PeriodicCounters>,
+    woken: Arc<AtomicBool>,
 }
 
 impl Schedule {
     async fn run<F, Fut>(self, job: F, mut inbox: mpsc::UnboundedReceiver<Command>)
     where
         F: Fn() -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), String>> + Send + 'static,
+        Fut: Future<Output = Result<Option<Duration>, String>> + Send + 'static,
     {
         let mut next_run = Instant::now() + self.config.initial_delay;
         let mut failures = 0u32;
@@ -183,6 +214,7 @@ impl Schedule {
                 biased;
                 command = inbox.recv(), if handles_alive => match command {
                     Some(Command::Trigger(reply)) => Some(reply),
+                    Some(Command::Wake) => None,
                     Some(Command::Stop) => break,
                     // Every handle dropped: keep to the schedule (no stop-on-drop).
                     None => {
@@ -193,13 +225,16 @@ impl Schedule {
                 () = tokio::time::sleep_until(next_run) => None,
             };
 
-            let result = run_once(&job).await;
-            failures = match &result {
-                Ok(()) => 0,
+            // Cleared before the run: a wake during the run asks for another.
+            self.woken.store(false, Ordering::Release);
+            let outcome = run_once(&job).await;
+            failures = match &outcome {
+                Ok(_) => 0,
                 Err(_) => failures.saturating_add(1),
             };
-            let wait = self.record(&result, failures);
+            let wait = self.record(&outcome, failures);
             next_run = Instant::now() + wait;
+            let result = outcome.map(drop);
             if let Some(reply) = reply {
                 // The caller may have stopped waiting; that is fine.
                 let _ = reply.send(result);
@@ -209,13 +244,16 @@ impl Schedule {
     }
 
     /// Updates metrics and logs for one run; returns the wait until the next.
-    fn record(&self, result: &Result<(), RunError>, failures: u32) -> Duration {
+    fn record(&self, result: &Result<Option<Duration>, RunError>, failures: u32) -> Duration {
         let counters = &self.counters;
         counters.runs.fetch_add(1, Ordering::Relaxed);
-        let Err(error) = result else {
-            counters.record_success_now();
-            counters.set_backoff(Duration::ZERO);
-            return self.config.interval;
+        let error = match result {
+            Ok(next) => {
+                counters.record_success_now();
+                counters.set_backoff(Duration::ZERO);
+                return next.map_or(self.config.interval, |wait| wait.min(self.config.interval));
+            }
+            Err(error) => error,
         };
         counters.failures.fetch_add(1, Ordering::Relaxed);
         if matches!(error, RunError::Panicked(_)) {
@@ -234,15 +272,15 @@ impl Schedule {
     }
 }
 
-async fn run_once<F, Fut>(job: &F) -> Result<(), RunError>
+async fn run_once<F, Fut>(job: &F) -> Result<Option<Duration>, RunError>
 where
     F: Fn() -> Fut,
-    Fut: Future<Output = Result<(), String>>,
+    Fut: Future<Output = Result<Option<Duration>, String>>,
 {
     // `job()` is called inside the guarded future so that a panic while
     // building the future is caught too.
     match AssertUnwindSafe(async { job().await }).catch_unwind().await {
-        Ok(Ok(())) => Ok(()),
+        Ok(Ok(next)) => Ok(next),
         Ok(Err(message)) => Err(RunError::Failed(message)),
         Err(payload) => Err(RunError::Panicked(crate::panic_message(payload.as_ref()))),
     }
@@ -303,6 +341,35 @@ mod tests {
         let handle = PeriodicJob::spawn("periodic-test-repeats", config, counting_job(&runs));
         eventually("three runs", || runs.load(Ordering::SeqCst) >= 3).await;
         assert!(periodic_metrics("periodic-test-repeats").last_success_unix_seconds > 0.0);
+        handle.stop();
+    }
+
+    #[tokio::test]
+    async fn wakes_run_the_job_and_a_burst_of_them_coalesces() {
+        let runs = Arc::new(AtomicU64::new(0));
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let job = {
+            let (runs, gate) = (Arc::clone(&runs), Arc::clone(&gate));
+            move || {
+                let (runs, gate) = (Arc::clone(&runs), Arc::clone(&gate));
+                async move {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    gate.acquire().await.map_err(|e| e.to_string())?.forget();
+                    Ok(())
+                }
+            }
+        };
+        let handle = PeriodicJob::spawn("periodic-test-wake", manual(), job);
+        handle.wake();
+        eventually("the first run", || runs.load(Ordering::SeqCst) == 1).await;
+        // The first run is in progress: a burst of wakes asks for one more run, not five.
+        for _ in 0..5 {
+            handle.wake();
+        }
+        gate.add_permits(10);
+        eventually("the second run", || runs.load(Ordering::SeqCst) == 2).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
         handle.stop();
     }
 
@@ -372,6 +439,56 @@ mod tests {
             settled,
             "no run before the interval"
         );
+        handle.stop();
+    }
+
+    #[tokio::test]
+    async fn a_paced_job_runs_again_after_the_wait_it_returns_capped_by_the_interval() {
+        let runs = Arc::new(AtomicU64::new(0));
+        let job = {
+            let runs = Arc::clone(&runs);
+            move || {
+                let run = runs.fetch_add(1, Ordering::SeqCst);
+                // The first three runs ask for 5 ms; then a day, which the hour caps.
+                let next = if run < 3 {
+                    Duration::from_millis(5)
+                } else {
+                    Duration::from_secs(86_400)
+                };
+                futures_util::future::ready(Ok(Some(next)))
+            }
+        };
+        let config = PeriodicConfig {
+            initial_delay: Duration::ZERO,
+            ..manual()
+        };
+        let handle = PeriodicJob::spawn_paced("periodic-test-paced", config, job);
+        eventually("four runs", || runs.load(Ordering::SeqCst) >= 4).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(runs.load(Ordering::SeqCst), 4, "then the interval applies");
+        // A wake still runs it at once.
+        handle.wake();
+        eventually("a woken run", || runs.load(Ordering::SeqCst) == 5).await;
+        handle.stop();
+    }
+
+    #[tokio::test]
+    async fn a_paced_wait_is_capped_by_the_interval() {
+        let runs = Arc::new(AtomicU64::new(0));
+        let job = {
+            let runs = Arc::clone(&runs);
+            move || {
+                runs.fetch_add(1, Ordering::SeqCst);
+                futures_util::future::ready(Ok(Some(Duration::from_secs(86_400))))
+            }
+        };
+        let config = PeriodicConfig {
+            interval: Duration::from_millis(5),
+            initial_delay: Duration::ZERO,
+            ..manual()
+        };
+        let handle = PeriodicJob::spawn_paced("periodic-test-paced-cap", config, job);
+        eventually("runs every interval", || runs.load(Ordering::SeqCst) >= 3).await;
         handle.stop();
     }
 

@@ -1,9 +1,12 @@
 //! Types and rules with no I/O.
 
+pub mod access_token;
 pub mod commission;
+pub mod crm;
 pub mod money;
 pub mod profile;
 pub mod project;
+pub mod reputation;
 pub mod token;
 pub mod upload;
 pub mod user;

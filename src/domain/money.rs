@@ -4,8 +4,13 @@
 use rust_decimal::Decimal;
 use std::str::FromStr as _;
 
+/// The largest amount the service takes: the payment processor's maximum charge. Every
+/// amount in cents then stays below 2^53, so it goes out as a JSON number exactly.
+pub const MAX_MINOR: i64 = 9_999_999_999;
+
 /// Parses an amount given on the wire (the text of a JSON number) into minor units (cents):
-/// at most 2 decimals, not negative.
+/// at most 2 decimals, not negative, at most 99,999,999.99. The bound is checked before any
+/// arithmetic, so no input can overflow.
 pub fn parse_money(text: &str) -> Result<i64, &'static str> {
     let value = Decimal::from_str(text)
         .or_else(|_| Decimal::from_scientific(text))
@@ -17,7 +22,12 @@ pub fn parse_money(text: &str) -> Result<i64, &'static str> {
     if value.is_sign_negative() && !value.is_zero() {
         return Err("must not be negative");
     }
-    let minor = value * Decimal::ONE_HUNDRED;
+    if value > Decimal::new(MAX_MINOR, 2) {
+        return Err("must be at most 99999999.99");
+    }
+    let minor = value
+        .checked_mul(Decimal::ONE_HUNDRED)
+        .ok_or("is too large")?;
     i64::try_from(minor).map_err(|_| "is too large")
 }
 
@@ -51,6 +61,27 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&minor_to_number(1010)).unwrap(),
             "10.1"
+        );
+    }
+
+    #[test]
+    fn amounts_are_bounded_before_any_arithmetic() {
+        assert_eq!(parse_money("99999999.99"), Ok(MAX_MINOR));
+        for huge in [
+            "100000000",
+            "1e15",
+            "8e26",
+            "1e27",
+            "7.9e28",
+            "1e400",
+            "9007199254740993",
+        ] {
+            assert!(parse_money(huge).is_err(), "{huge}");
+        }
+        // Every accepted amount goes out exactly.
+        assert_eq!(
+            serde_json::to_string(&minor_to_number(MAX_MINOR)).unwrap(),
+            "99999999.99"
         );
     }
 

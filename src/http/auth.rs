@@ -95,7 +95,8 @@ impl FromRequest for AuthUser {
         Box::pin(async move {
             let state = state_of(&req)?;
             let token = bearer_token(&req).ok_or(AuthError::Missing)?;
-            let (claims, session, user) = state.auth.authenticate(&token).await?;
+            let (claims, session, user) =
+                crate::workflows::auth::authenticate(&state, &token).await?;
             Ok(AuthUser {
                 user,
                 claims,
@@ -241,7 +242,7 @@ impl<'a> CookieJar<'a> {
     }
 
     pub fn refresh(&self, token: &str) -> Cookie<'static> {
-        let ttl = self.state.auth.refresh_ttl();
+        let ttl = self.state.tokens.refresh_ttl;
         self.build(
             REFRESH_COOKIE,
             token.to_owned(),
@@ -250,7 +251,7 @@ impl<'a> CookieJar<'a> {
     }
 
     pub fn csrf(&self, token: &str) -> Cookie<'static> {
-        let ttl = self.state.auth.access_ttl();
+        let ttl = self.state.tokens.access_ttl;
         self.build(
             CSRF_COOKIE,
             token.to_owned(),

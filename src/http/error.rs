@@ -11,21 +11,7 @@ use utoipa::ToSchema;
 
 use crate::store::StoreError;
 
-/// One invalid field of a request.
-#[derive(Debug, Clone, Serialize, ToSchema, PartialEq, Eq)]
-pub struct FieldError {
-    pub field: String,
-    pub message: String,
-}
-
-impl FieldError {
-    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            field: field.into(),
-            message: message.into(),
-        }
-    }
-}
+pub use crate::workflows::error::FieldError;
 
 /// The error body every failing request answers with.
 #[derive(Debug, Serialize, ToSchema)]
@@ -215,6 +201,7 @@ impl From<crate::workflows::error::FlowError> for ApiError {
                 Refusal::Conflict => Self::conflict(code, detail),
                 Refusal::Unavailable => Self::unavailable(detail).with_retry_after(1),
             },
+            FlowError::Invalid(errors) => Self::validation(errors),
             FlowError::Store(err) => err.into(),
             FlowError::Internal(err) => Self::internal(err),
         }

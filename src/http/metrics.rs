@@ -26,8 +26,18 @@ pub struct HttpMetrics {
     durations: Mutex<BTreeMap<(String, String), RouteStats>>,
 }
 
+/// The method as a label: one of the standard methods, anything else `other`, so clients
+/// cannot grow the number of series by inventing methods.
+fn method_label(method: &str) -> &'static str {
+    const KNOWN: [&str; 9] = [
+        "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE",
+    ];
+    KNOWN.into_iter().find(|m| *m == method).unwrap_or("other")
+}
+
 impl HttpMetrics {
     pub fn observe(&self, method: &str, route: &str, status: u16, elapsed: Duration) {
+        let method = method_label(method);
         let seconds = elapsed.as_secs_f64();
         if let Ok(mut requests) = self.requests.lock() {
             *requests

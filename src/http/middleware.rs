@@ -8,7 +8,7 @@ use actix_web::{Error, HttpMessage as _, web};
 use std::time::Instant;
 use tracing::Instrument as _;
 
-use crate::state::AppState;
+use crate::http::metrics::HttpMetrics;
 
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 
@@ -39,15 +39,18 @@ pub async fn request_context(
     req.extensions_mut().insert(RequestId(request_id.clone()));
 
     let method = req.method().to_string();
+    let credentialed = req
+        .headers()
+        .contains_key(actix_web::http::header::AUTHORIZATION)
+        || req.headers().contains_key(actix_web::http::header::COOKIE)
+        || req.path().starts_with("/api/auth/");
     let span = tracing::info_span!(
         "request",
         request_id = %request_id,
         method = %method,
         path = %req.path(),
     );
-    let metrics = req
-        .app_data::<web::Data<AppState>>()
-        .map(|state| state.http_metrics.clone());
+    let metrics = req.app_data::<web::Data<HttpMetrics>>().cloned();
     let started = Instant::now();
 
     let result = next.call(req).instrument(span.clone()).await;
@@ -82,5 +85,26 @@ pub async fn request_context(
         res.headers_mut()
             .insert(HeaderName::from_static(REQUEST_ID_HEADER), value);
     }
+    secure_headers(&mut res, credentialed);
     Ok(res)
+}
+
+/// Headers every answer carries: no content sniffing, no referrer leaving the site, no
+/// framing; and, for a request that carried credentials, no caching of what it answered
+/// (tokens, personal data) unless the route said otherwise.
+fn secure_headers<B>(res: &mut ServiceResponse<B>, credentialed: bool) {
+    use actix_web::http::header;
+    let headers = res.headers_mut();
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    if credentialed && !headers.contains_key(header::CACHE_CONTROL) {
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
 }

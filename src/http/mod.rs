@@ -4,7 +4,6 @@
 //! handlers that carry an OpenAPI description: a route cannot be mounted undocumented.
 
 use actix_web::{HttpResponse, web};
-use utoipa::OpenApi;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 pub mod auth;
@@ -12,41 +11,14 @@ pub mod error;
 pub mod metrics;
 pub mod middleware;
 pub mod multipart;
+pub mod openapi;
 pub mod pagination;
 pub mod rate_limit;
 pub mod routes;
 pub mod system;
 
 pub use error::{ApiError, ApiResult};
-
-#[derive(OpenApi)]
-#[openapi(
-    info(
-        title = "Expert marketplace API",
-        description = "Companies post projects, experts propose milestones, payments are held in escrow and released on approval."
-    ),
-    components(schemas(error::ErrorBody, error::FieldError)),
-    modifiers(&BearerAuth)
-)]
-pub struct ApiDoc;
-
-struct BearerAuth;
-
-impl utoipa::Modify for BearerAuth {
-    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-        let components = openapi.components.get_or_insert_with(Default::default);
-        components.add_security_scheme(
-            "bearer",
-            SecurityScheme::Http(
-                HttpBuilder::new()
-                    .scheme(HttpAuthScheme::Bearer)
-                    .bearer_format("JWT")
-                    .build(),
-            ),
-        );
-    }
-}
+pub use openapi::ApiDoc;
 
 /// Mounts every route of the service.
 pub fn configure(cfg: &mut ServiceConfig) {
@@ -186,7 +158,8 @@ pub fn configure(cfg: &mut ServiceConfig) {
             .service(ms::delete_milestone)
             .service(ms::complete)
             .service(ms::approve)
-            .service(ms::reject);
+            .service(ms::reject)
+            .service(routes::timers::release_engagement);
     }
     // Notifications.
     cfg.service(routes::notifications::list)
@@ -214,6 +187,27 @@ pub fn configure(cfg: &mut ServiceConfig) {
             .service(payments::admin_get)
             .service(payments::admin_refund);
     }
+    // Reviews: fixed paths before `{review_id}`.
+    {
+        use routes::reviews;
+        cfg.service(reviews::create)
+            .service(reviews::of_user)
+            .service(reviews::stats)
+            .service(reviews::of_project)
+            .service(reviews::of_project_reviewer)
+            .service(reviews::respond)
+            .service(reviews::edit_response)
+            .service(reviews::publish)
+            .service(reviews::hide)
+            .service(reviews::get_one)
+            .service(reviews::edit)
+            .service(reviews::remove);
+    }
+    // Administrators on a user's standing.
+    cfg.service(routes::reputation::set_internal_rating)
+        .service(routes::reputation::rating_history)
+        .service(routes::reputation::get_reputation)
+        .service(routes::reputation::suggest_level);
     // Disputes.
     cfg.service(routes::disputes::raise)
         .service(routes::disputes::latest)
@@ -236,6 +230,20 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(routes::sandbox::inject_failure)
         .service(routes::sandbox::resend_event)
         .service(routes::sandbox::events);
+    // CRM integration (issue 17): administrators, plus the signed inbound webhook.
+    {
+        use routes::crm;
+        cfg.service(crm::sync_contact)
+            .service(crm::create_opportunity)
+            .service(crm::add_tags)
+            .service(crm::contact_status)
+            .service(crm::sync_logs)
+            .service(crm::health_check)
+            .service(crm::crm_tags)
+            .service(crm::crm_diagnosis)
+            .service(crm::crm_sync_tags)
+            .service(crm::webhook);
+    }
 }
 
 /// The answer for an address no route matches.

@@ -4,7 +4,7 @@ use actix_web::{HttpResponse, get, web};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::metrics::{render_actors, render_single};
+use super::metrics::{HttpMetrics, render_actors, render_single};
 use crate::state::AppState;
 
 #[derive(Serialize, ToSchema)]
@@ -71,10 +71,11 @@ pub async fn health(state: web::Data<AppState>) -> HttpResponse {
     responses((status = 200, description = "Prometheus text format", content_type = "text/plain"))
 )]
 #[get("/metrics")]
-pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+pub async fn metrics(state: web::Data<AppState>, http: web::Data<HttpMetrics>) -> HttpResponse {
     let mut out = String::with_capacity(16 * 1024);
-    state.http_metrics.render(&mut out);
+    http.render(&mut out);
     render_actors(&mut out);
+    state.crm.metrics.render(&mut out);
     let (size, idle) = state.db.pool_stats();
     render_single(
         &mut out,
@@ -134,7 +135,6 @@ pub struct ActorKind {
     security(("bearer" = [])),
     responses(
         (status = 200, body = Vec<ActorKind>),
-        (status = 401, body = crate::http::error::ErrorBody),
         (status = 403, body = crate::http::error::ErrorBody),
     )
 )]

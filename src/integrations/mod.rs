@@ -1,5 +1,6 @@
 //! Everything that talks to the outside world: cache, mail, payment processor, CRM.
 
 pub mod cache;
+pub mod crm;
 pub mod mail;
 pub mod processor;

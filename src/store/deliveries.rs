@@ -21,6 +21,10 @@ pub struct Delivery {
     pub reviewed_by: Option<i64>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// While `submitted`: when the service approves it if the company has not reviewed it.
+    pub auto_approve_at: Option<DateTime<Utc>>,
+    /// The service approved it at `auto_approve_at` (`reviewed_by` is then empty).
+    pub auto_approved: bool,
 }
 
 macro_rules! select_deliveries {
@@ -28,13 +32,22 @@ macro_rules! select_deliveries {
         concat!(
             "SELECT d.id, d.milestone_id, d.project_id, d.expert_id, d.description, ",
             "d.attachments, d.status, d.feedback, d.reviewed_at, d.reviewed_by, d.created_at, ",
-            "d.updated_at FROM deliveries d ",
+            "d.updated_at, d.auto_approve_at, d.auto_approved FROM deliveries d ",
             $($rest),*
         )
     };
 }
 
+/// When a delivery under review is approved by the service, and when its company is reminded
+/// first.
+#[derive(Debug, Clone, Copy)]
+pub struct ReviewClock {
+    pub auto_approve_at: DateTime<Utc>,
+    pub remind_at: DateTime<Utc>,
+}
+
 /// Inserts a `submitted` delivery.
+#[allow(clippy::too_many_arguments)]
 pub async fn insert(
     ex: Exec<'_>,
     milestone_id: i64,
@@ -42,12 +55,13 @@ pub async fn insert(
     expert_id: i64,
     description: &str,
     attachments: &[String],
+    clock: ReviewClock,
     now: DateTime<Utc>,
 ) -> StoreResult<i64> {
     Ok(on_exec!(ex, c => sqlx::query_scalar(
         "INSERT INTO deliveries (milestone_id, project_id, expert_id, description, attachments,
-             status, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, 'submitted', $6, $6) RETURNING id",
+             status, created_at, updated_at, auto_approve_at, remind_at)
+         VALUES ($1, $2, $3, $4, $5, 'submitted', $6, $6, $7, $8) RETURNING id",
     )
     .bind(milestone_id)
     .bind(project_id)
@@ -55,6 +69,8 @@ pub async fn insert(
     .bind(description)
     .bind(Json(attachments))
     .bind(now)
+    .bind(clock.auto_approve_at)
+    .bind(clock.remind_at)
     .fetch_one(c)
     .await)?)
 }
@@ -130,7 +146,7 @@ pub async fn transition(
     from: &str,
     to: &str,
     feedback: Option<&str>,
-    reviewed_by: i64,
+    reviewed_by: Option<i64>,
     now: DateTime<Utc>,
 ) -> StoreResult<bool> {
     let done = on_exec!(ex, c => sqlx::query(
@@ -151,23 +167,27 @@ pub async fn transition(
 }
 
 /// The expert's new version of a delivery sent back for revision: `needs_revision` →
-/// `submitted` (the feedback stays, as the record of what was asked).
+/// `submitted` (the feedback stays, as the record of what was asked), its review clock
+/// started again.
 pub async fn resubmit(
     ex: Exec<'_>,
     id: i64,
     description: &str,
     attachments: &[String],
+    clock: ReviewClock,
     now: DateTime<Utc>,
 ) -> StoreResult<bool> {
     let done = on_exec!(ex, c => sqlx::query(
         "UPDATE deliveries SET status = 'submitted', description = $1, attachments = $2,
-             updated_at = $3
+             updated_at = $3, auto_approve_at = $5, remind_at = $6, reminders_sent = 0
          WHERE id = $4 AND status = 'needs_revision'",
     )
     .bind(description)
     .bind(Json(attachments))
     .bind(now)
     .bind(id)
+    .bind(clock.auto_approve_at)
+    .bind(clock.remind_at)
     .execute(c)
     .await
     .map(|r| r.rows_affected()))?;

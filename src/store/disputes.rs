@@ -34,6 +34,10 @@ pub struct Dispute {
     pub evidence_details: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Raised by the expert: the company's reply is due by then, or it is escalated.
+    pub response_due_at: Option<DateTime<Utc>>,
+    /// When it was escalated to the administrators for priority mediation.
+    pub escalated_at: Option<DateTime<Utc>>,
 }
 
 macro_rules! select_disputes {
@@ -44,7 +48,7 @@ macro_rules! select_disputes {
             "d.evidence, d.requested_resolution, d.resolution, d.resolution_action, ",
             "d.resolved_by, d.resolved_at, d.mediation_notes, d.mediated_by, d.mediated_at, ",
             "d.processor_dispute_id, d.processor_dispute_status, d.evidence_details, ",
-            "d.created_at, d.updated_at FROM disputes d ",
+            "d.created_at, d.updated_at, d.response_due_at, d.escalated_at FROM disputes d ",
             $($rest),*
         )
     };

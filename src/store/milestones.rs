@@ -23,6 +23,10 @@ pub struct Milestone {
     pub cancelled_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Since when it waits for its payment (the last time it became `awaiting_payment`).
+    pub awaiting_payment_at: Option<DateTime<Utc>>,
+    /// While `awaiting_payment`: when the company is reminded to fund it.
+    pub funding_due_at: Option<DateTime<Utc>>,
 }
 
 macro_rules! select_milestones {
@@ -30,7 +34,8 @@ macro_rules! select_milestones {
         concat!(
             "SELECT m.id, m.project_id, m.position, m.title, m.description, m.amount_minor, ",
             "m.currency, m.due_date, m.status, m.rejection_count, m.started_at, m.approved_at, ",
-            "m.completed_at, m.cancelled_at, m.created_at, m.updated_at FROM milestones m ",
+            "m.completed_at, m.cancelled_at, m.created_at, m.updated_at, m.awaiting_payment_at, ",
+            "m.funding_due_at FROM milestones m ",
             $($rest),*
         )
     };
@@ -137,7 +142,9 @@ pub async fn transition(
              started_at = CASE WHEN $1 = 'in_progress' AND started_at IS NULL THEN $2 ELSE started_at END,
              approved_at = CASE WHEN $1 = 'approved' THEN $2 ELSE approved_at END,
              completed_at = CASE WHEN $1 = 'completed' THEN $2 ELSE completed_at END,
-             cancelled_at = CASE WHEN $1 = 'cancelled' THEN $2 ELSE cancelled_at END
+             cancelled_at = CASE WHEN $1 = 'cancelled' THEN $2 ELSE cancelled_at END,
+             awaiting_payment_at = CASE WHEN $1 = 'awaiting_payment' THEN $2 ELSE awaiting_payment_at END,
+             funding_reminded_at = CASE WHEN $1 = 'awaiting_payment' THEN NULL ELSE funding_reminded_at END
          WHERE id = $3 AND status = $4",
     )
     .bind(to)
@@ -148,6 +155,21 @@ pub async fn transition(
     .await
     .map(|r| r.rows_affected()))?;
     Ok(done == 1)
+}
+
+/// Starts the funding clock of a milestone that just became `awaiting_payment`: the company
+/// is reminded at `due`.
+pub async fn start_funding_clock(ex: Exec<'_>, id: i64, due: DateTime<Utc>) -> StoreResult<()> {
+    on_exec!(ex, c => sqlx::query(
+        "UPDATE milestones SET funding_due_at = $1, funding_reminded_at = NULL
+         WHERE id = $2 AND status = 'awaiting_payment'",
+    )
+    .bind(due)
+    .bind(id)
+    .execute(c)
+    .await
+    .map(drop))?;
+    Ok(())
 }
 
 /// Cancels every milestone of the project that is not approved yet.
@@ -207,7 +229,7 @@ pub async fn approve_with_delivery(
     mut ex: Exec<'_>,
     id: i64,
     delivery_id: Option<i64>,
-    reviewer: i64,
+    reviewer: Option<i64>,
     now: DateTime<Utc>,
 ) -> StoreResult<bool> {
     let approved = on_exec!(ex.re(), c => sqlx::query(
@@ -224,7 +246,7 @@ pub async fn approve_with_delivery(
     }
     let deliveries = on_exec!(ex, c => sqlx::query(
         "UPDATE deliveries SET status = 'approved', reviewed_at = $1, reviewed_by = $2,
-             updated_at = $1
+             updated_at = $1, auto_approved = ($2 IS NULL)
          WHERE milestone_id = $3 AND status = 'submitted' AND ($4 IS NULL OR id = $4)",
     )
     .bind(now)
@@ -238,7 +260,8 @@ pub async fn approve_with_delivery(
 }
 
 /// After a failed transfer: the milestone `approved` → `in_progress` and its latest approved
-/// delivery back to `submitted`, so the company reviews it again.
+/// delivery back to `submitted`, so the company reviews it again (without a review clock:
+/// approving again would only retry the transfer, which the retry job does).
 pub async fn reopen_after_failed_transfer(
     mut ex: Exec<'_>,
     id: i64,
@@ -254,7 +277,8 @@ pub async fn reopen_after_failed_transfer(
     .await
     .map(|r| r.rows_affected()))?;
     on_exec!(ex, c => sqlx::query(
-        "UPDATE deliveries SET status = 'submitted', reviewed_at = NULL, updated_at = $1
+        "UPDATE deliveries SET status = 'submitted', reviewed_at = NULL, updated_at = $1,
+             auto_approve_at = NULL, remind_at = NULL, auto_approved = FALSE
          WHERE id = (SELECT MAX(id) FROM deliveries WHERE milestone_id = $2 AND status = 'approved')",
     )
     .bind(now)

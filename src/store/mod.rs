@@ -16,6 +16,7 @@ use crate::config::DatabaseTarget;
 
 pub mod applications;
 pub mod commission;
+pub mod crm;
 pub mod deliveries;
 pub mod disputes;
 pub mod documents;
@@ -27,8 +28,11 @@ pub mod payments;
 pub mod processor_events;
 pub mod profiles;
 pub mod projects;
+pub mod reputation;
+pub mod reviews;
 pub mod sessions;
 pub mod skills;
+pub mod timers;
 pub mod tokens;
 pub mod users;
 pub mod webhooks;
@@ -62,6 +66,16 @@ impl StoreError {
     /// A unique constraint refused the write (a duplicate).
     pub fn is_unique_violation(&self) -> bool {
         matches!(self, Self::Sqlx(sqlx::Error::Database(e)) if e.is_unique_violation())
+    }
+
+    /// `duplicate()` when a unique constraint refused the write, else this error as `E`: the
+    /// one way a caller turns a duplicate into its own refusal.
+    pub fn duplicate_as<E: From<StoreError>>(self, duplicate: impl FnOnce() -> E) -> E {
+        if self.is_unique_violation() {
+            duplicate()
+        } else {
+            self.into()
+        }
     }
 
     /// A foreign key refused the write (e.g. a delete of something history refers to).

@@ -288,10 +288,10 @@ pub async fn list_admin(
             "WHERE ($1 IS NULL OR p.profile_type = $1)
                AND ($2 IS NULL OR p.is_verified = $2)
                AND ($3 IS NULL OR p.verification_status = $3)
-               AND ($4 IS NULL OR LOWER(COALESCE(p.full_name, '')) LIKE $4
-                    OR LOWER(COALESCE(p.company_name, '')) LIKE $4
-                    OR LOWER(COALESCE(p.slug, '')) LIKE $4
-                    OR LOWER(u.email) LIKE $4 OR LOWER(u.username) LIKE $4) "
+               AND ($4 IS NULL OR LOWER(COALESCE(p.full_name, '')) LIKE $4 ESCAPE '\\'
+                    OR LOWER(COALESCE(p.company_name, '')) LIKE $4 ESCAPE '\\'
+                    OR LOWER(COALESCE(p.slug, '')) LIKE $4 ESCAPE '\\'
+                    OR LOWER(u.email) LIKE $4 ESCAPE '\\' OR LOWER(u.username) LIKE $4 ESCAPE '\\') "
         };
     }
     let search = f
@@ -299,7 +299,7 @@ pub async fn list_admin(
         .as_deref()
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(|s| format!("%{}%", s.to_lowercase()));
+        .map(|s| format!("%{}%", super::escape_like(&s.to_lowercase())));
     let items = on_exec!(ex.re(), c => sqlx::query_as::<_, Profile>(select_profiles!(
         "JOIN users u ON u.id = p.user_id ",
         admin_where!(),
@@ -354,19 +354,19 @@ pub async fn search_experts(
                AND ($2 IS NULL OR p.expert_level = $2)
                AND ($3 IS NULL OR LOWER(COALESCE(p.availability, '')) = $3)
                AND ($4 IS NULL OR p.is_verified = $4)
-               AND ($5 IS NULL OR LOWER(COALESCE(p.full_name, '')) LIKE $5
-                    OR LOWER(COALESCE(p.bio, '')) LIKE $5
-                    OR LOWER(COALESCE(p.main_area, '')) LIKE $5
+               AND ($5 IS NULL OR LOWER(COALESCE(p.full_name, '')) LIKE $5 ESCAPE '\\'
+                    OR LOWER(COALESCE(p.bio, '')) LIKE $5 ESCAPE '\\'
+                    OR LOWER(COALESCE(p.main_area, '')) LIKE $5 ESCAPE '\\'
                     OR EXISTS (SELECT 1 FROM profile_skills ps2
                         JOIN skills s2 ON s2.id = ps2.skill_id
-                        WHERE ps2.profile_id = p.id AND LOWER(s2.name) LIKE $5)) "
+                        WHERE ps2.profile_id = p.id AND LOWER(s2.name) LIKE $5 ESCAPE '\\')) "
         };
     }
     let q =
         f.q.as_deref()
             .map(str::trim)
             .filter(|s| !s.is_empty())
-            .map(|s| format!("%{}%", s.to_lowercase()));
+            .map(|s| format!("%{}%", super::escape_like(&s.to_lowercase())));
     let availability = f.availability.as_deref().map(str::to_lowercase);
     let items = on_exec!(ex.re(), c => sqlx::query_as::<_, Profile>(select_profiles!(
         "JOIN users u ON u.id = p.user_id ",
@@ -709,14 +709,17 @@ pub struct CurationCandidate {
     pub profile: Profile,
     /// Skill names.
     pub skills: Vec<String>,
-    /// Average rating of the expert's published reviews, and how many there are.
+    /// Average rating of the reviews the expert received that are shown, and how many.
     pub review_average: Option<f64>,
     pub review_count: i64,
 }
 
 /// Verified expert profiles of active users whose availability does not say they are
-/// unavailable, with their skills and published reviews.
-pub async fn curation_candidates(mut ex: Exec<'_>) -> StoreResult<Vec<CurationCandidate>> {
+/// unavailable, with their skills and the reviews they received that are shown at `now`.
+pub async fn curation_candidates(
+    mut ex: Exec<'_>,
+    now: DateTime<Utc>,
+) -> StoreResult<Vec<CurationCandidate>> {
     let profiles = on_exec!(ex.re(), c => sqlx::query_as::<_, Profile>(select_profiles!(
         "JOIN users u ON u.id = p.user_id
          WHERE p.profile_type = 'experto' AND p.is_verified = TRUE AND u.is_active = TRUE
@@ -734,13 +737,7 @@ pub async fn curation_candidates(mut ex: Exec<'_>) -> StoreResult<Vec<CurationCa
     )
     .fetch_all(c)
     .await)?;
-    let reviews: Vec<(i64, f64, i64)> = on_exec!(ex, c => sqlx::query_as(
-        "SELECT reviewee_id, CAST(AVG(rating) AS DOUBLE PRECISION), COUNT(*) FROM reviews
-         WHERE visibility = 'published' AND reviewee_id IS NOT NULL
-         GROUP BY reviewee_id",
-    )
-    .fetch_all(c)
-    .await)?;
+    let reviews = super::reviews::averages(ex, now).await?;
     Ok(profiles
         .into_iter()
         .map(|profile| {

@@ -692,3 +692,24 @@ pub async fn list_assigned_to(
     .await)?;
     Ok((items, total))
 }
+
+/// Whether any payment of the project was released to the expert.
+pub async fn has_released_payment(ex: Exec<'_>, id: i64) -> StoreResult<bool> {
+    Ok(on_exec!(ex, c => sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM payments WHERE project_id = $1 AND status = 'released')",
+    )
+    .bind(id)
+    .fetch_one(c)
+    .await)?)
+}
+
+/// How many projects `user_id` completed, as their company or their expert.
+pub async fn completed_count(ex: Exec<'_>, user_id: i64) -> StoreResult<i64> {
+    Ok(on_exec!(ex, c => sqlx::query_scalar(
+        "SELECT COUNT(*) FROM projects
+         WHERE status = 'completed' AND (company_id = $1 OR expert_id = $1)",
+    )
+    .bind(user_id)
+    .fetch_one(c)
+    .await)?)
+}

@@ -71,6 +71,7 @@ use crate::state::AppState;
 use crate::store::tokens::{self, Purpose};
 use crate::store::users::User;
 use crate::store::{StoreError, sessions};
+use crate::workflows::error::{FlowError, FlowResult};
 
 pub const VERIFICATION_TTL: Duration = Duration::hours(48);
 pub const RESET_TTL: Duration = Duration::hours(1);
@@ -139,11 +140,15 @@ async fn mail_token(
     Ok(())
 }
 
-/// Spends a verification token: marks the address verified and sends the welcome e-mail.
-pub async fn verify_email(state: &AppState, token: &str) -> Result<User, AccountError> {
-    let now = state.clock.now();
-    let mut tx = state.db.begin().await?;
-    let found = tokens::find(tx.exec(), Purpose::VerifyEmail, &hash_token(token))
+/// Spends a mailed single-use token of `purpose` in `tx`: unknown → invalid, used (also by a
+/// concurrent request, caught by the conditional consume) → used, lapsed → expired.
+async fn spend_token(
+    tx: &mut crate::store::Tx,
+    purpose: Purpose,
+    token: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<tokens::OneTimeToken, AccountError> {
+    let found = tokens::find(tx.exec(), purpose, &hash_token(token))
         .await?
         .ok_or(AccountError::InvalidToken)?;
     if found.used_at.is_some() {
@@ -155,6 +160,14 @@ pub async fn verify_email(state: &AppState, token: &str) -> Result<User, Account
     if !tokens::consume(tx.exec(), found.id, now).await? {
         return Err(AccountError::UsedToken);
     }
+    Ok(found)
+}
+
+/// Spends a verification token: marks the address verified and sends the welcome e-mail.
+pub async fn verify_email(state: &AppState, token: &str) -> Result<User, AccountError> {
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    let found = spend_token(&mut tx, Purpose::VerifyEmail, token, now).await?;
     // The address may have changed since the token was sent: then it verifies nothing.
     if !users::verify_email(tx.exec(), found.user_id, &found.email, now).await? {
         return Err(AccountError::InvalidToken);
@@ -224,18 +237,7 @@ pub async fn reset_password(
     let hash = passwords::hash(new_password.to_owned(), state.settings.bcrypt_cost).await?;
     let now = state.clock.now();
     let mut tx = state.db.begin().await?;
-    let found = tokens::find(tx.exec(), Purpose::ResetPassword, &hash_token(token))
-        .await?
-        .ok_or(AccountError::InvalidToken)?;
-    if found.used_at.is_some() {
-        return Err(AccountError::UsedToken);
-    }
-    if found.expires_at <= now {
-        return Err(AccountError::ExpiredToken);
-    }
-    if !tokens::consume(tx.exec(), found.id, now).await? {
-        return Err(AccountError::UsedToken);
-    }
+    let found = spend_token(&mut tx, Purpose::ResetPassword, token, now).await?;
     users::set_password(tx.exec(), found.user_id, &hash, now).await?;
     sessions::revoke_all_of_user(
         tx.exec(),
@@ -295,17 +297,23 @@ pub async fn change_email(
     }
     users::set_email(tx.exec(), user.id, new_email.as_str(), now)
         .await
-        .map_err(|e| {
-            if e.is_unique_violation() {
-                AccountError::EmailTaken
-            } else {
-                e.into()
-            }
-        })?;
+        .map_err(|e| e.duplicate_as(|| AccountError::EmailTaken))?;
+    crate::store::events::record(
+        tx.exec(),
+        crate::store::events::NewEvent {
+            kind: "user.email_changed",
+            aggregate: "user",
+            aggregate_id: Some(user.id),
+            payload: serde_json::json!({ "user_id": user.id }),
+        },
+        now,
+    )
+    .await?;
     let updated = users::find(tx.exec(), user.id)
         .await?
         .ok_or(AccountError::InvalidToken)?;
     tx.commit().await?;
+    state.outbox.wake();
     send_verification(state, &updated).await?;
     Ok(updated)
 }
@@ -357,13 +365,7 @@ pub async fn register(
         now,
     )
     .await
-    .map_err(|e| {
-        if e.is_unique_violation() {
-            AccountError::EmailTaken
-        } else {
-            e.into()
-        }
-    })?;
+    .map_err(|e| e.duplicate_as(|| AccountError::EmailTaken))?;
     crate::store::events::record(
         tx.exec(),
         crate::store::events::NewEvent {
@@ -449,17 +451,104 @@ pub async fn accept_admin_invitation(
         now,
     )
     .await
-    .map_err(|e| {
-        if e.is_unique_violation() {
-            AccountError::UsernameTaken
-        } else {
-            e.into()
-        }
-    })?;
+    .map_err(|e| e.duplicate_as(|| AccountError::UsernameTaken))?;
     crate::store::invitations::set_used_by(tx.exec(), invitation.id, id).await?;
     let user = users::find(tx.exec(), id)
         .await?
         .ok_or(AccountError::InvalidToken)?;
     tx.commit().await?;
+    Ok(user)
+}
+
+/// Adds `empresa` or `experto` to the user's roles (its profile is created afterwards):
+/// 409 `ROLE_EXISTS` when held already. Recorded as `user.role_added`.
+pub async fn add_role(state: &AppState, user_id: i64, role: Role) -> FlowResult<User> {
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    if !users::add_role(tx.exec(), user_id, role, now).await? {
+        return Err(FlowError::conflict(
+            "ROLE_EXISTS",
+            "You already have this role",
+        ));
+    }
+    crate::store::events::record(
+        tx.exec(),
+        crate::store::events::NewEvent {
+            kind: "user.role_added",
+            aggregate: "user",
+            aggregate_id: Some(user_id),
+            payload: serde_json::json!({ "user_id": user_id, "role": role }),
+        },
+        now,
+    )
+    .await?;
+    let user = users::find(tx.exec(), user_id)
+        .await?
+        .ok_or_else(|| FlowError::not_found("User not found"))?;
+    tx.commit().await?;
+    state.outbox.wake();
+    Ok(user)
+}
+
+/// Makes one of the user's roles the active one: 403 `ROLE_NOT_ASSIGNED` otherwise.
+pub async fn switch_role(state: &AppState, user: &User, role: Role) -> FlowResult<User> {
+    if !user.roles.contains(&role) {
+        return Err(FlowError::forbidden_code(
+            "ROLE_NOT_ASSIGNED",
+            "You do not have this role",
+        ));
+    }
+    let mut conn = state.db.conn().await?;
+    users::set_active_role(conn.exec(), user.id, role, state.clock.now()).await?;
+    users::find(conn.exec(), user.id)
+        .await?
+        .ok_or_else(|| FlowError::not_found("User not found"))
+}
+
+/// Changes the user's own username and/or `is_active` in one transaction: 409
+/// `USERNAME_EXISTS` when another account has the name.
+pub async fn update_own_account(
+    state: &AppState,
+    user: &User,
+    username: Option<&Username>,
+    is_active: Option<bool>,
+) -> FlowResult<User> {
+    let taken = || FlowError::conflict("USERNAME_EXISTS", "This username is taken");
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    if let Some(username) = username
+        && username.as_str() != user.username
+    {
+        // Checked inside the transaction against another account: the caller's own row may
+        // already carry the name (a concurrent request of theirs set it after `user` was read).
+        if users::username_owner(tx.exec(), username.as_str())
+            .await?
+            .is_some_and(|owner| owner != user.id)
+        {
+            return Err(taken());
+        }
+        users::set_username(tx.exec(), user.id, username.as_str(), now)
+            .await
+            .map_err(|e| e.duplicate_as(taken))?;
+        crate::store::events::record(
+            tx.exec(),
+            crate::store::events::NewEvent {
+                kind: "user.username_changed",
+                aggregate: "user",
+                aggregate_id: Some(user.id),
+                payload: serde_json::json!({ "user_id": user.id, "username": username.as_str() }),
+            },
+            now,
+        )
+        .await?;
+    }
+    if let Some(active) = is_active {
+        users::set_active(tx.exec(), user.id, active, now).await?;
+    }
+    let user = users::find(tx.exec(), user.id)
+        .await?
+        .ok_or_else(|| FlowError::not_found("User not found"))?;
+    tx.commit().await?;
+    state.outbox.wake();
     Ok(user)
 }

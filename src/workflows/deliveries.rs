@@ -23,6 +23,7 @@ use crate::workflows::milestones::{
 };
 use crate::workflows::notify::for_user;
 use crate::workflows::projects::{Caller, record};
+use crate::workflows::timers;
 
 /// A review decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,6 +179,7 @@ async fn submit_now(
         caller.id,
         description,
         attachments,
+        timers::review_clock(state, now),
         now,
     )
     .await?;
@@ -190,6 +192,7 @@ async fn submit_now(
     let d = deliveries::find(tx.exec(), id).await?.ok_or_else(changed)?;
     tx.commit().await?;
     state.outbox.wake();
+    timers::wake(state);
     Ok(d)
 }
 
@@ -247,7 +250,8 @@ async fn resubmit_now(
     }
     let description = description.unwrap_or_else(|| d.description.clone());
     let attachments = attachments.unwrap_or_else(|| d.attachments.0.clone());
-    if !deliveries::resubmit(tx.exec(), d.id, &description, &attachments, now).await? {
+    let clock = timers::review_clock(state, now);
+    if !deliveries::resubmit(tx.exec(), d.id, &description, &attachments, clock, now).await? {
         return Err(changed());
     }
     move_project(&mut tx, &p, ProjectStatus::InReview, now).await?;
@@ -262,6 +266,7 @@ async fn resubmit_now(
         .ok_or_else(changed)?;
     tx.commit().await?;
     state.outbox.wake();
+    timers::wake(state);
     Ok(d)
 }
 
@@ -333,19 +338,83 @@ async fn approve_now(
     // We are in the project's actor, as release_milestone requires.
     let release = escrow::release_milestone(
         state,
-        caller.id,
+        Some(caller.id),
         p.id,
         m.id,
         ReleaseTrigger::DeliveryApproved { delivery_id: d.id },
     )
     .await?;
-    after_release(state, caller, p.id, &m, Some(&d), feedback).await?;
+    after_release(state, Some(caller.id), p.id, &m, Some(&d), feedback).await?;
     let mut conn = state.db.conn().await?;
     let delivery = deliveries::find(conn.exec(), id).await?.unwrap_or(d);
     Ok(Reviewed {
         delivery,
         release: Some(release),
     })
+}
+
+/// The service approves a delivery its company left `submitted` past `auto_approve_at`
+/// (issue 20), in the project's actor, exactly as a company approval (escrow releases the
+/// held payment, the project moves on) with no reviewer and `reason` as the feedback.
+/// `None` when there is nothing to approve any more (reviewed meanwhile, not due, the project
+/// disputed or ended); the conditional updates of the release make a second instance's
+/// attempt fail instead of approving twice.
+pub async fn approve_when_due(
+    state: &AppState,
+    id: i64,
+    reason: String,
+) -> FlowResult<Option<Reviewed>> {
+    let project_id = project_of(state, id).await?;
+    let st = state.clone();
+    state
+        .project_actors
+        .call(project_id, move || async move {
+            approve_when_due_now(&st, id, &reason).await
+        })
+        .await?
+}
+
+async fn approve_when_due_now(
+    state: &AppState,
+    id: i64,
+    reason: &str,
+) -> FlowResult<Option<Reviewed>> {
+    let now = state.clock.now();
+    let (d, p, m) = {
+        let mut conn = state.db.conn().await?;
+        let Some(d) = deliveries::find(conn.exec(), id).await? else {
+            return Ok(None);
+        };
+        if d.status != "submitted" || d.auto_approve_at.is_none_or(|at| at > now) {
+            return Ok(None);
+        }
+        let Some(p) = crate::store::projects::find(conn.exec(), d.project_id).await? else {
+            return Ok(None);
+        };
+        if require_active(&p).is_err() {
+            return Ok(None);
+        }
+        let m = milestones::find(conn.exec(), d.milestone_id)
+            .await?
+            .ok_or_else(not_found)?;
+        require_funded(conn.exec(), &m).await?;
+        (d, p, m)
+    };
+    let release = escrow::release_milestone(
+        state,
+        None,
+        p.id,
+        m.id,
+        ReleaseTrigger::DeliveryApproved { delivery_id: d.id },
+    )
+    .await?;
+    after_release(state, None, p.id, &m, Some(&d), Some(reason)).await?;
+    let mut conn = state.db.conn().await?;
+    let delivery = deliveries::find(conn.exec(), id).await?.unwrap_or(d);
+    Ok(Some(Reviewed {
+        delivery,
+        release: Some(release),
+    }))
 }
 
 /// Rejection or revision request, in one locked transaction.
@@ -366,7 +435,17 @@ async fn decide_now(
     } else {
         "needs_revision"
     };
-    if !deliveries::transition(tx.exec(), d.id, "submitted", to, feedback, caller.id, now).await? {
+    if !deliveries::transition(
+        tx.exec(),
+        d.id,
+        "submitted",
+        to,
+        feedback,
+        Some(caller.id),
+        now,
+    )
+    .await?
+    {
         return Err(changed());
     }
     let mut rejection = None;

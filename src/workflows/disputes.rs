@@ -258,6 +258,11 @@ async fn raise_now(
     };
     let by_company = p.company_id == Some(raised_by);
     let side = if by_company { "company" } else { "expert" };
+    if !by_company {
+        // The company's silence is escalated after DISPUTE_RESPONSE_DAYS (issue 20).
+        let due = now + state.settings.dispute_response_within;
+        crate::store::timers::start_response_clock(tx.exec(), id, due).await?;
+    }
     audit(
         &mut tx,
         project_id,
@@ -311,6 +316,7 @@ async fn raise_now(
     record(&mut tx, "dispute.created", id, payload, now).await?;
     tx.commit().await?;
     state.outbox.wake();
+    crate::workflows::timers::wake(state);
     Ok(id)
 }
 
@@ -516,7 +522,7 @@ async fn resolve_now(
     for m in refunded_milestones {
         milestones::cancel_unapproved(tx.exec(), m, now).await?;
     }
-    let to = settle_project(&mut tx, d.project_id, now).await?;
+    let to = settle_project(&mut tx, d.project_id, d.created_at, now).await?;
     let ids: Vec<i64> = moved.iter().map(|y| y.id).collect();
     audit(
         &mut tx,
@@ -598,8 +604,14 @@ async fn decide_payment(
     match y.status.as_str() {
         "released" => Ok((escrow::transfer(state, y).await?, None)),
         "disputed" if y.held_at.is_some() || authorised_meanwhile(state, &y).await? => {
-            escrow::release_in_actor(state, payment_id, ReleasedFrom::Disputed, admin_id, None)
-                .await
+            escrow::release_in_actor(
+                state,
+                payment_id,
+                ReleasedFrom::Disputed,
+                Some(admin_id),
+                None,
+            )
+            .await
         }
         "disputed" => {
             // Never funded: nothing to release; the company funds it as before.
@@ -627,16 +639,21 @@ async fn authorised_meanwhile(state: &AppState, y: &Payment) -> FlowResult<bool>
 }
 
 /// A disputed project goes back to work: `in_progress`, or `completed` when it has
-/// milestones and none is left to do. Answers the project's state.
+/// milestones and none is left to do; the review clocks the dispute (raised at
+/// `disputed_since`) stopped restart with the time they had left. Answers the project's state.
 pub(crate) async fn settle_project(
     tx: &mut Tx,
     project_id: i64,
+    disputed_since: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> FlowResult<String> {
+    crate::workflows::timers::resume_review_clocks(tx, project_id, disputed_since, now).await?;
     let (_, count) = milestones::list_for_project(tx.exec(), project_id, 1, 0).await?;
     let done = count > 0 && !milestones::has_unfinished(tx.exec(), project_id).await?;
     let to = if done { "completed" } else { "in_progress" };
-    projects::transition(tx.exec(), project_id, "disputed", to, now).await?;
+    if projects::transition(tx.exec(), project_id, "disputed", to, now).await? && done {
+        crate::workflows::reviews::ask_for_reviews(tx, project_id, now).await?;
+    }
     let p = projects::find(tx.exec(), project_id)
         .await?
         .ok_or_else(|| FlowError::not_found("Project not found"))?;

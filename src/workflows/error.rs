@@ -3,6 +3,9 @@
 
 use std::borrow::Cow;
 
+use serde::Serialize;
+use utoipa::ToSchema;
+
 use crate::store::StoreError;
 
 /// The kind of refusal, which decides the status code.
@@ -22,8 +25,27 @@ pub enum Refusal {
     Unavailable,
 }
 
+/// One invalid field of a request.
+#[derive(Debug, Clone, Serialize, ToSchema, PartialEq, Eq)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum FlowError {
+    /// Fields of the input are invalid (422), each named with what is wrong.
+    #[error("invalid input")]
+    Invalid(Vec<FieldError>),
     #[error("{detail}")]
     Refused {
         kind: Refusal,
@@ -87,6 +109,11 @@ impl FlowError {
             detail: message.into(),
             field: Some(field),
         }
+    }
+
+    /// One invalid field, named at run time (several: [`FlowError::Invalid`]).
+    pub fn invalid_field(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::Invalid(vec![FieldError::new(field, message)])
     }
 
     pub fn unavailable(detail: impl Into<Cow<'static, str>>) -> Self {

@@ -1,14 +1,11 @@
-//! The escrow's supervised periodic jobs and the reconciliation they share with
-//! administrators:
+//! The escrow's periodic jobs (started by `workflows::jobs`) and the reconciliation they
+//! share with administrators:
 //! - deferred transfers, retried daily (the platform balance was short, the processor down,
 //!   or the expert's account not active yet);
 //! - processor events stored but not applied (a crash between storing and applying);
 //! - authorisations about to lapse: reported to administrators and, by configuration,
 //!   captured into the platform balance so escrow still holds the money.
 
-use std::time::Duration;
-
-use actors::{PeriodicConfig, PeriodicHandle, PeriodicJob};
 use serde::Serialize;
 use serde_json::json;
 use utoipa::ToSchema;
@@ -18,78 +15,10 @@ use crate::store::payments::{self, Payment};
 use crate::workflows::error::{FlowError, FlowResult};
 use crate::workflows::escrow::{self, charge_details, hold_in_tx, in_payment_actor, record};
 use crate::workflows::notify::for_admins;
-use crate::workflows::processor_events;
 
-/// Handles of the running jobs; tests and operators can run one at once with `trigger`.
-pub struct EscrowJobs {
-    pub transfer_retry: PeriodicHandle,
-    pub event_sweep: PeriodicHandle,
-    pub authorisation_watch: PeriodicHandle,
-}
-
-impl EscrowJobs {
-    /// Starts the jobs on the current runtime.
-    pub fn start(state: &AppState) -> Self {
-        let every = |interval: Duration, initial_delay: Duration| PeriodicConfig {
-            interval,
-            initial_delay,
-            ..PeriodicConfig::default()
-        };
-        let st = state.clone();
-        let transfer_retry = PeriodicJob::spawn(
-            "transfer_retry",
-            every(Duration::from_secs(24 * 3600), Duration::from_secs(3600)),
-            move || {
-                let st = st.clone();
-                async move {
-                    retry_deferred_transfers(&st)
-                        .await
-                        .map(drop)
-                        .map_err(|e| e.to_string())
-                }
-            },
-        );
-        let st = state.clone();
-        let event_sweep = PeriodicJob::spawn(
-            "processor_event_sweep",
-            every(Duration::from_secs(60), Duration::from_secs(60)),
-            move || {
-                let st = st.clone();
-                async move {
-                    processor_events::sweep(&st, chrono::Duration::seconds(30))
-                        .await
-                        .map(drop)
-                        .map_err(|e| e.to_string())
-                }
-            },
-        );
-        let st = state.clone();
-        let authorisation_watch = PeriodicJob::spawn(
-            "authorisation_watch",
-            every(Duration::from_secs(3600), Duration::from_secs(300)),
-            move || {
-                let st = st.clone();
-                async move {
-                    watch_authorisations(&st)
-                        .await
-                        .map(drop)
-                        .map_err(|e| e.to_string())
-                }
-            },
-        );
-        Self {
-            transfer_retry,
-            event_sweep,
-            authorisation_watch,
-        }
-    }
-
-    pub fn stop(&self) {
-        self.transfer_retry.stop();
-        self.event_sweep.stop();
-        self.authorisation_watch.stop();
-    }
-}
+/// Job names, as `state.jobs` knows them.
+pub const TRANSFER_RETRY: &str = "transfer_retry";
+pub const AUTHORISATION_WATCH: &str = "authorisation_watch";
 
 /// Tries again every released payment whose transfer is still to be made. Answers how many
 /// were transferred.

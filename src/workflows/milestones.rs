@@ -417,13 +417,13 @@ async fn approve_now(
     // We are in the project's actor, as release_milestone requires.
     let release = escrow::release_milestone(
         state,
-        caller.id,
+        Some(caller.id),
         p.id,
         m.id,
         ReleaseTrigger::MilestoneApproved,
     )
     .await?;
-    after_release(state, caller, p.id, &m, None, None).await?;
+    after_release(state, Some(caller.id), p.id, &m, None, None).await?;
     let mut conn = state.db.conn().await?;
     let m = milestones::find(conn.exec(), id).await?.unwrap_or(m);
     Ok((m, release))
@@ -433,7 +433,7 @@ async fn approve_now(
 /// same transaction): the reviewer's feedback kept and the expert told.
 pub async fn after_release(
     state: &AppState,
-    caller: &Caller,
+    reviewer: Option<i64>,
     project_id: i64,
     m: &Milestone,
     delivery: Option<&Delivery>,
@@ -453,13 +453,30 @@ pub async fn after_release(
             "approved",
             "approved",
             feedback,
-            caller.id,
+            reviewer,
             now,
         )
         .await?;
     }
+    // No reviewer: the service approved it when the review window ran out (issue 20).
+    let auto = reviewer.is_none();
+    let how = if auto {
+        " automatically: the company did not review it in time"
+    } else {
+        ""
+    };
     let mut notify = Vec::new();
     let mut mails = Vec::new();
+    if auto && let Some(company_id) = p.company_id {
+        notify.push(for_user(
+            company_id,
+            "delivery_auto_approved",
+            "Delivery approved automatically",
+            &format!("\"{}\" of \"{}\" was approved{how}.", m.title, p.title),
+            json!({"project_id": p.id, "milestone_id": m.id,
+                   "delivery_id": delivery.map(|d| d.id), "decision": "approve"}),
+        ));
+    }
     if let Some(expert_id) = p.expert_id {
         notify.push(for_user(
             expert_id,
@@ -469,7 +486,7 @@ pub async fn after_release(
                 "milestone_approved"
             },
             "Milestone approved",
-            &format!("\"{}\" of \"{}\" was approved.", m.title, p.title),
+            &format!("\"{}\" of \"{}\" was approved{how}.", m.title, p.title),
             json!({"project_id": p.id, "milestone_id": m.id,
                    "delivery_id": delivery.map(|d| d.id), "decision": "approve"}),
         ));
@@ -489,7 +506,8 @@ pub async fn after_release(
     };
     let payload = json!({
         "project_id": p.id, "milestone_id": m.id, "delivery_id": delivery.map(|d| d.id),
-        "decision": "approve", "project_status": p.status, "notify": notify, "email": mails,
+        "decision": "approve", "project_status": p.status, "reviewed_by": reviewer,
+        "auto_approved": auto, "feedback": feedback, "notify": notify, "email": mails,
     });
     record(&mut tx, kind, p.id, payload, now).await?;
     tx.commit().await?;
@@ -550,7 +568,7 @@ async fn reject_now(
             "submitted",
             "rejected",
             feedback,
-            caller.id,
+            Some(caller.id),
             now,
         )
         .await?

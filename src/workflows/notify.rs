@@ -21,6 +21,7 @@ use crate::clock::Clock;
 use crate::store::events::Event;
 use crate::store::notifications::{self, NewNotification};
 use crate::store::{Db, Exec, StoreResult};
+use crate::workflows::error::{FlowError, FlowResult};
 use crate::workflows::outbox::Consumer;
 
 /// The payload key whose array the consumer turns into notifications.
@@ -53,6 +54,55 @@ pub async fn notify(
         now,
     )
     .await
+}
+
+/// Marks one of `user_id`'s notifications read: 404 for anyone else's.
+pub async fn mark_read(
+    state: &crate::state::AppState,
+    user_id: i64,
+    id: i64,
+) -> FlowResult<notifications::Notification> {
+    let mut tx = state.db.begin().await?;
+    if !notifications::mark_read(tx.exec(), user_id, id, state.clock.now()).await? {
+        return Err(FlowError::not_found("Notification not found"));
+    }
+    let notification = notifications::find_for_user(tx.exec(), user_id, id)
+        .await?
+        .ok_or_else(|| FlowError::not_found("Notification not found"))?;
+    tx.commit().await?;
+    Ok(notification)
+}
+
+/// Marks every unread notification of `user_id` read; answers how many.
+pub async fn mark_all_read(state: &crate::state::AppState, user_id: i64) -> FlowResult<i64> {
+    let mut conn = state.db.conn().await?;
+    Ok(notifications::mark_all_read(conn.exec(), user_id, state.clock.now()).await?)
+}
+
+/// Stores a test notification (type `test`) for `user_id`.
+pub async fn store_test(
+    state: &crate::state::AppState,
+    user_id: i64,
+) -> FlowResult<notifications::Notification> {
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    let id = notify(
+        tx.exec(),
+        user_id,
+        "test",
+        "Test notification",
+        "This is a test notification.",
+        &json!({"test": true}),
+        None,
+        now,
+    )
+    .await?
+    .ok_or_else(|| FlowError::not_found("User not found"))?;
+    let notification = notifications::find_for_user(tx.exec(), user_id, id)
+        .await?
+        .ok_or_else(|| FlowError::not_found("Notification not found"))?;
+    tx.commit().await?;
+    Ok(notification)
 }
 
 /// A `notify` entry for one person.

@@ -38,6 +38,8 @@ pub struct Dispatcher {
 pub struct Pass {
     pub dispatched: usize,
     pub failed: usize,
+    /// The batch was full: more events may be due.
+    pub more: bool,
 }
 
 impl Dispatcher {
@@ -53,7 +55,10 @@ impl Dispatcher {
     pub async fn run_once(&self) -> StoreResult<Pass> {
         let mut conn = self.db.conn().await?;
         let due = events::due(conn.exec(), self.clock.now(), BATCH).await?;
-        let mut pass = Pass::default();
+        let mut pass = Pass {
+            more: due.len() as i64 >= BATCH,
+            ..Pass::default()
+        };
         for event in due {
             if !events::claim(conn.exec(), &event, self.clock.now() + LEASE).await? {
                 continue; // another dispatcher has it
@@ -111,57 +116,33 @@ fn backoff(attempts: i64) -> Duration {
     Duration::seconds(1i64 << attempts.clamp(0, 12)).min(Duration::hours(1))
 }
 
-/// Runs the dispatcher as a supervised periodic job, and lets writers wake it right after a
-/// commit so events go out without waiting for the next tick.
-#[derive(Clone)]
-pub struct Outbox {
-    handle: Arc<actors::periodic::PeriodicHandle>,
-}
-
-impl Outbox {
-    pub fn start(dispatcher: Dispatcher, interval: std::time::Duration) -> Self {
-        let job = move || {
-            let dispatcher = dispatcher.clone();
-            async move {
-                dispatcher
-                    .run_once()
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| e.to_string())
-            }
+impl Dispatcher {
+    /// Runs the dispatcher as a supervised periodic job in `jobs` and answers its handle:
+    /// writers `wake()` it right after a commit so events go out without waiting for the next
+    /// tick. A run drains every due event, batch after batch.
+    pub fn start(
+        self,
+        jobs: &actors::Jobs,
+        interval: std::time::Duration,
+    ) -> actors::PeriodicHandle {
+        let config = actors::PeriodicConfig {
+            interval,
+            initial_delay: std::time::Duration::ZERO,
+            backoff_base: std::time::Duration::from_millis(200),
+            backoff_max: std::time::Duration::from_secs(30),
         };
-        let handle = actors::periodic::PeriodicJob::spawn(
-            "outbox_dispatcher",
-            actors::periodic::PeriodicConfig {
-                interval,
-                initial_delay: std::time::Duration::ZERO,
-                backoff_base: std::time::Duration::from_millis(200),
-                backoff_max: std::time::Duration::from_secs(30),
-            },
-            job,
-        );
-        Self {
-            handle: Arc::new(handle),
-        }
-    }
-
-    /// Asks for a pass now, without waiting for it.
-    pub fn wake(&self) {
-        let handle = self.handle.clone();
-        tokio::spawn(async move {
-            let _ = handle.trigger().await;
-        });
-    }
-
-    /// Runs a pass now and waits for it (tests, shutdown).
-    pub async fn flush(&self) {
-        let _ = self.handle.trigger().await;
-    }
-
-    pub fn stop(&self) {
-        self.handle.stop();
+        jobs.spawn(JOB, config, move || {
+            let dispatcher = self.clone();
+            async move {
+                while dispatcher.run_once().await.map_err(|e| e.to_string())?.more {}
+                Ok(())
+            }
+        })
     }
 }
+
+/// The name of the dispatcher's job.
+pub const JOB: &str = "outbox_dispatcher";
 
 #[cfg(test)]
 mod tests {

@@ -700,7 +700,7 @@ async fn on_dispute_closed(
     const RESOLUTION: &str =
         "The card issuer decided the chargeback for the card holder; the payment was refunded.";
     if disputes::resolve_by_processor(tx.exec(), d.id, RESOLUTION, "refund_company", now).await? {
-        let to = settled::settle_project(tx, y.project_id, now).await?;
+        let to = settled::settle_project(tx, y.project_id, d.created_at, now).await?;
         let line = format!(
             "dispute {} resolved by the card issuer (chargeback {} lost): refund_company; payment {}; project {to}",
             d.id, dispute.id, y.id
@@ -828,6 +828,9 @@ async fn apply_account_event(
     state.outbox.wake();
     Ok(())
 }
+
+/// The name of the sweep's periodic job.
+pub const SWEEP: &str = "processor_event_sweep";
 
 /// Applies events stored but not applied (a crash between storing and applying, or a
 /// failure while applying), oldest first. Answers how many were applied.

@@ -602,7 +602,7 @@ pub async fn curation_suggestions(
     let p = projects::find(conn.exec(), id)
         .await?
         .ok_or_else(|| FlowError::not_found("Project not found"))?;
-    let candidates = profiles::curation_candidates(conn.exec()).await?;
+    let candidates = profiles::curation_candidates(conn.exec(), state.clock.now()).await?;
     let formal: Vec<i64> = projects::invitations_of(conn.exec(), id)
         .await?
         .into_iter()

@@ -145,6 +145,8 @@ async fn select_now(
             "The project's first milestone is not waiting to be funded",
         ));
     }
+    let funding_due = now + state.settings.funding_reminder_after;
+    milestones::start_funding_clock(tx.exec(), first.id, funding_due).await?;
     let payment_id = payments::insert_pending(
         tx.exec(),
         &NewPayment {
@@ -219,6 +221,7 @@ async fn select_now(
         .ok_or_else(changed)?;
     tx.commit().await?;
     state.outbox.wake();
+    super::timers::wake(state);
     // The intent is created after commit (no network call holds the transaction); if the
     // processor is down the payment stays without one and funding creates it later.
     let payment = match super::payments::ensure_intent(state, payment.clone()).await {
@@ -255,15 +258,8 @@ async fn cancel_now(state: &AppState, caller: &Caller, project_id: i64) -> FlowR
     let mut tx = state.db.begin().await?;
     tx.lock(LockScope::Project, project_id).await?;
     let p = load_owned(tx.exec(), caller, project_id, true).await?;
-    if p.status != ProjectStatus::Assigned.as_str() {
-        return Err(FlowError::conflict(
-            "INVALID_STATE",
-            format!(
-                "Only a selection not yet funded can be cancelled; the project is {}",
-                p.status
-            ),
-        ));
-    }
+    // Money first: a payment held a moment ago has also moved the project on, and the
+    // caller should hear why rather than only that the state changed.
     let payments = payments::list_for_project(tx.exec(), project_id).await?;
     if payments
         .iter()
@@ -272,6 +268,15 @@ async fn cancel_now(state: &AppState, caller: &Caller, project_id: i64) -> FlowR
         return Err(FlowError::conflict(
             "MONEY_AUTHORISED",
             "Money has been authorised for this project; the selection cannot be cancelled",
+        ));
+    }
+    if p.status != ProjectStatus::Assigned.as_str() {
+        return Err(FlowError::conflict(
+            "INVALID_STATE",
+            format!(
+                "Only a selection not yet funded can be cancelled; the project is {}",
+                p.status
+            ),
         ));
     }
     for y in payments.iter().filter(|y| y.status == "pending") {

@@ -280,15 +280,6 @@ async fn standard_login_refresh_rotation_and_logout() {
     let access = rotated["access_token"].as_str().unwrap().to_owned();
     assert_eq!(me(&app, &access).await.status(), 200);
 
-    let reused = app
-        .post_json("/api/auth/refresh", &j!({"refresh_token": first_refresh}))
-        .await;
-    assert_eq!(
-        reused.status(),
-        401,
-        "a refresh token reused after rotation"
-    );
-
     let logout = app
         .client
         .post(app.url("/api/auth/logout"))
@@ -305,6 +296,55 @@ async fn standard_login_refresh_rotation_and_logout() {
     let revoked = me(&app, &access).await;
     assert_eq!(revoked.status(), 401);
     assert_eq!(code(&json(revoked).await), "TOKEN_REVOKED");
+    // Reused after rotation (last: the reuse ends the session).
+    let reused = app
+        .post_json("/api/auth/refresh", &j!({"refresh_token": first_refresh}))
+        .await;
+    assert_eq!(
+        reused.status(),
+        401,
+        "a refresh token reused after rotation"
+    );
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn reusing_a_rotated_refresh_token_ends_its_whole_session() {
+    let app = spawn_app().await;
+    register(&app, "ana", &["experto"]).await;
+    let credentials = j!({"username": "ana", "password": PASSWORD});
+    let other_session =
+        json(app.post_json("/api/auth/login", &credentials).await).await["access_token"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    let first = json(app.post_json("/api/auth/login", &credentials).await).await["refresh_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let rotated = json(
+        app.post_json("/api/auth/refresh", &j!({"refresh_token": first}))
+            .await,
+    )
+    .await;
+    let (second, access) = (
+        rotated["refresh_token"].as_str().unwrap().to_owned(),
+        rotated["access_token"].as_str().unwrap().to_owned(),
+    );
+    assert_eq!(me(&app, &access).await.status(), 200);
+
+    // A copy of the old token comes back: the session it was rotated in ends.
+    let replay = app
+        .post_json("/api/auth/refresh", &j!({"refresh_token": first}))
+        .await;
+    assert_eq!(replay.status(), 401);
+    assert_eq!(me(&app, &access).await.status(), 401, "newer access token");
+    let newer = app
+        .post_json("/api/auth/refresh", &j!({"refresh_token": second}))
+        .await;
+    assert_eq!(newer.status(), 401, "newer refresh token");
+    // Other sessions of the user are not that family.
+    assert_eq!(me(&app, &other_session).await.status(), 200);
     app.stop().await;
 }
 
@@ -390,11 +430,6 @@ async fn secure_flavour_session_id_refresh_verify_and_logout() {
     assert_eq!(body["csrf_token"], csrf.as_str());
     assert!(body["access_token"].is_string());
 
-    let reused = refresh_with("sess_tab1", format!("refresh_token={refresh}"))
-        .await
-        .unwrap();
-    assert_eq!(reused.status(), 401);
-
     // Without a CSRF cookie, refresh makes a new value.
     let fresh = app
         .client
@@ -467,6 +502,11 @@ async fn secure_flavour_session_id_refresh_verify_and_logout() {
         .unwrap();
     assert_eq!(after.status(), 401);
     assert_eq!(me(&app, &access).await.status(), 401);
+    // Reused after rotation (last: the reuse ends the session).
+    let reused = refresh_with("sess_tab1", format!("refresh_token={refresh}"))
+        .await
+        .unwrap();
+    assert_eq!(reused.status(), 401);
     app.stop().await;
 }
 
@@ -867,6 +907,10 @@ async fn production_cookies_are_secure_and_scoped_to_the_domain() {
         ("APP_ENV", "production"),
         ("JWT_SECRET", "a-production-secret-of-at-least-32-chars"),
         ("COOKIE_DOMAIN", ".marketplace.example"),
+        // Production never runs the processor sandbox: a real (here unreachable) processor.
+        ("PROCESSOR_SECRET_KEY", "sk_test_production_cookies"),
+        ("PROCESSOR_API_BASE", "http://127.0.0.1:9"),
+        ("PROCESSOR_WEBHOOK_SECRET", "whsec_production_cookies"),
     ])
     .await;
     let response = app

@@ -810,7 +810,7 @@ async fn a_resolution_racing_the_banks_decision_ends_in_one_outcome() {
         let decided_status = decided.status();
         let decided_body = json(decided).await;
         all_applied(&m).await;
-        m.app.state.outbox.flush().await;
+        let _ = m.app.state.outbox.trigger().await;
 
         let y = payment(&m, d.first_payment).await;
         let ours = dispute_of(&m, d.project_id).await;

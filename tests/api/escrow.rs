@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use marketplace::integrations::processor::webhook::{SIGNATURE_HEADER, sign};
+use marketplace::workflows::escrow_jobs;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json as j};
 
@@ -93,7 +94,7 @@ where
     Fut: std::future::Future<Output = Option<T>>,
 {
     for _ in 0..500 {
-        m.app.state.outbox.flush().await;
+        let _ = m.app.state.outbox.trigger().await;
         if let Some(v) = probe().await {
             return v;
         }
@@ -486,7 +487,7 @@ async fn webhooks_verified_stored_once_and_never_backwards() {
     wait_payment(&m, d.first_payment, "held", |y| y["status"] == "held").await;
     wait_notification(&m.app, d.expert.id, "payment_held").await;
     tokio::time::sleep(Duration::from_millis(200)).await;
-    m.app.state.outbox.flush().await;
+    let _ = m.app.state.outbox.trigger().await;
     assert_eq!(
         notifications_of(&m.app, d.expert.id, "payment_held").await,
         1
@@ -820,8 +821,8 @@ async fn insufficient_balance_defers_the_transfer_until_the_retry_job() {
     assert!(transfers_of(&sandbox_ledger(&m).await, d.first_payment).is_empty());
 
     // Still short: the job leaves it deferred.
-    let jobs = m.app.state.jobs.get().expect("jobs started");
-    jobs.transfer_retry.trigger().await.unwrap();
+    let jobs = &m.app.state.jobs;
+    jobs.trigger(escrow_jobs::TRANSFER_RETRY).await.unwrap();
     assert_eq!(
         payment(&m, d.first_payment).await["payout_status"],
         "pending"
@@ -830,7 +831,7 @@ async fn insufficient_balance_defers_the_transfer_until_the_retry_job() {
     m.app
         .post_json("/api/sandbox/balance", &j!({"available": 1_000_000}))
         .await;
-    jobs.transfer_retry.trigger().await.unwrap();
+    jobs.trigger(escrow_jobs::TRANSFER_RETRY).await.unwrap();
     let y = wait_payment(&m, d.first_payment, "transferred", |y| {
         y["payout_status"] == "transferred"
     })
@@ -1191,8 +1192,10 @@ async fn expiring_authorisations_are_reported_and_captured_and_reconcile_correct
     connect(&m, &d.expert).await;
     let y = fund(&m, &d.company, d.first_payment).await;
     assert!(y["capture_before"].is_string());
-    let jobs = m.app.state.jobs.get().unwrap();
-    jobs.authorisation_watch.trigger().await.unwrap();
+    let jobs = &m.app.state.jobs;
+    jobs.trigger(escrow_jobs::AUTHORISATION_WATCH)
+        .await
+        .unwrap();
     let y = payment(&m, d.first_payment).await;
     assert_eq!(y["status"], "held", "captured early, still in escrow");
     assert!(y["capture_before"].is_null());
@@ -1344,10 +1347,7 @@ async fn confirm_initial_holds_the_first_payment_and_a_blocked_transfer_waits_fo
     m.app
         .state
         .jobs
-        .get()
-        .unwrap()
-        .transfer_retry
-        .trigger()
+        .trigger(escrow_jobs::TRANSFER_RETRY)
         .await
         .unwrap();
     let y = wait_payment(&m, d.first_payment, "transferred", |y| {

@@ -44,7 +44,7 @@ pub async fn notifications_of(app: &TestApp, user_id: i64, kind: &str) -> i64 {
 /// Runs the outbox until user `user_id` has a notification of `kind` (five seconds at most).
 pub async fn wait_notification(app: &TestApp, user_id: i64, kind: &str) {
     for _ in 0..250 {
-        app.state.outbox.flush().await;
+        let _ = app.state.outbox.trigger().await;
         if notifications_of(app, user_id, kind).await > 0 {
             return;
         }

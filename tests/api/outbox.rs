@@ -83,7 +83,8 @@ async fn an_event_of_a_rolled_back_transaction_is_never_delivered() {
         dispatcher.run_once().await.unwrap(),
         Pass {
             dispatched: 1,
-            failed: 0
+            failed: 0,
+            more: false,
         }
     );
     assert_eq!(consumer.seen(), vec![kept]);
@@ -106,7 +107,8 @@ async fn a_failing_consumer_is_retried_and_each_consumer_sees_the_event_once() {
         dispatcher.run_once().await.unwrap(),
         Pass {
             dispatched: 0,
-            failed: 1
+            failed: 1,
+            more: false,
         }
     );
     assert_eq!(steady.seen(), vec![id]);
@@ -119,7 +121,8 @@ async fn a_failing_consumer_is_retried_and_each_consumer_sees_the_event_once() {
         dispatcher.run_once().await.unwrap(),
         Pass {
             dispatched: 1,
-            failed: 0
+            failed: 0,
+            more: false,
         }
     );
     assert_eq!(flaky.seen(), vec![id]);
@@ -149,8 +152,8 @@ async fn events_survive_a_restart() {
 
     // A new process: a new pool on the same database, a new dispatcher.
     let consumer = Recorder::new("recorder", 0);
-    let outbox = marketplace::workflows::outbox::Outbox::start(
-        Dispatcher::new(db.clone(), clock.clone(), vec![consumer.clone()]),
+    let outbox = Dispatcher::new(db.clone(), clock.clone(), vec![consumer.clone()]).start(
+        &actors::Jobs::default(),
         std::time::Duration::from_millis(50),
     );
     let delivered = crate::helpers::wait_for(std::time::Duration::from_secs(5), || {

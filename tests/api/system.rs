@@ -82,7 +82,7 @@ async fn every_response_carries_a_request_id() {
 async fn metrics_show_http_and_actor_series() {
     let app = spawn_app().await;
     app.get("/health").await;
-    app.state.outbox.flush().await;
+    let _ = app.state.outbox.trigger().await;
     let response = app.get("/metrics").await;
     assert_eq!(response.status(), 200);
     assert!(
@@ -113,6 +113,46 @@ async fn openapi_is_a_valid_v3_document() {
     assert!(doc["info"]["title"].is_string());
     assert!(doc["paths"]["/health"]["get"].is_object());
     assert!(doc["components"]["schemas"]["ErrorBody"].is_object());
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn openapi_lists_the_shared_error_answers_of_every_operation() {
+    let app = spawn_app().await;
+    let doc = json(app.get("/openapi.json").await).await;
+    let statuses = |path: &str, method: &str| -> BTreeSet<String> {
+        doc["paths"][path][method]["responses"]
+            .as_object()
+            .unwrap_or_else(|| panic!("{method} {path} undocumented"))
+            .keys()
+            .cloned()
+            .collect()
+    };
+    // Bearer-secured with a JSON body: 401, 413, 415 and 422 besides its own answers.
+    let release = statuses("/api/payments/release", "post");
+    for status in [
+        "200", "401", "403", "404", "409", "413", "415", "422", "503",
+    ] {
+        assert!(
+            release.contains(status),
+            "release lacks {status}: {release:?}"
+        );
+    }
+    // The two release routes share their answers; the second adds its own refusal.
+    let next = statuses("/api/payments/release-and-charge-next", "post");
+    assert!(
+        next.is_superset(&release) && next.contains("400"),
+        "{next:?}"
+    );
+    // A path parameter: 404; no body, no 415.
+    let payment = statuses("/api/payments/{payment_id}", "get");
+    assert!(payment.contains("404") && payment.contains("401") && !payment.contains("415"));
+    // Open routes do not claim 401.
+    assert!(!statuses("/health", "get").contains("401"));
+    // Every added answer carries the error shape.
+    let body = &doc["paths"]["/api/payments/release"]["post"]["responses"]["415"]["content"]["application/json"]
+        ["schema"]["$ref"];
+    assert_eq!(body, "#/components/schemas/ErrorBody");
     app.stop().await;
 }
 
@@ -216,7 +256,7 @@ async fn every_mounted_route_is_documented_and_every_documented_route_is_mounted
 #[actix_web::test]
 async fn admins_see_the_actors() {
     let app = spawn_app().await;
-    app.state.outbox.flush().await;
+    let _ = app.state.outbox.trigger().await;
     let (_, token) = crate::helpers::admin(&app, "root").await;
     let response = app
         .client
@@ -247,4 +287,32 @@ async fn admins_see_the_actors() {
     assert_eq!(denied.status(), 403);
     assert_eq!(app.get("/api/admin/actors").await.status(), 401);
     app.stop().await;
+}
+
+/// ARCHITECTURE.md: a route reads through store queries made for its view, but every write
+/// goes through a workflow. A transaction opened in `src/http` would be a write there.
+#[test]
+fn no_route_opens_a_transaction() {
+    let mut found = Vec::new();
+    let mut dirs = vec![std::path::PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/http"
+    ))];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if std::fs::read_to_string(&path)
+                .unwrap()
+                .contains("db.begin()")
+            {
+                found.push(path.display().to_string());
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "routes writing in a transaction: {found:?}"
+    );
 }

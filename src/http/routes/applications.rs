@@ -175,11 +175,9 @@ fn proposal_from(req: ProposalRequest) -> ApiResult<Proposal> {
     responses(
         (status = 201, body = ApplicationView),
         (status = 400, body = ErrorBody, description = "PROJECT_NOT_OPEN"),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody, description = "Not an expert, or NOT_INVITED"),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "ALREADY_APPLIED"),
-        (status = 422, body = ErrorBody),
     )
 )]
 #[post("/api/projects/{project_id}/apply")]
@@ -201,7 +199,6 @@ pub async fn apply(
     security(("bearer" = [])),
     responses(
         (status = 200, body = ApplicationView),
-        (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody),
     )
 )]
@@ -233,7 +230,6 @@ pub struct ApplicationListQuery {
     security(("bearer" = [])),
     responses(
         (status = 200, body = Paginated<ApplicationView>),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 422, body = ErrorBody),
@@ -287,11 +283,9 @@ pub struct RevisionRequest {
     security(("bearer" = [])),
     responses(
         (status = 200, body = ApplicationView),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody),
-        (status = 422, body = ErrorBody),
     )
 )]
 #[post("/api/projects/{project_id}/applications/{application_id}/request-revision")]
@@ -323,10 +317,8 @@ pub async fn request_revision(
     security(("bearer" = [])),
     responses(
         (status = 200, body = ApplicationView),
-        (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "Not in needs_revision"),
-        (status = 422, body = ErrorBody),
     )
 )]
 #[put("/api/projects/{project_id}/applications/{application_id}")]
@@ -349,7 +341,6 @@ pub async fn resubmit(
     security(("bearer" = [])),
     responses(
         (status = 200, body = ApplicationView),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody),
@@ -389,7 +380,6 @@ pub struct SelectionResponse {
     responses(
         (status = 200, body = SelectionResponse),
         (status = 400, body = ErrorBody, description = "PROJECT_NOT_PUBLISHED or FISCAL_DATA_REQUIRED"),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "Already selected, or the proposal is not pending"),
@@ -420,7 +410,6 @@ pub async fn select(
     security(("bearer" = [])),
     responses(
         (status = 200, body = ProjectView),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody),

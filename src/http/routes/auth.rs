@@ -18,7 +18,7 @@ use crate::http::rate_limit;
 use crate::state::AppState;
 use crate::store::users::{self, User};
 use crate::workflows::accounts::{self, AccountError};
-use crate::workflows::auth::{AuthError, Issued};
+use crate::workflows::auth::{self as sessions, AuthError, Issued};
 use crate::workflows::passwords;
 
 impl From<AccountError> for ApiError {
@@ -261,15 +261,14 @@ pub async fn register(
         source,
     )
     .await?;
-    let issued = state
-        .auth
-        .start_session(
-            &user,
-            client_session_id(&req).as_deref(),
-            true,
-            &client_info(&req),
-        )
-        .await?;
+    let issued = sessions::start_session(
+        &state,
+        &user,
+        client_session_id(&req).as_deref(),
+        true,
+        &client_info(&req),
+    )
+    .await?;
     let csrf = csrf_value(&req);
     let body = SecureLoginResponse {
         access_token: issued.access_token.clone(),
@@ -354,15 +353,14 @@ pub async fn login(
     body: web::Json<LoginRequest>,
 ) -> ApiResult<HttpResponse> {
     let user = authenticate_credentials(&state, &req, &body).await?;
-    let issued = state
-        .auth
-        .start_session(
-            &user,
-            client_session_id(&req).as_deref(),
-            false,
-            &client_info(&req),
-        )
-        .await?;
+    let issued = sessions::start_session(
+        &state,
+        &user,
+        client_session_id(&req).as_deref(),
+        false,
+        &client_info(&req),
+    )
+    .await?;
     Ok(HttpResponse::Ok().json(LoginResponse {
         access_token: issued.access_token,
         refresh_token: issued.refresh_token,
@@ -394,10 +392,8 @@ pub async fn login_secure(
         ApiError::invalid_field("X-Session-ID", "header required, of the form sess_<random>")
     })?;
     let user = authenticate_credentials(&state, &req, &body).await?;
-    let issued = state
-        .auth
-        .start_session(&user, Some(&session_id), true, &client_info(&req))
-        .await?;
+    let issued =
+        sessions::start_session(&state, &user, Some(&session_id), true, &client_info(&req)).await?;
     let csrf = csrf_value(&req);
     let body = SecureLoginResponse {
         access_token: issued.access_token.clone(),
@@ -424,7 +420,7 @@ pub async fn refresh(
     state: web::Data<AppState>,
     body: web::Json<RefreshRequest>,
 ) -> ApiResult<HttpResponse> {
-    let issued = state.auth.refresh(&body.refresh_token, None, false).await?;
+    let issued = sessions::refresh(&state, &body.refresh_token, None, false).await?;
     Ok(HttpResponse::Ok().json(RefreshResponse {
         access_token: issued.access_token,
         refresh_token: issued.refresh_token,
@@ -460,7 +456,7 @@ pub async fn refresh_secure(
 ) -> ApiResult<HttpResponse> {
     let token = refresh_cookie(&req)?;
     let session_id = required_session_id(&req)?;
-    let issued = state.auth.refresh(&token, Some(&session_id), true).await?;
+    let issued = sessions::refresh(&state, &token, Some(&session_id), true).await?;
     let csrf = csrf_value(&req);
     let body = SecureRefreshResponse {
         access_token: issued.access_token.clone(),
@@ -492,13 +488,8 @@ pub async fn verify_secure(
 ) -> ApiResult<HttpResponse> {
     let token = refresh_cookie(&req)?;
     let session_id = required_session_id(&req)?;
-    let (session, user) = state
-        .auth
-        .session_of_refresh(&token, Some(&session_id))
-        .await?;
-    let (access_token, _) = state
-        .auth
-        .sign_access(&user, &session_id, session.id, true)?;
+    let (session, user) = sessions::session_of_refresh(&state, &token, Some(&session_id)).await?;
+    let (access_token, _) = sessions::sign_access(&state, &user, &session_id, session.id, true)?;
     let csrf = csrf_value(&req);
     Ok(HttpResponse::Ok()
         .cookie(CookieJar::new(&state).csrf(&csrf))
@@ -533,11 +524,8 @@ pub async fn logout_secure(
     check_csrf(&req)?;
     let token = refresh_cookie(&req)?;
     let session_id = required_session_id(&req)?;
-    let (session, _) = state
-        .auth
-        .session_of_refresh(&token, Some(&session_id))
-        .await?;
-    state.auth.end_session(session.id, Some(&token)).await?;
+    let (session, _) = sessions::session_of_refresh(&state, &token, Some(&session_id)).await?;
+    sessions::end_session(&state, session.id, Some(&token)).await?;
     let jar = CookieJar::new(&state);
     Ok(HttpResponse::Ok()
         .cookie(jar.removal(REFRESH_COOKIE))
@@ -561,15 +549,15 @@ pub async fn logout(
     let given = body
         .and_then(|b| b.into_inner().refresh_token)
         .filter(|t| !t.is_empty());
-    state.auth.end_session(auth.session.id, None).await?;
+    sessions::end_session(&state, auth.session.id, None).await?;
     if let Some(token) = given {
-        state.auth.end_session_of_refresh(&token).await?;
+        sessions::end_session_of_refresh(&state, &token).await?;
     }
     Ok(HttpResponse::Ok().json(Message::new("Logged out")))
 }
 
 async fn verified(state: &AppState, token: &str) -> ApiResult<HttpResponse> {
-    let (_, _, user) = state.auth.authenticate(token).await?;
+    let (_, _, user) = sessions::authenticate(state, token).await?;
     Ok(HttpResponse::Ok().json(VerifyResponse {
         valid: true,
         user: UserView::from(&user),
@@ -725,7 +713,6 @@ fn parse_marketplace_role(raw: &str) -> ApiResult<Role> {
     responses(
         (status = 200, body = UserView),
         (status = 409, body = crate::http::error::ErrorBody, description = "Role already held"),
-        (status = 422, body = crate::http::error::ErrorBody),
     )
 )]
 #[post("/api/auth/add-role")]
@@ -735,30 +722,7 @@ pub async fn add_role(
     body: web::Json<RoleRequest>,
 ) -> ApiResult<HttpResponse> {
     let role = parse_marketplace_role(&body.role)?;
-    let now = state.clock.now();
-    let mut tx = state.db.begin().await?;
-    if !users::add_role(tx.exec(), auth.id(), role, now).await? {
-        return Err(ApiError::conflict(
-            "ROLE_EXISTS",
-            "You already have this role",
-        ));
-    }
-    crate::store::events::record(
-        tx.exec(),
-        crate::store::events::NewEvent {
-            kind: "user.role_added",
-            aggregate: "user",
-            aggregate_id: Some(auth.id()),
-            payload: serde_json::json!({ "user_id": auth.id(), "role": role }),
-        },
-        now,
-    )
-    .await?;
-    let user = users::find(tx.exec(), auth.id())
-        .await?
-        .ok_or_else(|| ApiError::not_found("User not found"))?;
-    tx.commit().await?;
-    state.outbox.wake();
+    let user = accounts::add_role(&state, auth.id(), role).await?;
     Ok(HttpResponse::Ok().json(UserView::from(&user)))
 }
 
@@ -770,7 +734,6 @@ pub async fn add_role(
     responses(
         (status = 200, body = UserView),
         (status = 403, body = crate::http::error::ErrorBody, description = "Role not held"),
-        (status = 422, body = crate::http::error::ErrorBody),
     )
 )]
 #[post("/api/auth/switch-role")]
@@ -781,18 +744,7 @@ pub async fn switch_role(
 ) -> ApiResult<HttpResponse> {
     let role = Role::parse(&body.role)
         .ok_or_else(|| ApiError::invalid_field("role", "must be empresa, experto or admin"))?;
-    if !auth.has_role(role) {
-        return Err(ApiError::new(
-            actix_web::http::StatusCode::FORBIDDEN,
-            "ROLE_NOT_ASSIGNED",
-            "You do not have this role",
-        ));
-    }
-    let mut conn = state.db.conn().await?;
-    users::set_active_role(conn.exec(), auth.id(), role, state.clock.now()).await?;
-    let user = users::find(conn.exec(), auth.id())
-        .await?
-        .ok_or_else(|| ApiError::not_found("User not found"))?;
+    let user = accounts::switch_role(&state, &auth.user, role).await?;
     Ok(HttpResponse::Ok().json(UserView::from(&user)))
 }
 
@@ -804,7 +756,6 @@ pub async fn switch_role(
         (status = 201, body = AcceptInvitationResponse),
         (status = 400, body = crate::http::error::ErrorBody, description = "Invalid, used or expired invitation"),
         (status = 409, body = crate::http::error::ErrorBody, description = "E-mail or username exists"),
-        (status = 422, body = crate::http::error::ErrorBody),
     )
 )]
 #[post("/api/auth/accept-admin-invitation")]

@@ -14,6 +14,7 @@ use crate::http::auth::AdminUser;
 use crate::http::error::{ApiError, ApiResult, ErrorBody, FieldError};
 use crate::state::AppState;
 use crate::store::commission::{self, CommissionRate};
+use crate::workflows::commission as flow;
 
 /// One level's commission.
 #[derive(Serialize, Deserialize, ToSchema)]
@@ -137,7 +138,6 @@ fn parse_bulk(body: BulkRequest) -> ApiResult<Vec<(Level, i64)>> {
     security(("bearer" = [])),
     responses(
         (status = 200, body = Vec<CommissionView>),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
     )
 )]
@@ -162,9 +162,7 @@ pub async fn list_config(state: web::Data<AppState>, _admin: AdminUser) -> ApiRe
     security(("bearer" = [])),
     responses(
         (status = 200, body = Vec<CommissionView>),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody, description = "Not an administrator, or CSRF"),
-        (status = 422, body = ErrorBody),
     )
 )]
 #[put("/api/admin/commission-config/bulk")]
@@ -174,7 +172,7 @@ pub async fn update_bulk(
     body: web::Json<BulkRequest>,
 ) -> ApiResult<HttpResponse> {
     let rates = parse_bulk(body.into_inner())?;
-    let all = commission::update_all(&state.db, &rates, admin.id(), state.clock.now()).await?;
+    let all = flow::set_rates(&state, admin.id(), &rates).await?;
     Ok(HttpResponse::Ok().json(
         all.into_iter()
             .map(CommissionView::from)
@@ -189,7 +187,6 @@ pub async fn update_bulk(
     security(("bearer" = [])),
     responses(
         (status = 200, body = CommissionView),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody, description = "Unknown level"),
     )
@@ -216,10 +213,8 @@ pub async fn get_level(
     security(("bearer" = [])),
     responses(
         (status = 200, body = CommissionView),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody, description = "Not an administrator, or CSRF"),
         (status = 404, body = ErrorBody, description = "Unknown level"),
-        (status = 422, body = ErrorBody),
     )
 )]
 #[put("/api/admin/commission-config/{level}")]
@@ -231,8 +226,6 @@ pub async fn update_level(
 ) -> ApiResult<HttpResponse> {
     let level = level_of(&path)?;
     let rate_bp = rate_of(&body.rate).map_err(|m| ApiError::invalid_field("rate", m))?;
-    let mut conn = state.db.conn().await?;
-    let rate =
-        commission::update(conn.exec(), level, rate_bp, admin.id(), state.clock.now()).await?;
+    let rate = flow::set_rate(&state, admin.id(), level, rate_bp).await?;
     Ok(HttpResponse::Ok().json(CommissionView::from(rate)))
 }

@@ -79,7 +79,6 @@ fn expert(auth: &AuthUser) -> ApiResult<()> {
     security(("bearer" = [])),
     responses(
         (status = 200, body = ConnectStatusView),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody, description = "Not an expert"),
     )
 )]
@@ -98,7 +97,6 @@ pub async fn get_status(state: web::Data<AppState>, auth: AuthUser) -> ApiResult
     responses(
         (status = 200, body = AccountLinkView),
         (status = 400, body = ErrorBody, description = "EXPERT_PROFILE_REQUIRED"),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody, description = "Not an expert, or CSRF"),
         (status = 503, body = ErrorBody, description = "The processor is unavailable"),
     )
@@ -121,7 +119,6 @@ pub async fn account_link(
     responses(
         (status = 200, body = AccountLinkView),
         (status = 400, body = ErrorBody, description = "PROCESSOR_CONNECT_NOT_STARTED"),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody, description = "Not an expert, or CSRF"),
         (status = 503, body = ErrorBody, description = "The processor is unavailable"),
     )
@@ -144,7 +141,6 @@ pub async fn account_update_link(
     security(("bearer" = [])),
     responses(
         (status = 200, body = ConnectStatusView),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody, description = "Not an administrator, or CSRF"),
         (status = 404, body = ErrorBody, description = "No expert profile"),
     )

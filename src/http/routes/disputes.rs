@@ -47,6 +47,11 @@ pub struct DisputeView {
     pub processor_dispute_id: Option<String>,
     pub created_at: DateTime<Utc>,
     pub resolved_at: Option<DateTime<Utc>>,
+    /// Raised by the expert and still `open`: the company's reply (a chat message) is due by
+    /// then, or the dispute is escalated (`DISPUTE_RESPONSE_DAYS`).
+    pub response_due_at: Option<DateTime<Utc>>,
+    /// When it was escalated to the administrators for priority mediation.
+    pub escalated_at: Option<DateTime<Utc>>,
 }
 
 impl From<Dispute> for DisputeView {
@@ -71,6 +76,8 @@ impl From<Dispute> for DisputeView {
             processor_dispute_id: d.processor_dispute_id,
             created_at: d.created_at,
             resolved_at: d.resolved_at,
+            response_due_at: d.response_due_at,
+            escalated_at: d.escalated_at,
         }
     }
 }
@@ -188,7 +195,6 @@ impl RaiseRequest {
     security(("bearer" = [])),
     responses(
         (status = 201, body = RaisedResponse),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody, description = "Not the project's company or expert"),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "DISPUTE_ACTIVE or DISPUTE_NOT_ALLOWED (project completed, disputed or cancelled)"),
@@ -217,7 +223,6 @@ pub async fn raise(
     security(("bearer" = [])),
     responses(
         (status = 200, body = DisputeView),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody, description = "No such project, or no dispute on it"),
     )
@@ -289,7 +294,6 @@ impl AdminDisputeQuery {
     security(("bearer" = [])),
     responses(
         (status = 200, body = Paginated<AdminDisputeView>),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 422, body = ErrorBody),
     )
@@ -338,7 +342,6 @@ pub async fn admin_list(
     security(("bearer" = [])),
     responses(
         (status = 200, body = AdminDisputeView),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
     )
@@ -388,11 +391,9 @@ pub struct MediateRequest {
     security(("bearer" = [])),
     responses(
         (status = 200, body = AdminDisputeView),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "DISPUTE_NOT_OPEN"),
-        (status = 422, body = ErrorBody),
     )
 )]
 #[put("/api/admin/disputes/{dispute_id}/mediate")]
@@ -435,11 +436,9 @@ pub struct ResolvedResponse {
     security(("bearer" = [])),
     responses(
         (status = 200, body = ResolvedResponse),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "DISPUTE_NOT_ACTIVE, CHARGEBACK_OPEN, CHARGEBACK_CLOSING, REVERSAL_FAILED, PROCESSOR_REFUSED"),
-        (status = 422, body = ErrorBody),
         (status = 503, body = ErrorBody, description = "The processor is unreachable; the dispute stays open"),
     )
 )]

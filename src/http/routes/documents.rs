@@ -7,15 +7,13 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::domain::token::random_token;
-use crate::domain::upload::{DocumentType, MAX_DOCUMENT_BYTES, clean_file_name};
+use crate::domain::upload::{DocumentType, MAX_DOCUMENT_BYTES};
 use crate::domain::user::Role;
 use crate::http::auth::{AuthUser, CsrfChecked};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::multipart::{FormError, read_form};
 use crate::state::AppState;
-use crate::store::documents::{self, Document, NewDocument};
-use crate::store::profiles;
+use crate::store::documents::{self, Document};
 
 /// The form of an upload.
 #[derive(ToSchema)]
@@ -74,7 +72,6 @@ fn too_large() -> ApiError {
     security(("bearer" = [])),
     responses(
         (status = 201, body = DocumentView),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 413, body = ErrorBody, description = "Larger than 10 MB"),
         (status = 415, body = ErrorBody, description = "Not an image, PDF, DOCX or ZIP"),
@@ -116,44 +113,15 @@ pub async fn upload(
         )
     })?;
 
-    let user_id = auth.id();
-    let stored = format!("{}.{}", random_token(16), doc_type.extension());
-    let dir = state
-        .settings
-        .uploads_dir
-        .join("documents")
-        .join(user_id.to_string());
-    tokio::fs::create_dir_all(&dir)
-        .await
-        .map_err(ApiError::internal)?;
-    tokio::fs::write(dir.join(&stored), &bytes)
-        .await
-        .map_err(ApiError::internal)?;
-
-    let now = state.clock.now();
-    let mut tx = state.db.begin().await?;
-    let role: Role = auth.user.active_role;
-    let profile_id = profiles::find_by_user(tx.exec(), user_id, role.as_str())
-        .await?
-        .map(|p| p.id);
-    let id = documents::insert(
-        tx.exec(),
-        &NewDocument {
-            profile_id,
-            user_id,
-            kind,
-            file_path: &format!("documents/{user_id}/{stored}"),
-            file_name: &clean_file_name(client_name.as_deref()),
-            file_mime: doc_type.mime(),
-            file_size: bytes.len() as i64,
-        },
-        now,
+    let document = crate::workflows::documents::store(
+        &state,
+        &auth.user,
+        kind,
+        doc_type,
+        client_name.as_deref(),
+        &bytes,
     )
     .await?;
-    let document = documents::find(tx.exec(), id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Document not found"))?;
-    tx.commit().await?;
     Ok(HttpResponse::Created().json(DocumentView::from(document)))
 }
 
@@ -164,7 +132,6 @@ pub async fn upload(
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The file, as an attachment"),
-        (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody),
     )
 )]

@@ -29,10 +29,16 @@ pub struct MilestoneView {
     pub approved_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// While `awaiting_payment`: when the company is reminded to fund it
+    /// (`FUNDING_REMINDER_DAYS`); the expert may end the engagement 14 days after it began
+    /// waiting.
+    pub funding_due_at: Option<DateTime<Utc>>,
 }
 
 impl From<Milestone> for MilestoneView {
     fn from(m: Milestone) -> Self {
+        let waits = m.status == "awaiting_payment";
+        let funding_due_at = waits.then_some(m.funding_due_at).flatten();
         Self {
             id: m.id,
             project_id: m.project_id,
@@ -48,6 +54,7 @@ impl From<Milestone> for MilestoneView {
             approved_at: m.approved_at,
             created_at: m.created_at,
             updated_at: m.updated_at,
+            funding_due_at,
         }
     }
 }

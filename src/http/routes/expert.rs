@@ -65,7 +65,6 @@ pub struct ExpertStats {
     security(("bearer" = [])),
     responses(
         (status = 200, body = ExpertStats),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
     )
 )]
@@ -127,7 +126,6 @@ pub struct ExpertApplicationsQuery {
     security(("bearer" = [])),
     responses(
         (status = 200, body = Paginated<ApplicationView>),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 422, body = ErrorBody),
     )
@@ -197,7 +195,6 @@ async fn project_list(
     security(("bearer" = [])),
     responses(
         (status = 200, body = Paginated<ProjectView>),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 422, body = ErrorBody),
     )
@@ -218,7 +215,6 @@ pub async fn available_projects(
     security(("bearer" = [])),
     responses(
         (status = 200, body = Paginated<ProjectView>),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 422, body = ErrorBody),
     )
@@ -239,7 +235,6 @@ pub async fn assigned_projects(
     security(("bearer" = [])),
     responses(
         (status = 200, body = Paginated<ProjectView>),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 422, body = ErrorBody),
     )

@@ -1,20 +1,18 @@
 //! `/api/admin/invitations`: administrators invite administrators by e-mail.
 
 use actix_web::{HttpResponse, delete, get, post, web};
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::views::Message;
-use crate::domain::token::{hash_token, random_token};
 use crate::domain::user::EmailAddress;
 use crate::http::auth::AdminUser;
 use crate::http::error::{ApiError, ApiResult, FieldError};
 use crate::http::pagination::{PageQuery, Paginated};
-use crate::integrations::mail::Template;
 use crate::state::AppState;
 use crate::store::invitations::{self, Invitation, StatusFilter};
-use crate::store::users;
+use crate::workflows::invitations as invitations_flow;
 
 #[derive(Deserialize, ToSchema)]
 pub struct CreateInvitationRequest {
@@ -72,7 +70,6 @@ pub struct InvitationListQuery {
         (status = 201, body = InvitationView),
         (status = 403, body = crate::http::error::ErrorBody),
         (status = 409, body = crate::http::error::ErrorBody, description = "A user with this e-mail exists"),
-        (status = 422, body = crate::http::error::ErrorBody),
     )
 )]
 #[post("/api/admin/invitations")]
@@ -104,49 +101,8 @@ pub async fn create(
         return Err(ApiError::validation(errors));
     };
 
-    let token = random_token(32);
-    let now = state.clock.now();
-    let mut tx = state.db.begin().await?;
-    if users::find_by_email(tx.exec(), email.as_str())
-        .await?
-        .is_some()
-    {
-        return Err(ApiError::conflict(
-            "EMAIL_EXISTS",
-            "A user with this e-mail already exists",
-        ));
-    }
-    let id = invitations::insert(
-        tx.exec(),
-        &invitations::NewInvitation {
-            email: email.as_str(),
-            invited_by: admin.id(),
-            message,
-            token_hash: &hash_token(&token),
-            expires_at: now + Duration::hours(hours),
-        },
-        now,
-    )
-    .await?;
-    let invitation = invitations::find(tx.exec(), id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Invitation not found"))?;
-    tx.commit().await?;
-    let expires_at = invitation.expires_at;
-
-    let ctx = serde_json::json!({
-        "invited_by": admin.user.username,
-        "message": message,
-        "expires_at": expires_at.to_rfc3339(),
-        "token": token,
-    });
-    if let Err(err) = state
-        .mailer
-        .send(email.as_str(), Template::AdminInvitation, ctx)
-        .await
-    {
-        tracing::warn!(invitation_id = id, error = %err, "invitation e-mail not sent");
-    }
+    let invitation =
+        invitations_flow::invite_admin(&state, &admin.user, &email, message, hours).await?;
     Ok(HttpResponse::Created().json(InvitationView::from(invitation)))
 }
 
@@ -230,9 +186,6 @@ pub async fn cancel(
     _admin: AdminUser,
     id: web::Path<i64>,
 ) -> ApiResult<HttpResponse> {
-    let mut conn = state.db.conn().await?;
-    if !invitations::delete(conn.exec(), id.into_inner()).await? {
-        return Err(ApiError::not_found("Invitation not found"));
-    }
+    invitations_flow::cancel(&state, id.into_inner()).await?;
     Ok(HttpResponse::Ok().json(Message::new("Invitation cancelled")))
 }

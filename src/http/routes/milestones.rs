@@ -48,10 +48,18 @@ pub struct DeliveryView {
     pub reviewed_by: Option<i64>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// While `submitted`: when the service approves it if the company has not reviewed it
+    /// (`AUTO_APPROVE_DAYS`; the clock stops while the project is disputed).
+    pub auto_approve_at: Option<DateTime<Utc>>,
+    /// The service approved it when its review window ran out (`reviewed_by` is empty and
+    /// `feedback` gives the reason).
+    pub auto_approved: bool,
 }
 
 impl From<Delivery> for DeliveryView {
     fn from(d: Delivery) -> Self {
+        let waits = d.status == "submitted";
+        let auto_approve_at = waits.then_some(d.auto_approve_at).flatten();
         Self {
             id: d.id,
             milestone_id: d.milestone_id,
@@ -63,6 +71,8 @@ impl From<Delivery> for DeliveryView {
             feedback: d.feedback,
             reviewed_at: d.reviewed_at,
             reviewed_by: d.reviewed_by,
+            auto_approve_at,
+            auto_approved: d.auto_approved,
             created_at: d.created_at,
             updated_at: d.updated_at,
         }
@@ -240,11 +250,9 @@ fn done<T>(value: T, errors: Vec<FieldError>) -> ApiResult<T> {
     security(("bearer" = [])),
     responses(
         (status = 201, body = DeliveryView),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody, description = "Not the project's expert"),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "MILESTONE_NOT_FUNDED, DELIVERY_UNDER_REVIEW or INVALID_STATE"),
-        (status = 422, body = ErrorBody),
     )
 )]
 #[post("/api/milestones/deliveries")]
@@ -276,7 +284,6 @@ pub async fn create_delivery(
     security(("bearer" = [])),
     responses(
         (status = 200, body = Paginated<DeliveryView>),
-        (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 422, body = ErrorBody),
     )
@@ -307,7 +314,6 @@ pub async fn deliveries_of_milestone(
     security(("bearer" = [])),
     responses(
         (status = 200, body = Paginated<DeliveryView>),
-        (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 422, body = ErrorBody),
     )
@@ -338,7 +344,6 @@ pub async fn deliveries_of_project(
     security(("bearer" = [])),
     responses(
         (status = 200, body = Paginated<DeliveryView>),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 422, body = ErrorBody),
     )
@@ -362,7 +367,6 @@ pub async fn my_deliveries(
     security(("bearer" = [])),
     responses(
         (status = 200, body = DeliveryView),
-        (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody),
     )
 )]
@@ -384,11 +388,9 @@ pub async fn get_delivery(
     security(("bearer" = [])),
     responses(
         (status = 200, body = DeliveryView),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "Not in needs_revision"),
-        (status = 422, body = ErrorBody),
     )
 )]
 #[put("/api/milestones/deliveries/{delivery_id}")]
@@ -428,11 +430,9 @@ pub async fn update_delivery(
     security(("bearer" = [])),
     responses(
         (status = 200, body = ReviewResponse),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "Not submitted, changed meanwhile, or MILESTONE_NOT_FUNDED"),
-        (status = 422, body = ErrorBody),
         (status = 503, body = ErrorBody, description = "The payment processor is unavailable"),
     )
 )]
@@ -483,11 +483,9 @@ pub async fn review_delivery(
     security(("bearer" = [])),
     responses(
         (status = 201, body = MilestoneView),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "The project is finished, cancelled or disputed"),
-        (status = 422, body = ErrorBody),
     )
 )]
 #[post("/api/milestones")]
@@ -519,7 +517,6 @@ pub async fn create(
     security(("bearer" = [])),
     responses(
         (status = 200, body = Paginated<MilestoneView>),
-        (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 422, body = ErrorBody),
     )
@@ -546,7 +543,6 @@ pub async fn list_for_project(
     security(("bearer" = [])),
     responses(
         (status = 200, body = MilestoneView),
-        (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody),
     )
 )]
@@ -569,11 +565,9 @@ pub async fn get_milestone(
     security(("bearer" = [])),
     responses(
         (status = 200, body = MilestoneView),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody),
-        (status = 422, body = ErrorBody),
     )
 )]
 #[put("/api/milestones/{milestone_id}")]
@@ -605,7 +599,6 @@ pub async fn update(
     security(("bearer" = [])),
     responses(
         (status = 204),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody),
@@ -629,7 +622,6 @@ pub async fn delete_milestone(
     security(("bearer" = [])),
     responses(
         (status = 200, body = MilestoneView),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody),
@@ -653,7 +645,6 @@ pub async fn complete(
     security(("bearer" = [])),
     responses(
         (status = 200, body = ApprovalResponse),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody),
@@ -684,7 +675,6 @@ pub async fn approve(
     security(("bearer" = [])),
     responses(
         (status = 200, body = MilestoneView),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody),

@@ -11,7 +11,7 @@ use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::http::auth::AuthUser;
-use crate::http::error::{ApiError, ApiResult};
+use crate::http::error::ApiResult;
 use crate::http::pagination::{PageQuery, Paginated};
 use crate::state::AppState;
 use crate::store::notifications::{self, Notification};
@@ -89,7 +89,6 @@ pub struct MarkAllReadResponse {
     security(("bearer" = [])),
     responses(
         (status = 200, body = NotificationPage),
-        (status = 401, body = crate::http::error::ErrorBody),
         (status = 422, body = crate::http::error::ErrorBody),
     )
 )]
@@ -132,9 +131,7 @@ pub async fn list(
     security(("bearer" = [])),
     responses(
         (status = 200, body = NotificationView),
-        (status = 401, body = crate::http::error::ErrorBody),
         (status = 404, body = crate::http::error::ErrorBody, description = "Not the caller's notification"),
-        (status = 422, body = crate::http::error::ErrorBody),
     )
 )]
 #[post("/api/notifications/mark-read")]
@@ -143,15 +140,7 @@ pub async fn mark_read(
     auth: AuthUser,
     body: web::Json<MarkReadRequest>,
 ) -> ApiResult<HttpResponse> {
-    let now = state.clock.now();
-    let mut tx = state.db.begin().await?;
-    if !notifications::mark_read(tx.exec(), auth.id(), body.notification_id, now).await? {
-        return Err(ApiError::not_found("Notification not found"));
-    }
-    let notification = notifications::find_for_user(tx.exec(), auth.id(), body.notification_id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Notification not found"))?;
-    tx.commit().await?;
+    let notification = notify::mark_read(&state, auth.id(), body.notification_id).await?;
     Ok(HttpResponse::Ok().json(NotificationView::from(notification)))
 }
 
@@ -161,13 +150,11 @@ pub async fn mark_read(
     security(("bearer" = [])),
     responses(
         (status = 200, body = MarkAllReadResponse),
-        (status = 401, body = crate::http::error::ErrorBody),
     )
 )]
 #[post("/api/notifications/mark-all-read")]
 pub async fn mark_all_read(state: web::Data<AppState>, auth: AuthUser) -> ApiResult<HttpResponse> {
-    let mut conn = state.db.conn().await?;
-    let updated = notifications::mark_all_read(conn.exec(), auth.id(), state.clock.now()).await?;
+    let updated = notify::mark_all_read(&state, auth.id()).await?;
     Ok(HttpResponse::Ok().json(MarkAllReadResponse { updated }))
 }
 
@@ -177,28 +164,10 @@ pub async fn mark_all_read(state: web::Data<AppState>, auth: AuthUser) -> ApiRes
     security(("bearer" = [])),
     responses(
         (status = 201, body = NotificationView),
-        (status = 401, body = crate::http::error::ErrorBody),
     )
 )]
 #[post("/api/notifications/test")]
 pub async fn test(state: web::Data<AppState>, auth: AuthUser) -> ApiResult<HttpResponse> {
-    let now = state.clock.now();
-    let mut tx = state.db.begin().await?;
-    let id = notify::notify(
-        tx.exec(),
-        auth.id(),
-        "test",
-        "Test notification",
-        "This is a test notification.",
-        &serde_json::json!({"test": true}),
-        None,
-        now,
-    )
-    .await?
-    .ok_or_else(|| ApiError::internal(anyhow::anyhow!("test notification not stored")))?;
-    let notification = notifications::find_for_user(tx.exec(), auth.id(), id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Notification not found"))?;
-    tx.commit().await?;
+    let notification = notify::store_test(&state, auth.id()).await?;
     Ok(HttpResponse::Created().json(NotificationView::from(notification)))
 }

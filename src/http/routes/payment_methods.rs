@@ -76,7 +76,6 @@ pub async fn public_key(state: web::Data<AppState>) -> HttpResponse {
     security(("bearer" = [])),
     responses(
         (status = 200, body = Vec<SavedMethodView>),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody, description = "Not a company"),
         (status = 503, body = ErrorBody, description = "The processor is unavailable"),
     )
@@ -100,7 +99,6 @@ pub async fn saved_methods(state: web::Data<AppState>, auth: AuthUser) -> ApiRes
     security(("bearer" = [])),
     responses(
         (status = 204),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody, description = "Not a company, or CSRF"),
         (status = 404, body = ErrorBody),
         (status = 503, body = ErrorBody, description = "The processor is unavailable"),
@@ -126,9 +124,7 @@ pub async fn delete_saved_method(
     responses(
         (status = 200, body = SavedMethodView),
         (status = 400, body = ErrorBody, description = "COMPANY_PROFILE_REQUIRED, PAYMENT_METHOD_INVALID"),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody, description = "Not a company, or CSRF"),
-        (status = 422, body = ErrorBody),
         (status = 503, body = ErrorBody, description = "The processor is unavailable"),
     )
 )]

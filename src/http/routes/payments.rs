@@ -167,7 +167,6 @@ pub async fn webhook(
     responses(
         (status = 201, body = PaymentWithSecret),
         (status = 400, body = ErrorBody, description = "PROCESSOR_CONNECT_NOT_ACTIVE"),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "PAYMENT_PENDING"),
@@ -191,6 +190,34 @@ pub async fn initiate(
     Ok(HttpResponse::Created().json(with_secret(&state, y).await))
 }
 
+/// What both release routes answer.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code, clippy::large_enum_variant)] // Describes the answers for OpenAPI; never built.
+enum ReleaseAnswers {
+    #[response(
+        status = 200,
+        description = "The released payment (and the next one's intent)"
+    )]
+    Released(ReleaseResponse),
+    #[response(
+        status = 403,
+        description = "Not the project's company, or the CSRF check failed"
+    )]
+    Forbidden(ErrorBody),
+    #[response(
+        status = 404,
+        description = "Unknown payment, or not visible to the caller"
+    )]
+    NotFound(ErrorBody),
+    #[response(status = 409, description = "PAYMENT_NOT_HELD")]
+    NotHeld(ErrorBody),
+    #[response(
+        status = 503,
+        description = "The processor is unavailable; nothing was released"
+    )]
+    Unavailable(ErrorBody),
+}
+
 /// Releases a held payment: capture, commission from the expert's level, transfer to the
 /// expert's connected account (or deferred), the milestone approved and the next one's
 /// payment prepared.
@@ -198,14 +225,7 @@ pub async fn initiate(
     tag = "payments",
     request_body = PaymentRequest,
     security(("bearer" = [])),
-    responses(
-        (status = 200, body = ReleaseResponse),
-        (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody),
-        (status = 409, body = ErrorBody, description = "PAYMENT_NOT_HELD"),
-        (status = 503, body = ErrorBody),
-    )
+    responses(ReleaseAnswers)
 )]
 #[post("/api/payments/release")]
 pub async fn release(
@@ -213,15 +233,7 @@ pub async fn release(
     CsrfChecked(auth): CsrfChecked,
     body: web::Json<PaymentRequest>,
 ) -> ApiResult<HttpResponse> {
-    let r = escrow::release_payment(
-        &state,
-        auth.id(),
-        auth.has_role(Role::Admin),
-        body.payment_id,
-        false,
-    )
-    .await?;
-    Ok(HttpResponse::Ok().json(release_response(&state, r).await))
+    release_as(&state, &auth, body.payment_id, false).await
 }
 
 /// Like `release`, refused up front unless the expert's payout account is `active`; answers
@@ -231,13 +243,8 @@ pub async fn release(
     request_body = PaymentRequest,
     security(("bearer" = [])),
     responses(
-        (status = 200, body = ReleaseResponse),
+        ReleaseAnswers,
         (status = 400, body = ErrorBody, description = "PROCESSOR_CONNECT_NOT_ACTIVE"),
-        (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody),
-        (status = 409, body = ErrorBody, description = "PAYMENT_NOT_HELD"),
-        (status = 503, body = ErrorBody),
     )
 )]
 #[post("/api/payments/release-and-charge-next")]
@@ -246,15 +253,24 @@ pub async fn release_and_charge_next(
     CsrfChecked(auth): CsrfChecked,
     body: web::Json<PaymentRequest>,
 ) -> ApiResult<HttpResponse> {
+    release_as(&state, &auth, body.payment_id, true).await
+}
+
+async fn release_as(
+    state: &AppState,
+    auth: &AuthUser,
+    payment_id: i64,
+    charge_next: bool,
+) -> ApiResult<HttpResponse> {
     let r = escrow::release_payment(
-        &state,
+        state,
         auth.id(),
         auth.has_role(Role::Admin),
-        body.payment_id,
-        true,
+        payment_id,
+        charge_next,
     )
     .await?;
-    Ok(HttpResponse::Ok().json(release_response(&state, r).await))
+    Ok(HttpResponse::Ok().json(release_response(state, r).await))
 }
 
 /// Asks the processor about a `pending` payment: authorised → `held` (held_at, the charge,
@@ -265,7 +281,6 @@ pub async fn release_and_charge_next(
     security(("bearer" = [])),
     responses(
         (status = 200, body = PaymentView),
-        (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 503, body = ErrorBody),
     )
@@ -305,7 +320,6 @@ fn refund_reason(reason: Option<String>) -> ApiResult<Option<String>> {
     security(("bearer" = [])),
     responses(
         (status = 200, body = PaymentView),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "PAYMENT_NOT_REFUNDABLE or REVERSAL_FAILED"),
@@ -340,7 +354,6 @@ pub struct HistoryQuery {
     security(("bearer" = [])),
     responses(
         (status = 200, body = Paginated<PaymentView>),
-        (status = 401, body = ErrorBody),
         (status = 422, body = ErrorBody),
     )
 )]
@@ -377,7 +390,6 @@ pub async fn history(
     security(("bearer" = [])),
     responses(
         (status = 200, body = Vec<PaymentView>),
-        (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody),
     )
 )]
@@ -415,7 +427,6 @@ pub struct ReceiptView {
     security(("bearer" = [])),
     responses(
         (status = 200, body = ReceiptView),
-        (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody, description = "Unknown, not visible, or no receipt yet"),
     )
 )]
@@ -466,7 +477,6 @@ pub struct IntentView {
     security(("bearer" = [])),
     responses(
         (status = 200, body = IntentView),
-        (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 503, body = ErrorBody),
     )
@@ -519,7 +529,6 @@ pub struct ConfirmInitialResponse {
     security(("bearer" = [])),
     responses(
         (status = 200, body = ConfirmInitialResponse),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "No payment to confirm"),
@@ -578,7 +587,6 @@ pub async fn confirm_initial(
     responses(
         (status = 200, body = PaymentView),
         (status = 400, body = ErrorBody, description = "PROCESSOR_CONNECT_NOT_ACTIVE"),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "TRANSFER_NOT_RETRYABLE"),
@@ -602,7 +610,6 @@ pub async fn retry_transfer(
     security(("bearer" = [])),
     responses(
         (status = 200, body = PaymentView),
-        (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody),
     )
 )]
@@ -638,7 +645,6 @@ pub struct AdminPaymentQuery {
     security(("bearer" = [])),
     responses(
         (status = 200, body = Paginated<PaymentView>),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 422, body = ErrorBody),
     )
@@ -673,7 +679,6 @@ pub async fn admin_list(
     security(("bearer" = [])),
     responses(
         (status = 200, body = PaymentView),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
     )
@@ -704,7 +709,6 @@ pub struct AdminRefundRequest {
     security(("bearer" = [])),
     responses(
         (status = 200, body = PaymentView),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "PAYMENT_NOT_REFUNDABLE or REVERSAL_FAILED"),
@@ -738,7 +742,6 @@ pub struct ReconcileQuery {
     security(("bearer" = [])),
     responses(
         (status = 200, body = crate::workflows::escrow_jobs::Reconciliation),
-        (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 422, body = ErrorBody),
     )

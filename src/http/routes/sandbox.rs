@@ -126,7 +126,6 @@ fn object(value: Value) -> HttpResponse {
         (status = 200, body = ProcessorObject, description = "The payment intent"),
         (status = 400, body = ErrorBody, description = "The intent cannot be confirmed in its state"),
         (status = 404, body = ErrorBody),
-        (status = 422, body = ErrorBody),
     )
 )]
 #[post("/api/sandbox/payment_intents/{id}/confirm")]
@@ -166,7 +165,6 @@ pub async fn cancel_payment_intent(
     responses(
         (status = 200, body = ProcessorObject, description = "The balance"),
         (status = 404, body = ErrorBody),
-        (status = 422, body = ErrorBody),
     )
 )]
 #[post("/api/sandbox/balance")]
@@ -186,7 +184,6 @@ pub async fn set_balance(
         (status = 200, body = ProcessorObject, description = "The dispute"),
         (status = 400, body = ErrorBody, description = "Declined or already disputed"),
         (status = 404, body = ErrorBody),
-        (status = 422, body = ErrorBody),
     )
 )]
 #[post("/api/sandbox/charges/{id}/dispute")]
@@ -208,7 +205,6 @@ pub async fn dispute_charge(
         (status = 200, body = ProcessorObject, description = "The dispute"),
         (status = 400, body = ErrorBody, description = "The dispute is closed"),
         (status = 404, body = ErrorBody),
-        (status = 422, body = ErrorBody),
     )
 )]
 #[post("/api/sandbox/disputes/{id}/update")]
@@ -233,7 +229,6 @@ pub async fn update_dispute(
         (status = 200, body = ProcessorObject, description = "The dispute"),
         (status = 400, body = ErrorBody, description = "Already closed"),
         (status = 404, body = ErrorBody),
-        (status = 422, body = ErrorBody),
     )
 )]
 #[post("/api/sandbox/disputes/{id}/close")]
@@ -274,7 +269,6 @@ pub async fn fail_transfer(
     responses(
         (status = 200, body = ProcessorObject, description = "The payout"),
         (status = 404, body = ErrorBody, description = "No such account"),
-        (status = 422, body = ErrorBody),
     )
 )]
 #[post("/api/sandbox/payouts")]
@@ -301,7 +295,6 @@ pub async fn payout(
     responses(
         (status = 200, body = ProcessorObject, description = "The account"),
         (status = 404, body = ErrorBody),
-        (status = 422, body = ErrorBody),
     )
 )]
 #[post("/api/sandbox/accounts/{id}/update")]
@@ -358,7 +351,6 @@ pub async fn ledger(state: web::Data<AppState>) -> ApiResult<HttpResponse> {
         (status = 200, body = ProcessorObject, description = "The failure now armed"),
         (status = 400, body = ErrorBody, description = "Status is not an HTTP error status"),
         (status = 404, body = ErrorBody),
-        (status = 422, body = ErrorBody),
     )
 )]
 #[post("/api/sandbox/failures")]

@@ -6,13 +6,12 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::views::{Message, PublicUser, UserView};
-use crate::domain::token::random_token;
 use crate::domain::user::{EmailAddress, Username, check_password_policy};
 use crate::http::auth::{AuthUser, CsrfChecked};
 use crate::http::error::{ApiError, ApiResult, FieldError};
 use crate::state::AppState;
 use crate::store::{users, webhooks};
-use crate::workflows::accounts;
+use crate::workflows::{accounts, webhook_config};
 
 #[derive(Deserialize, ToSchema)]
 pub struct UpdateMeRequest {
@@ -72,7 +71,6 @@ pub async fn me(auth: AuthUser) -> HttpResponse {
         (status = 200, body = UserView),
         (status = 403, body = crate::http::error::ErrorBody, description = "CSRF check failed"),
         (status = 409, body = crate::http::error::ErrorBody, description = "Username taken"),
-        (status = 422, body = crate::http::error::ErrorBody),
     )
 )]
 #[put("/api/users/me")]
@@ -87,39 +85,8 @@ pub async fn update_me(
         .map(Username::parse)
         .transpose()
         .map_err(|m| ApiError::invalid_field("username", m))?;
-    let now = state.clock.now();
-    let mut tx = state.db.begin().await?;
-    if let Some(username) = &username
-        && username.as_str() != auth.user.username
-    {
-        // Checked inside the transaction against another account: the caller's own row may
-        // already carry the name (a concurrent request of theirs set it after `auth` was read).
-        if users::username_owner(tx.exec(), username.as_str())
-            .await?
-            .is_some_and(|owner| owner != auth.id())
-        {
-            return Err(ApiError::conflict(
-                "USERNAME_EXISTS",
-                "This username is taken",
-            ));
-        }
-        users::set_username(tx.exec(), auth.id(), username.as_str(), now)
-            .await
-            .map_err(|e| {
-                if e.is_unique_violation() {
-                    ApiError::conflict("USERNAME_EXISTS", "This username is taken")
-                } else {
-                    e.into()
-                }
-            })?;
-    }
-    if let Some(active) = body.is_active {
-        users::set_active(tx.exec(), auth.id(), active, now).await?;
-    }
-    let user = users::find(tx.exec(), auth.id())
-        .await?
-        .ok_or_else(|| ApiError::not_found("User not found"))?;
-    tx.commit().await?;
+    let user =
+        accounts::update_own_account(&state, &auth.user, username.as_ref(), body.is_active).await?;
     Ok(HttpResponse::Ok().json(UserView::from(&user)))
 }
 
@@ -165,7 +132,6 @@ pub async fn change_password(
         (status = 400, body = crate::http::error::ErrorBody, description = "Current password wrong"),
         (status = 403, body = crate::http::error::ErrorBody, description = "CSRF check failed"),
         (status = 409, body = crate::http::error::ErrorBody, description = "E-mail taken"),
-        (status = 422, body = crate::http::error::ErrorBody),
     )
 )]
 #[put("/api/users/me/email")]
@@ -248,18 +214,8 @@ pub async fn put_webhook(
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));
     }
-    let mut conn = state.db.conn().await?;
-    webhooks::upsert(
-        conn.exec(),
-        auth.id(),
-        url,
-        body.enabled,
-        &body.auth_method,
-        &random_token(32),
-        state.clock.now(),
-    )
-    .await?;
-    let config = webhooks::find(conn.exec(), auth.id()).await?;
+    let config =
+        webhook_config::configure(&state, auth.id(), url, body.enabled, &body.auth_method).await?;
     Ok(HttpResponse::Ok().json(webhook_view(config)))
 }
 
@@ -270,25 +226,7 @@ pub async fn get_webhook_secret(
     state: web::Data<AppState>,
     auth: AuthUser,
 ) -> ApiResult<HttpResponse> {
-    let mut conn = state.db.conn().await?;
-    let secret = match webhooks::find(conn.exec(), auth.id()).await? {
-        Some(config) => config.secret,
-        None => {
-            // A concurrent first read may have created one meanwhile: keep it, answer the
-            // stored value.
-            webhooks::insert_secret_if_absent(
-                conn.exec(),
-                auth.id(),
-                &random_token(32),
-                state.clock.now(),
-            )
-            .await?;
-            webhooks::find(conn.exec(), auth.id())
-                .await?
-                .map(|config| config.secret)
-                .ok_or_else(|| ApiError::not_found("Webhook configuration not found"))?
-        }
-    };
+    let secret = webhook_config::secret(&state, auth.id()).await?;
     Ok(HttpResponse::Ok().json(WebhookSecret { secret }))
 }
 
@@ -303,9 +241,7 @@ pub async fn regenerate_webhook_secret(
     state: web::Data<AppState>,
     CsrfChecked(auth): CsrfChecked,
 ) -> ApiResult<HttpResponse> {
-    let secret = random_token(32);
-    let mut conn = state.db.conn().await?;
-    webhooks::set_secret(conn.exec(), auth.id(), &secret, state.clock.now()).await?;
+    let secret = webhook_config::regenerate_secret(&state, auth.id()).await?;
     Ok(HttpResponse::Ok().json(WebhookSecret { secret }))
 }
 

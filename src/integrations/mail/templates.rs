@@ -155,6 +155,13 @@ templates! {
     Dac7ReviewRequest => "dac7_review_request",
     /// Operational alert to an administrator. `name`, `title`, `message`.
     AdminAlert => "admin_alert",
+    /// To the company before a delivery is approved automatically. `name`, `project_title`,
+    /// `project_id`, `milestone_title`, `expert_name`, `auto_approve_at`.
+    DeliveryReviewReminder => "delivery_review_reminder",
+    /// To the company while a milestone waits for its payment. `name`, `project_title`,
+    /// `project_id`, `milestone_title`, `amount`, `currency`, `awaiting_since`,
+    /// `release_after_days`.
+    FundingReminder => "funding_reminder",
 }
 
 /// Subject line, plain text and HTML of one rendered e-mail.

@@ -85,6 +85,18 @@ fn sample_context(template: Template, person: &str) -> Value {
         Template::Dac7ReviewRequest => {
             return json!({ "name": person, "year": 2024, "review_deadline": "2025-01-31" });
         }
+        Template::DeliveryReviewReminder => json!({
+            "milestone_title": "Schema design",
+            "expert_name": person,
+            "auto_approve_at": "2025-03-14 09:30 UTC",
+        }),
+        Template::FundingReminder => json!({
+            "milestone_title": "Schema design",
+            "amount": "1,250.00",
+            "currency": "eur",
+            "awaiting_since": "2025-03-01 09:30 UTC",
+            "release_after_days": 14,
+        }),
         Template::AdminAlert => {
             return json!({
                 "name": person,
@@ -147,7 +159,7 @@ async fn write_to_outbox(dir: &Path, emails: &[Email]) {
 #[test]
 fn every_template_renders_with_a_realistic_context() {
     let mailer = mailer();
-    assert_eq!(Template::ALL.len(), 31);
+    assert_eq!(Template::ALL.len(), 33);
     for &template in Template::ALL {
         let rendered = mailer
             .render(template, &sample_context(template, "Ana García"))

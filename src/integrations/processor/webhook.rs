@@ -36,6 +36,9 @@ pub enum SignatureError {
 }
 
 /// Checks `header` against the raw `payload` as delivered.
+/// More `v1=` signatures than a key rotation needs are refused unread.
+pub const MAX_CANDIDATES: usize = 8;
+
 pub fn verify(
     header: &str,
     payload: &[u8],
@@ -53,18 +56,16 @@ pub fn verify(
     if now_unix.abs_diff(timestamp) > tolerance_secs.unsigned_abs() {
         return Err(SignatureError::OutsideTolerance);
     }
+    if parsed.signatures.len() > MAX_CANDIDATES {
+        return Err(SignatureError::Mismatch);
+    }
+    // One MAC over the body, whatever the number of candidates; each candidate is compared
+    // in constant time, and all of them, so the time taken does not say which one matched.
+    let expected = signer(secret, timestamp, payload).finalize().into_bytes();
     let mut matched = false;
     for candidate in parsed.signatures {
-        let Ok(bytes) = hex::decode(candidate) else {
-            continue;
-        };
-        // `verify_slice` compares in constant time; every candidate is checked so the time
-        // taken does not say which one matched.
-        if signer(secret, timestamp, payload)
-            .verify_slice(&bytes)
-            .is_ok()
-        {
-            matched = true;
+        if let Ok(bytes) = hex::decode(candidate) {
+            matched |= crate::domain::token::constant_time_eq(&bytes, &expected);
         }
     }
     if matched {
@@ -125,6 +126,21 @@ mod tests {
     fn fixture() -> Value {
         let text = include_str!("../../../tests/fixtures/processor/webhook-signatures.json");
         serde_json::from_str(text).expect("webhook-signatures.json is JSON")
+    }
+
+    #[test]
+    fn one_good_signature_among_a_few_passes_and_a_flood_of_candidates_is_refused() {
+        let body = br#"{"id":"evt_1"}"#;
+        let good = sign(body, "whsec_test", 1_000);
+        let v1 = good.split("v1=").nth(1).unwrap();
+        let bad = "0".repeat(64);
+        let few = format!("t=1000,v1={bad},v1={v1}");
+        assert_eq!(verify(&few, body, "whsec_test", 1_000, 300), Ok(()));
+        let flood = format!("t=1000{}", format!(",v1={v1}").repeat(MAX_CANDIDATES + 1));
+        assert_eq!(
+            verify(&flood, body, "whsec_test", 1_000, 300),
+            Err(SignatureError::Mismatch)
+        );
     }
 
     #[test]

@@ -332,6 +332,12 @@ impl SandboxHandle {
         self.shared.lock().webhook_target = Some(url.into());
     }
 
+    /// The secret key clients present: another instance of the service sharing this sandbox
+    /// (tests of two instances) configures it as its processor key.
+    pub fn secret_key(&self) -> &Secret {
+        &self.shared.secret_key
+    }
+
     /// The webhook secret deliveries are signed with.
     pub fn webhook_secret(&self) -> &Secret {
         &self.shared.webhook_secret

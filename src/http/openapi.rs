@@ -1,0 +1,119 @@
+//! The OpenAPI document: its header, the bearer scheme, and the error answers every route
+//! shares, added here once from what the operation declares (security, body, parameters)
+//! instead of repeated in each route's `utoipa::path`. A route lists its own answers only:
+//! success, and the refusals of its rules with their codes.
+
+use std::collections::BTreeMap;
+
+use utoipa::openapi::path::{Operation, ParameterIn};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
+use utoipa::{OpenApi, ToSchema as _};
+
+use super::error::{ErrorBody, FieldError};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Expert marketplace API",
+        description = "Companies post projects, experts propose milestones, payments are held in escrow and released on approval."
+    ),
+    components(schemas(ErrorBody, FieldError)),
+    modifiers(&BearerAuth)
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// Adds to every operation the error answers its extractors give, where the route did not
+/// describe them itself:
+/// - a bearer-secured operation: 401 (no token, a bad or expired one, or an ended session);
+/// - a JSON body: 413 (over the body limit), 415 (not `application/json`), 422 (malformed or
+///   invalid, with `errors`);
+/// - query parameters: 422 (malformed);
+/// - path parameters: 404 (unknown, not visible, or not of the parameter's type).
+///
+/// Runs on the finished document: utoipa-actix-web adds the paths after `ApiDoc`'s modifiers.
+pub fn complete(openapi: &mut utoipa::openapi::OpenApi) {
+    for item in openapi.paths.paths.values_mut() {
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ];
+        for operation in operations.into_iter().flatten() {
+            add_shared_errors(operation);
+        }
+    }
+}
+
+fn add_shared_errors(op: &mut Operation) {
+    let mut shared: Vec<(&str, &str)> = Vec::new();
+    if op.security.as_ref().is_some_and(|s| !s.is_empty()) {
+        shared.push((
+            "401",
+            "Not authenticated, the token invalid or expired, or the session ended",
+        ));
+    }
+    let json_body = matches!(&op.request_body, Some(RefOr::T(body))
+        if body.content.keys().any(|c| c == "application/json"));
+    if json_body {
+        shared.push(("413", "The body is over the size limit"));
+        shared.push(("415", "The body is not `application/json`"));
+        shared.push((
+            "422",
+            "The body is malformed or invalid; `errors` names the fields",
+        ));
+    }
+    let params = op.parameters.iter().flatten().filter_map(|p| match p {
+        RefOr::T(p) => Some(&p.parameter_in),
+        RefOr::Ref(_) => None,
+    });
+    let (mut query, mut path) = (false, false);
+    for place in params {
+        query |= matches!(place, ParameterIn::Query);
+        path |= matches!(place, ParameterIn::Path);
+    }
+    if query {
+        shared.push(("422", "A query parameter is malformed or invalid"));
+    }
+    if path {
+        shared.push(("404", "Unknown, or not visible to the caller"));
+    }
+    let responses: &mut BTreeMap<String, RefOr<Response>> = &mut op.responses.responses;
+    for (status, description) in shared {
+        responses
+            .entry(status.to_owned())
+            .or_insert_with(|| error_response(description));
+    }
+}
+
+/// An answer with the error body of DESIGN §6.
+pub fn error_response(description: &str) -> RefOr<Response> {
+    let content = ContentBuilder::new()
+        .schema(Some(Ref::from_schema_name(ErrorBody::name())))
+        .build();
+    RefOr::T(
+        ResponseBuilder::new()
+            .description(description)
+            .content("application/json", content)
+            .build(),
+    )
+}

@@ -1,0 +1,241 @@
+//! Funding: the payment intent of a milestone is created (`initiate`) and the authorised
+//! money becomes `held` (webhook, `sync-status`).
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use super::*;
+use crate::integrations::mail::Template;
+use crate::integrations::processor::PaymentIntent;
+use crate::state::AppState;
+use crate::store::milestones;
+use crate::store::payments::{self, Authorisation, NewPayment, Payment};
+use crate::store::projects::{self};
+use crate::store::{LockScope, Tx};
+use crate::workflows::emails::email;
+use crate::workflows::error::{FlowError, FlowResult};
+use crate::workflows::notify::for_user;
+
+/// `pending` → `held` from what the processor says of the intent (`requires_capture`, or
+/// `succeeded` when captured already): `held_at`, the charge, the milestone `awaiting_payment`
+/// → `pending`, the project `in_progress` on its first held payment, the expert told.
+/// `false` when the payment was not `pending` (nothing changes: never backwards; a payment
+/// frozen by a dispute before it was funded only keeps the authorisation).
+pub(crate) async fn hold_in_tx(
+    tx: &mut Tx,
+    y: &Payment,
+    intent: &PaymentIntent,
+    capture_before: Option<DateTime<Utc>>,
+    receipt_url: Option<&str>,
+    now: DateTime<Utc>,
+) -> FlowResult<bool> {
+    tx.lock(LockScope::Project, y.project_id).await?;
+    let mut metadata = y.payment_metadata.0.clone();
+    metadata["amount_capturable"] = json!(intent.amount_capturable);
+    let auth = Authorisation {
+        charge_id: intent.latest_charge_id(),
+        capture_before,
+        receipt_url,
+    };
+    if y.status == "disputed" {
+        // Frozen by a dispute before it was funded: the money is kept for the decision.
+        if payments::record_authorisation_while_disputed(tx.exec(), y.id, &auth, &metadata, now)
+            .await?
+            && let Some(m) = y.milestone_id
+        {
+            milestones::transition(tx.exec(), m, "awaiting_payment", "pending", now).await?;
+        }
+        return Ok(false);
+    }
+    if !payments::mark_held(tx.exec(), y.id, &auth, &metadata, now).await? {
+        return Ok(false);
+    }
+    if let Some(m) = y.milestone_id {
+        milestones::transition(tx.exec(), m, "awaiting_payment", "pending", now).await?;
+    }
+    projects::transition(tx.exec(), y.project_id, "assigned", "in_progress", now).await?;
+    let parties = Parties::load(tx, y).await?;
+    let mut notify = Vec::new();
+    let mut mails = Vec::new();
+    if let Some(expert) = &parties.expert {
+        notify.push(for_user(
+            expert.id,
+            "payment_held",
+            "Payment held in escrow",
+            &format!(
+                "{} for \"{}\" is held in escrow: you can start the milestone.",
+                money_text(y.amount_minor, &y.currency),
+                parties.project.title
+            ),
+            parties.data(y),
+        ));
+        mails.push(email(
+            &expert.email,
+            Template::PaymentHeld,
+            parties.mail(expert, y, y.amount_minor),
+        ));
+    }
+    let payload = json!({"payment_id": y.id, "project_id": y.project_id,
+                         "milestone_id": y.milestone_id, "notify": notify, "email": mails});
+    record(tx, "payment.held", y.id, payload, now).await?;
+    Ok(true)
+}
+
+/// The authorisation's details from the intent's charge: when it lapses, its receipt.
+pub(crate) async fn charge_details(
+    state: &AppState,
+    intent: &PaymentIntent,
+) -> (Option<DateTime<Utc>>, Option<String>) {
+    let Some(charge_id) = intent.latest_charge_id() else {
+        return (None, None);
+    };
+    let charge = match intent.latest_charge.as_ref().and_then(|c| c.object()) {
+        Some(c) => Some(c.clone()),
+        None => state.processor.client.retrieve_charge(charge_id).await.ok(),
+    };
+    match charge {
+        Some(c) => (
+            c.capture_before()
+                .and_then(|t| DateTime::<Utc>::from_timestamp(t, 0)),
+            c.receipt_url.clone(),
+        ),
+        None => (None, None),
+    }
+}
+
+/// Whether the intent's money is authorised or taken.
+pub(crate) fn is_authorised(intent: &PaymentIntent) -> bool {
+    matches!(intent.status.as_str(), "requires_capture" | "succeeded")
+}
+
+/// `POST /api/payments/sync-status`: asks the processor and moves a `pending` payment to
+/// `held` (or `failed` when its intent was cancelled). Answers the payment as stored.
+pub async fn sync_status(state: &AppState, payment_id: i64) -> FlowResult<Payment> {
+    in_payment_actor(state, payment_id, move |st| async move {
+        let y = load(&st, payment_id).await?;
+        let Some(intent_id) = y.processor_payment_intent_id.clone() else {
+            return Ok(y);
+        };
+        if y.status != "pending" {
+            return Ok(y);
+        }
+        let intent = st
+            .processor
+            .client
+            .retrieve_payment_intent(&intent_id)
+            .await
+            .map_err(|e| processor_failure("report the payment", &e))?;
+        let now = st.clock.now();
+        if is_authorised(&intent) {
+            let (capture_before, receipt) = charge_details(&st, &intent).await;
+            let mut tx = st.db.begin().await?;
+            hold_in_tx(
+                &mut tx,
+                &y,
+                &intent,
+                capture_before,
+                receipt.as_deref(),
+                now,
+            )
+            .await?;
+            tx.commit().await?;
+            st.outbox.wake();
+        } else if intent.status == "canceled" {
+            let mut tx = st.db.begin().await?;
+            payments::fail_pending(tx.exec(), y.id, "canceled", now).await?;
+            tx.commit().await?;
+        }
+        load(&st, payment_id).await
+    })
+    .await
+}
+
+// ---------------------------------------------------------------------------------------
+// Release: capture, commission, transfer, next milestone.
+// ---------------------------------------------------------------------------------------
+
+/// `POST /api/payments/initiate`: the company funds a milestone waiting for its payment. The
+/// milestone must have no open payment and the expert's payout account must be `active`.
+pub async fn initiate(
+    state: &AppState,
+    company_id: i64,
+    admin: bool,
+    project_id: i64,
+    milestone_id: i64,
+) -> FlowResult<Payment> {
+    let st = state.clone();
+    let payment = state
+        .project_actors
+        .call(project_id, move || async move {
+            let now = st.clock.now();
+            let mut tx = st.db.begin().await?;
+            tx.lock(LockScope::Project, project_id).await?;
+            let p = projects::find(tx.exec(), project_id)
+                .await?
+                .ok_or_else(|| FlowError::not_found("No such project"))?;
+            if p.company_id != Some(company_id) && !admin {
+                return Err(FlowError::forbidden(
+                    "Only the project's company pays for it",
+                ));
+            }
+            if p.status == "disputed" {
+                return Err(FlowError::conflict(
+                    "PROJECT_DISPUTED",
+                    "The project is disputed; no payment starts until the dispute is resolved",
+                ));
+            }
+            let m = milestones::find(tx.exec(), milestone_id)
+                .await?
+                .filter(|m| m.project_id == project_id)
+                .ok_or_else(|| FlowError::not_found("No such milestone in this project"))?;
+            if let Some(open) = payments::open_of_milestone(tx.exec(), m.id).await? {
+                return Err(FlowError::conflict(
+                    "PAYMENT_PENDING",
+                    format!(
+                        "The milestone already has payment {} ({}); fund that one",
+                        open.id, open.status
+                    ),
+                ));
+            }
+            if !matches!(m.status.as_str(), "awaiting_payment" | "pending") {
+                return Err(FlowError::conflict(
+                    "INVALID_STATE",
+                    format!(
+                        "The milestone is {}; it does not wait for a payment",
+                        m.status
+                    ),
+                ));
+            }
+            let expert_id = p.expert_id.ok_or_else(|| {
+                FlowError::rule("NO_EXPERT", "The project has no expert selected yet")
+            })?;
+            require_connect_active(&st, Some(expert_id)).await?;
+            if m.status == "pending"
+                && milestones::transition(tx.exec(), m.id, "pending", "awaiting_payment", now)
+                    .await?
+            {
+                let due = now + st.settings.funding_reminder_after;
+                milestones::start_funding_clock(tx.exec(), m.id, due).await?;
+            }
+            let id = payments::insert_pending(
+                tx.exec(),
+                &NewPayment {
+                    project_id,
+                    milestone_id: Some(m.id),
+                    company_id: p.company_id,
+                    expert_id: Some(expert_id),
+                    amount_minor: m.amount_minor,
+                    currency: &m.currency,
+                },
+                now,
+            )
+            .await?;
+            let y = payments::find(tx.exec(), id)
+                .await?
+                .ok_or_else(|| FlowError::not_found("No such payment"))?;
+            tx.commit().await?;
+            Ok::<_, FlowError>(y)
+        })
+        .await??;
+    crate::workflows::payments::ensure_intent(state, payment).await
+}

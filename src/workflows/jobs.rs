@@ -1,0 +1,109 @@
+//! Starts the service's periodic jobs. Each part names its jobs and schedules here in one
+//! list, and every job goes through [`every`]: supervised, backing off while it fails,
+//! reported on `/metrics`, found by name in `AppState::jobs` (operators and tests run one at
+//! once with `state.jobs.trigger(name)`).
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::state::AppState;
+use crate::workflows::crm::{self, CrmService};
+use crate::workflows::error::FlowResult;
+use crate::workflows::{escrow_jobs, processor_events, reviews, timers};
+
+const MINUTE: Duration = Duration::from_secs(60);
+const HOUR: Duration = Duration::from_secs(3600);
+const DAY: Duration = Duration::from_secs(24 * 3600);
+
+/// Starts every periodic job of the service (the outbox dispatcher and the CRM queue worker
+/// start with the state: their consumers hold their handles).
+pub fn start_all(state: &AppState) {
+    every(
+        state,
+        escrow_jobs::TRANSFER_RETRY,
+        DAY,
+        HOUR,
+        |st| async move { escrow_jobs::retry_deferred_transfers(&st).await },
+    );
+    every(
+        state,
+        processor_events::SWEEP,
+        MINUTE,
+        MINUTE,
+        |st| async move { processor_events::sweep(&st, chrono::Duration::seconds(30)).await },
+    );
+    every(
+        state,
+        escrow_jobs::AUTHORISATION_WATCH,
+        HOUR,
+        5 * MINUTE,
+        |st| async move { escrow_jobs::watch_authorisations(&st).await },
+    );
+    paced(
+        state,
+        timers::TIMERS,
+        timers::MAX_WAIT,
+        Duration::from_secs(5),
+        |st| async move { timers::fire_due(&st).await },
+    );
+    every(state, reviews::REVEAL_JOB, HOUR, MINUTE, |st| async move {
+        reviews::announce_lapsed(&st).await
+    });
+    if state.settings.crm_retry_enabled {
+        let interval = MINUTE * state.settings.crm_retry_interval_minutes;
+        every(
+            state,
+            crm::retry::JOB_NAME,
+            interval,
+            interval,
+            |st| async move { crm::retry_failed(&CrmService::of(&st)).await },
+        );
+    }
+}
+
+/// Runs `job` every `interval`, the first time `first_after` from now.
+pub fn every<F, Fut, T>(
+    state: &AppState,
+    name: &'static str,
+    interval: Duration,
+    first_after: Duration,
+    job: F,
+) where
+    F: Fn(AppState) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = FlowResult<T>> + Send + 'static,
+{
+    let config = actors::PeriodicConfig {
+        interval,
+        initial_delay: first_after,
+        ..actors::PeriodicConfig::default()
+    };
+    let st = state.clone();
+    state.jobs.spawn(name, config, move || {
+        let run = job(st.clone());
+        async move { run.await.map(drop).map_err(|e| e.to_string()) }
+    });
+}
+
+/// Runs `job` when it asks: each successful run answers the wait until it is needed again
+/// (`None`, or anything longer than `max_wait`, means `max_wait`); a wake runs it at once.
+pub fn paced<F, Fut>(
+    state: &AppState,
+    name: &'static str,
+    max_wait: Duration,
+    first_after: Duration,
+    job: F,
+) where
+    F: Fn(AppState) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = FlowResult<Option<Duration>>> + Send + 'static,
+{
+    let config = actors::PeriodicConfig {
+        interval: max_wait,
+        initial_delay: first_after,
+        ..actors::PeriodicConfig::default()
+    };
+    let st = state.clone();
+    state.jobs.spawn_paced(name, config, move || {
+        let run = job(st.clone());
+        async move { run.await.map_err(|e| e.to_string()) }
+    });
+}

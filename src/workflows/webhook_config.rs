@@ -1,0 +1,52 @@
+//! A user's outgoing-webhook configuration: URL, whether enabled, authentication method,
+//! and the signing secret (created on first read, replaced on demand).
+
+use crate::domain::token::random_token;
+use crate::state::AppState;
+use crate::store::webhooks::{self, WebhookConfig};
+use crate::workflows::error::{FlowError, FlowResult};
+
+/// Saves the configuration (a secret is created with it when there is none).
+pub async fn configure(
+    state: &AppState,
+    user_id: i64,
+    url: Option<&str>,
+    enabled: bool,
+    auth_method: &str,
+) -> FlowResult<Option<WebhookConfig>> {
+    let mut conn = state.db.conn().await?;
+    webhooks::upsert(
+        conn.exec(),
+        user_id,
+        url,
+        enabled,
+        auth_method,
+        &random_token(32),
+        state.clock.now(),
+    )
+    .await?;
+    Ok(webhooks::find(conn.exec(), user_id).await?)
+}
+
+/// The user's signing secret, created on the first read.
+pub async fn secret(state: &AppState, user_id: i64) -> FlowResult<String> {
+    let mut conn = state.db.conn().await?;
+    if let Some(config) = webhooks::find(conn.exec(), user_id).await? {
+        return Ok(config.secret);
+    }
+    // A concurrent first read may have created one meanwhile: keep it, answer the stored value.
+    webhooks::insert_secret_if_absent(conn.exec(), user_id, &random_token(32), state.clock.now())
+        .await?;
+    webhooks::find(conn.exec(), user_id)
+        .await?
+        .map(|config| config.secret)
+        .ok_or_else(|| FlowError::not_found("Webhook configuration not found"))
+}
+
+/// Replaces the signing secret; the next delivery is signed with the new one.
+pub async fn regenerate_secret(state: &AppState, user_id: i64) -> FlowResult<String> {
+    let secret = random_token(32);
+    let mut conn = state.db.conn().await?;
+    webhooks::set_secret(conn.exec(), user_id, &secret, state.clock.now()).await?;
+    Ok(secret)
+}

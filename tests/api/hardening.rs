@@ -1,0 +1,106 @@
+//! Hostile input found by probing the service (issue 19): each answered in the error shape,
+//! never a dropped connection, never unbounded growth.
+
+use reqwest::{Method, StatusCode};
+
+use crate::helpers::{json, spawn_app};
+
+#[actix_web::test]
+async fn amounts_beyond_the_processor_maximum_are_refused_not_overflowed() {
+    let app = spawn_app().await;
+    for huge in ["1e27", "8e26", "7.9e28", "100000000", "9007199254740993"] {
+        let r = app
+            .get(&format!("/api/projects/public?min_budget={huge}"))
+            .await;
+        assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY, "{huge}");
+        let body = json(r).await;
+        assert!(
+            body["detail"].is_string() && body["code"].is_string(),
+            "{body}"
+        );
+    }
+    let r = app.get("/api/projects/public?min_budget=99999999.99").await;
+    assert_eq!(r.status(), StatusCode::OK);
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn invented_methods_do_not_grow_the_metrics() {
+    let app = spawn_app().await;
+    for i in 0..50 {
+        let method = Method::from_bytes(format!("PROBE{i}").as_bytes()).unwrap();
+        let _ = app.client.request(method, app.url("/health")).send().await;
+    }
+    let text = app.get("/metrics").await.text().await.unwrap();
+    assert!(!text.contains("PROBE"), "methods leak into labels");
+    assert!(text.contains(r#"method="other""#));
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn percent_and_underscore_are_literal_in_profile_searches() {
+    let m = crate::market::Market::open().await;
+    m.expert("wild_card").await;
+    let experts = |q: &'static str| {
+        let app = &m.app;
+        async move {
+            let r = app.get(&format!("/api/profiles/experts?q={q}")).await;
+            assert_eq!(r.status(), StatusCode::OK);
+            json(r).await["total"].as_i64().unwrap()
+        }
+    };
+    assert_eq!(experts("wild").await, 1);
+    assert_eq!(
+        experts("%25").await,
+        0,
+        "a percent sign matches only itself"
+    );
+    assert_eq!(experts("i_d").await, 0, "an underscore matches only itself");
+    let admin = |q: &'static str| {
+        let m = &m;
+        async move {
+            let r = m
+                .as_admin(
+                    Method::GET,
+                    &format!("/api/admin/profiles?search={q}"),
+                    None,
+                )
+                .await;
+            assert_eq!(r.status(), StatusCode::OK);
+            json(r).await["total"].as_i64().unwrap()
+        }
+    };
+    assert_eq!(admin("wild_card").await, 1);
+    assert_eq!(admin("wild%25card").await, 0);
+    assert_eq!(admin("wil__card").await, 0);
+}
+
+#[actix_web::test]
+async fn answers_carry_security_headers_and_credentialed_ones_are_not_cached() {
+    let app = spawn_app().await;
+    let open = app.get("/health").await;
+    let h = open.headers();
+    assert_eq!(h["x-content-type-options"], "nosniff");
+    assert_eq!(h["referrer-policy"], "no-referrer");
+    assert_eq!(h["x-frame-options"], "DENY");
+    assert!(h.get("cache-control").is_none());
+    // Answers to credentialed requests (and every token answer) are never cached.
+    let account = crate::helpers::register(&app, "headers", &["experto"]).await;
+    let me = app
+        .client
+        .get(app.url("/api/users/me"))
+        .bearer_auth(&account.access_token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(me.status(), StatusCode::OK);
+    assert_eq!(me.headers()["cache-control"], "no-store");
+    let login = app
+        .post_json(
+            "/api/auth/login",
+            &serde_json::json!({"username": "headers", "password": crate::helpers::PASSWORD}),
+        )
+        .await;
+    assert_eq!(login.headers()["cache-control"], "no-store");
+    app.stop().await;
+}
