@@ -92,6 +92,49 @@ impl ProjectStatus {
     }
 }
 
+/// What a project's payments hold, for an administrator's forced move.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MoneyOnProject {
+    /// Payments `held` or `disputed`: money in escrow.
+    pub in_escrow: usize,
+    /// Payments `pending`: an authorisation may still arrive.
+    pub pending: usize,
+}
+
+/// Why an administrator may not force a project from `from` to `to`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminMoveRefusal {
+    /// Same state, or a work state for a project without an expert.
+    InvalidTransition,
+    /// The move would leave money in escrow with no way to release or refund it.
+    MoneyStranded,
+}
+
+/// Administrators may move a project to any state, except where money would be stranded:
+/// `completed` needs every payment settled (none pending, held or disputed); `cancelled`
+/// and the states before selection need nothing in escrow (pending authorisations are
+/// cancelled with the move); the work states need an expert.
+pub fn admin_move(
+    from: ProjectStatus,
+    to: ProjectStatus,
+    has_expert: bool,
+    money: MoneyOnProject,
+) -> Result<(), AdminMoveRefusal> {
+    use ProjectStatus::*;
+    if from == to {
+        return Err(AdminMoveRefusal::InvalidTransition);
+    }
+    match to {
+        Completed if money.in_escrow + money.pending > 0 => Err(AdminMoveRefusal::MoneyStranded),
+        Cancelled if money.in_escrow > 0 => Err(AdminMoveRefusal::MoneyStranded),
+        s if s.is_before_selection() && money.in_escrow > 0 => Err(AdminMoveRefusal::MoneyStranded),
+        Assigned | InProgress | InReview | Disputed | Completed if !has_expert => {
+            Err(AdminMoveRefusal::InvalidTransition)
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The states listed publicly, as SQL reads them.
 pub const PUBLIC_LISTING_STATES: [&str; 4] = ["published_curated", "bidding", "published", "open"];
 
@@ -404,5 +447,46 @@ mod tests {
             ..both.clone()
         };
         assert_eq!(curation_score(&required, &one_review).reviews, 3.0);
+    }
+
+    #[test]
+    fn administrators_never_strand_money() {
+        use ProjectStatus::*;
+        let held = MoneyOnProject {
+            in_escrow: 1,
+            pending: 0,
+        };
+        let pending = MoneyOnProject {
+            in_escrow: 0,
+            pending: 1,
+        };
+        let none = MoneyOnProject::default();
+        assert_eq!(
+            admin_move(InProgress, Completed, true, held),
+            Err(AdminMoveRefusal::MoneyStranded)
+        );
+        assert_eq!(
+            admin_move(InProgress, Completed, true, pending),
+            Err(AdminMoveRefusal::MoneyStranded)
+        );
+        assert_eq!(admin_move(InProgress, Completed, true, none), Ok(()));
+        assert_eq!(
+            admin_move(InProgress, Cancelled, true, held),
+            Err(AdminMoveRefusal::MoneyStranded)
+        );
+        assert_eq!(admin_move(Assigned, Cancelled, true, pending), Ok(()));
+        assert_eq!(
+            admin_move(InProgress, Bidding, true, held),
+            Err(AdminMoveRefusal::MoneyStranded)
+        );
+        assert_eq!(admin_move(Disputed, InProgress, true, held), Ok(()));
+        assert_eq!(
+            admin_move(Bidding, InProgress, false, none),
+            Err(AdminMoveRefusal::InvalidTransition)
+        );
+        assert_eq!(
+            admin_move(Draft, Draft, false, none),
+            Err(AdminMoveRefusal::InvalidTransition)
+        );
     }
 }

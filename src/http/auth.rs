@@ -54,7 +54,8 @@ impl From<AuthError> for ApiError {
                 "SESSION_MISMATCH",
                 "The session id does not match this session",
             ),
-            AuthError::Disabled => ("ACCOUNT_DISABLED", "This account is disabled"),
+            AuthError::Suspended => ("ACCOUNT_SUSPENDED", "This account is suspended"),
+            AuthError::Inactive => ("ACCOUNT_INACTIVE", "This account is inactive"),
         };
         ApiError::unauthorized(code, detail)
     }

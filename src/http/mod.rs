@@ -111,6 +111,9 @@ pub fn configure(cfg: &mut ServiceConfig) {
             .service(projects::auto_curate)
             .service(projects::curation_suggestions)
             .service(projects::admin_invite_experts)
+            .service(routes::admin_projects::list)
+            .service(routes::admin_projects::get_one)
+            .service(routes::admin_projects::set_status)
             .service(applications::apply)
             .service(applications::my_application)
             .service(applications::list)
@@ -202,6 +205,21 @@ pub fn configure(cfg: &mut ServiceConfig) {
             .service(reviews::get_one)
             .service(reviews::edit)
             .service(reviews::remove);
+    }
+    // Administrators on accounts.
+    {
+        use routes::admin_users as au;
+        cfg.service(au::list)
+            .service(au::get_one)
+            .service(au::update)
+            .service(au::remove)
+            .service(au::set_status)
+            .service(au::suspend)
+            .service(au::change_password)
+            .service(au::recontact)
+            .service(au::set_roles)
+            .service(au::deletion_request)
+            .service(au::deletion_confirm);
     }
     // Administrators on a user's standing.
     cfg.service(routes::reputation::set_internal_rating)

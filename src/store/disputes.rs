@@ -258,6 +258,18 @@ pub async fn insert(ex: Exec<'_>, d: &NewDispute<'_>, now: DateTime<Utc>) -> Sto
     .await)?)
 }
 
+/// Every dispute of the project, oldest first.
+pub async fn of_project(ex: Exec<'_>, project_id: i64) -> StoreResult<Vec<Dispute>> {
+    Ok(
+        on_exec!(ex, c => sqlx::query_as::<_, Dispute>(select_disputes!(
+        "WHERE d.project_id = $1 ORDER BY d.created_at, d.id"
+    ))
+    .bind(project_id)
+    .fetch_all(c)
+    .await)?,
+    )
+}
+
 /// The project's most recent dispute, whatever its state.
 pub async fn latest_of_project(ex: Exec<'_>, project_id: i64) -> StoreResult<Option<Dispute>> {
     Ok(

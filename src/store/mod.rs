@@ -34,6 +34,7 @@ pub mod sessions;
 pub mod skills;
 pub mod timers;
 pub mod tokens;
+pub mod user_admin;
 pub mod users;
 pub mod webhooks;
 
@@ -205,6 +206,8 @@ pub enum LockScope {
     Project = 1,
     Payment = 2,
     User = 3,
+    /// The set of active administrators (id 0): changes that could leave none serialise here.
+    Administrators = 4,
 }
 
 impl Db {

@@ -713,3 +713,70 @@ pub async fn completed_count(ex: Exec<'_>, user_id: i64) -> StoreResult<i64> {
     .fetch_one(c)
     .await)?)
 }
+
+/// Filters of the administrators' project list.
+#[derive(Debug, Default, Clone)]
+pub struct AdminProjectFilter {
+    pub status: Option<String>,
+    pub project_type: Option<String>,
+    pub company_id: Option<i64>,
+    pub expert_id: Option<i64>,
+    pub created_from: Option<DateTime<Utc>>,
+    pub created_to: Option<DateTime<Utc>>,
+    /// Text in the title or description; `%` and `_` are literal.
+    pub search: Option<String>,
+}
+
+macro_rules! admin_project_where {
+    () => {
+        "WHERE ($1 IS NULL OR p.status = $1) AND ($2 IS NULL OR p.project_type = $2)
+           AND ($3 IS NULL OR p.company_id = $3) AND ($4 IS NULL OR p.expert_id = $4)
+           AND ($5 IS NULL OR p.created_at >= $5) AND ($6 IS NULL OR p.created_at < $6)
+           AND ($7 IS NULL OR LOWER(p.title) LIKE $7 ESCAPE '\\'
+                OR LOWER(p.description) LIKE $7 ESCAPE '\\') "
+    };
+}
+
+/// One page of every project, newest first, and the total.
+pub async fn list_admin(
+    mut ex: Exec<'_>,
+    f: &AdminProjectFilter,
+    limit: i64,
+    offset: i64,
+) -> StoreResult<(Vec<Project>, i64)> {
+    let search = f
+        .search
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| format!("%{}%", super::escape_like(&s.to_lowercase())));
+    let items = on_exec!(ex.re(), c => sqlx::query_as::<_, Project>(select_projects!(
+        admin_project_where!(),
+        "ORDER BY p.created_at DESC, p.id DESC LIMIT $8 OFFSET $9"
+    ))
+    .bind(&f.status)
+    .bind(&f.project_type)
+    .bind(f.company_id)
+    .bind(f.expert_id)
+    .bind(f.created_from)
+    .bind(f.created_to)
+    .bind(&search)
+    .bind(limit)
+    .bind(offset)
+    .fetch_all(c)
+    .await)?;
+    let total: i64 = on_exec!(ex, c => sqlx::query_scalar(concat!(
+        "SELECT COUNT(*) FROM projects p ",
+        admin_project_where!()
+    ))
+    .bind(&f.status)
+    .bind(&f.project_type)
+    .bind(f.company_id)
+    .bind(f.expert_id)
+    .bind(f.created_from)
+    .bind(f.created_to)
+    .bind(&search)
+    .fetch_one(c)
+    .await)?;
+    Ok((items, total))
+}

@@ -21,6 +21,32 @@ pub struct User {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub last_login_at: Option<DateTime<Utc>>,
+    pub suspended_at: Option<DateTime<Utc>>,
+    /// End of a suspension (none: until an administrator lifts it).
+    pub suspended_until: Option<DateTime<Utc>>,
+    pub deleted_at: Option<DateTime<Utc>>,
+}
+
+/// Why an account may not sign in or use a session, as the API names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    Suspended,
+    Inactive,
+}
+
+impl User {
+    /// Whether the account is refused at `now`. A suspension whose end has passed no longer
+    /// refuses (login lifts it, see `workflows::user_admin::lift_lapsed_suspension`).
+    pub fn refusal(&self, now: DateTime<Utc>) -> Option<Refusal> {
+        if self.is_active {
+            return None;
+        }
+        match (self.suspended_at, self.suspended_until) {
+            (Some(_), Some(until)) if until <= now => None,
+            (Some(_), _) => Some(Refusal::Suspended),
+            (None, _) => Some(Refusal::Inactive),
+        }
+    }
 }
 
 #[derive(sqlx::FromRow)]
@@ -36,6 +62,9 @@ struct UserRow {
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
     last_login_at: Option<DateTime<Utc>>,
+    suspended_at: Option<DateTime<Utc>>,
+    suspended_until: Option<DateTime<Utc>>,
+    deleted_at: Option<DateTime<Utc>>,
 }
 
 /// `SELECT <user columns> FROM users <filter>` as one static string.
@@ -43,7 +72,8 @@ macro_rules! select_users {
     ($filter:literal) => {
         concat!(
             "SELECT id, email, username, password_hash, active_role, is_active, email_verified, ",
-            "crm_id, created_at, updated_at, last_login_at FROM users ",
+            "crm_id, created_at, updated_at, last_login_at, suspended_at, suspended_until, ",
+            "deleted_at FROM users ",
             $filter
         )
     };
@@ -184,6 +214,9 @@ async fn with_roles(ex: Exec<'_>, row: Option<UserRow>) -> StoreResult<Option<Us
         created_at: row.created_at,
         updated_at: row.updated_at,
         last_login_at: row.last_login_at,
+        suspended_at: row.suspended_at,
+        suspended_until: row.suspended_until,
+        deleted_at: row.deleted_at,
     }))
 }
 

@@ -43,8 +43,21 @@ pub enum AuthError {
     Revoked,
     #[error("session id mismatch")]
     SessionMismatch,
-    #[error("account disabled")]
-    Disabled,
+    #[error("account suspended")]
+    Suspended,
+    #[error("account inactive")]
+    Inactive,
+}
+
+/// Refuses a session of an account that is no longer active (suspended or deactivated).
+fn check_standing(user: &User, now: DateTime<Utc>) -> Result<(), AuthError> {
+    if user.is_active {
+        return Ok(());
+    }
+    Err(match user.refusal(now) {
+        Some(users::Refusal::Suspended) => AuthError::Suspended,
+        _ => AuthError::Inactive,
+    })
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -171,9 +184,7 @@ pub async fn authenticate(
     let user = users::find(conn.exec(), user_id)
         .await?
         .ok_or(AuthError::Invalid)?;
-    if !user.is_active {
-        return Err(AuthError::Disabled.into());
-    }
+    check_standing(&user, now)?;
     Ok((claims, session, user))
 }
 
@@ -214,9 +225,7 @@ pub async fn session_of_refresh(
     let user = users::find(conn.exec(), session.user_id)
         .await?
         .ok_or(AuthError::Invalid)?;
-    if !user.is_active {
-        return Err(AuthError::Disabled.into());
-    }
+    check_standing(&user, state.clock.now())?;
     Ok((session, user))
 }
 

@@ -332,7 +332,7 @@ async fn cancel_now(state: &AppState, caller: &Caller, project_id: i64) -> FlowR
 /// Asks the processor about each `pending` payment's intent: an authorised one means money is
 /// held (409, whatever our records say yet); any other is cancelled, so the company's card
 /// can no longer be charged for a selection that no longer exists.
-async fn release_unfunded_intents(state: &AppState, project_id: i64) -> FlowResult<()> {
+pub(crate) async fn release_unfunded_intents(state: &AppState, project_id: i64) -> FlowResult<()> {
     let pending: Vec<Payment> = {
         let mut conn = state.db.conn().await?;
         payments::list_for_project(conn.exec(), project_id)

@@ -226,6 +226,7 @@ pub async fn fresh_db() -> (Db, tempfile::TempDir) {
 pub const PASSWORD: &str = "Secret123!";
 
 /// A registered account and its first session (secure flavour, as registration gives).
+#[derive(Clone)]
 pub struct Account {
     pub id: i64,
     pub email: String,

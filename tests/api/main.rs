@@ -1,5 +1,6 @@
 //! Black-box tests: one binary (linking is minutes per binary on two cores), a module per area.
 
+mod admin;
 mod auth;
 mod cli;
 mod connect;

@@ -638,14 +638,14 @@ async fn deactivating_oneself_ends_access() {
         (&j!(false), &j!("ana"))
     );
 
-    assert_error(me(&app, &token).await, 401, "ACCOUNT_DISABLED").await;
+    assert_error(me(&app, &token).await, 401, "ACCOUNT_INACTIVE").await;
     let refused = app
         .post_json(
             "/api/auth/login",
             &j!({"username": "ana", "password": PASSWORD}),
         )
         .await;
-    assert_error(refused, 403, "ACCOUNT_DISABLED").await;
+    assert_error(refused, 403, "ACCOUNT_INACTIVE").await;
     let bob = login(&app, "bob", PASSWORD).await;
     let public = request_as(
         &app,

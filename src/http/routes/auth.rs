@@ -20,6 +20,7 @@ use crate::store::users::{self, User};
 use crate::workflows::accounts::{self, AccountError};
 use crate::workflows::auth::{self as sessions, AuthError, Issued};
 use crate::workflows::passwords;
+use crate::workflows::user_admin;
 
 impl From<AccountError> for ApiError {
     fn from(err: AccountError) -> Self {
@@ -326,14 +327,20 @@ async fn authenticate_credentials(
     {
         return Err(invalid());
     }
-    if !user.is_active {
-        return Err(ApiError::new(
+    match user.refusal(state.clock.now()) {
+        Some(users::Refusal::Suspended) => Err(ApiError::new(
             actix_web::http::StatusCode::FORBIDDEN,
-            "ACCOUNT_DISABLED",
-            "This account is disabled",
-        ));
+            "ACCOUNT_SUSPENDED",
+            "This account is suspended",
+        )),
+        Some(users::Refusal::Inactive) => Err(ApiError::new(
+            actix_web::http::StatusCode::FORBIDDEN,
+            "ACCOUNT_INACTIVE",
+            "This account is inactive",
+        )),
+        None if !user.is_active => Ok(user_admin::lift_lapsed_suspension(state, user).await?),
+        None => Ok(user),
     }
-    Ok(user)
 }
 
 /// Standard login: tokens in the body.

@@ -1,5 +1,7 @@
 //! Routes, one module per resource.
 
+pub mod admin_projects;
+pub mod admin_users;
 pub mod applications;
 pub mod auth;
 pub mod commission;

@@ -162,6 +162,10 @@ templates! {
     /// `project_id`, `milestone_title`, `amount`, `currency`, `awaiting_since`,
     /// `release_after_days`.
     FundingReminder => "funding_reminder",
+    /// An administrator reaches out to an inactive company. `name`.
+    RecontactCompany => "recontact_company",
+    /// An administrator set a new password; sessions were ended. `name`.
+    PasswordChangedByAdmin => "password_changed_by_admin",
 }
 
 /// Subject line, plain text and HTML of one rendered e-mail.

@@ -1,0 +1,494 @@
+//! Administration of accounts and projects: filtered lists, suspension and status ending
+//! sessions at once, roles at their edges, removal in three steps, forced project states.
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json as j};
+
+use crate::escrow::{authorise, deal};
+use crate::helpers::{Account, PASSWORD, json, register, request_as};
+use crate::market::{Market, code, wait_notification};
+
+async fn admin_put(m: &Market, path: &str, body: Value) -> reqwest::Response {
+    m.as_admin(Method::PUT, path, Some(&body)).await
+}
+
+async fn put_as(m: &Market, token: &str, path: &str, body: Value) -> reqwest::Response {
+    request_as(&m.app, Method::PUT, path, token, Some(&body)).await
+}
+
+async fn login_status(m: &Market, username: &str, password: &str) -> (StatusCode, Value) {
+    let r = m
+        .app
+        .post_json(
+            "/api/auth/login",
+            &j!({"username": username, "password": password}),
+        )
+        .await;
+    let status = r.status();
+    (status, json(r).await)
+}
+
+/// Runs the outbox until `to` has an e-mail whose subject contains `part`.
+async fn mail_with_subject(m: &Market, to: &str, part: &str) {
+    for _ in 0..250 {
+        let _ = m.app.state.outbox.trigger().await;
+        if m.app
+            .mails()
+            .iter()
+            .any(|mail| mail.to.contains(to) && mail.subject.contains(part))
+        {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("no e-mail to {to} about {part}");
+}
+
+async fn me_status(m: &Market, account: &Account) -> StatusCode {
+    m.send(account, Method::GET, "/api/users/me", None)
+        .await
+        .status()
+}
+
+#[actix_web::test]
+async fn the_user_list_filters_by_role_status_verification_and_literal_text() {
+    let m = Market::open().await;
+    let company = m.company("acme_co").await;
+    let _expert = m.member("pct_expert", "experto", false, false).await;
+    let _other = register(&m.app, "plain_user", &["experto"]).await;
+
+    let list = |q: &'static str| {
+        let m = &m;
+        async move {
+            let r = m
+                .as_admin(Method::GET, &format!("/api/admin/users{q}"), None)
+                .await;
+            assert_eq!(r.status(), StatusCode::OK, "{q}");
+            let body = json(r).await;
+            let names: Vec<String> = body["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|u| u["username"].as_str().unwrap().to_owned())
+                .collect();
+            (body["total"].as_i64().unwrap(), names)
+        }
+    };
+    let (total, names) = list("?role=empresa").await;
+    assert_eq!((total, names), (1, vec!["acme_co".to_owned()]));
+    let (_, names) = list("?verification=verified").await;
+    assert_eq!(names, vec!["acme_co".to_owned()]);
+    let (_, names) = list("?search=PCT_").await;
+    assert_eq!(names, vec!["pct_expert".to_owned()]);
+    // `%` and `_` are characters, not wildcards.
+    assert_eq!(list("?search=%25").await.0, 0);
+    assert_eq!(list("?search=e_c").await.1, vec!["acme_co".to_owned()]);
+    assert_eq!(list("?search=a_m").await.0, 0);
+
+    let r = admin_put(
+        &m,
+        &format!("/api/admin/users/{}/suspend", company.id),
+        j!({"reason": "Unpaid invoices pending review"}),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        list("?status=suspended").await.1,
+        vec!["acme_co".to_owned()]
+    );
+    assert!(
+        !list("?status=active")
+            .await
+            .1
+            .contains(&"acme_co".to_owned())
+    );
+
+    let r = m
+        .as_admin(Method::GET, "/api/admin/users?status=gone", None)
+        .await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let r = m
+        .send(&company, Method::GET, "/api/admin/users", None)
+        .await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "its session ended");
+    let outsider = register(&m.app, "outsider", &["empresa"]).await;
+    let r = m
+        .send(&outsider, Method::GET, "/api/admin/users", None)
+        .await;
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+}
+
+#[actix_web::test]
+async fn suspension_ends_sessions_at_once_and_lapses_on_the_service_clock() {
+    let m = Market::open().await;
+    let user = register(&m.app, "suspect", &["empresa"]).await;
+    assert_eq!(me_status(&m, &user).await, StatusCode::OK);
+
+    let r = admin_put(
+        &m,
+        &format!("/api/admin/users/{}/suspend", user.id),
+        j!({"reason": "short"}),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+
+    let until = m.app.clock.now() + chrono::Duration::days(3);
+    let r = admin_put(
+        &m,
+        &format!("/api/admin/users/{}/suspend", user.id),
+        j!({"reason": "Suspicious payments under review", "until": until}),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let body = json(r).await;
+    assert_eq!(body["status"], "suspended");
+    assert_eq!(
+        body["suspension_reason"],
+        "Suspicious payments under review"
+    );
+
+    // The existing access token and the refresh cookie stop working at once.
+    assert_eq!(me_status(&m, &user).await, StatusCode::UNAUTHORIZED);
+    let r = m
+        .app
+        .client
+        .post(m.app.url("/api/auth/refresh_secure"))
+        .header("Cookie", format!("refresh_token={}", user.refresh_cookie))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let (status, body) = login_status(&m, "suspect", PASSWORD).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(code(&body), "ACCOUNT_SUSPENDED");
+
+    // Once the suspension's end has passed, login works and lifts it.
+    m.app
+        .clock
+        .advance(chrono::Duration::days(3) + chrono::Duration::seconds(1));
+    let (status, _) = login_status(&m, "suspect", PASSWORD).await;
+    assert_eq!(status, StatusCode::OK);
+    let admin_token = crate::helpers::login(&m.app, "root", PASSWORD).await;
+    let r = request_as(
+        &m.app,
+        Method::GET,
+        &format!("/api/admin/users/{}", user.id),
+        &admin_token,
+        None,
+    )
+    .await;
+    assert_eq!(json(r).await["status"], "active");
+
+    // Deactivation: 403 ACCOUNT_INACTIVE at login; reactivation lets the user back in.
+    let r = put_as(
+        &m,
+        &admin_token,
+        &format!("/api/admin/users/{}/status", user.id),
+        j!({"status": "inactive"}),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let (status, body) = login_status(&m, "suspect", PASSWORD).await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::FORBIDDEN, "ACCOUNT_INACTIVE")
+    );
+    let r = put_as(
+        &m,
+        &admin_token,
+        &format!("/api/admin/users/{}/status", user.id),
+        j!({"status": "active"}),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        login_status(&m, "suspect", PASSWORD).await.0,
+        StatusCode::OK
+    );
+
+    // Administrators cannot suspend themselves.
+    let r = put_as(
+        &m,
+        &admin_token,
+        &format!("/api/admin/users/{}/suspend", m.admin_id),
+        j!({"reason": "Testing my own suspension"}),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+}
+
+#[actix_web::test]
+async fn an_administrator_sets_a_password_and_recontacts_a_company() {
+    let m = Market::open().await;
+    let company = m.company("quiet_co").await;
+    let r = admin_put(
+        &m,
+        &format!("/api/admin/users/{}/change-password", company.id),
+        j!({"new_password": "weak"}),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let r = admin_put(
+        &m,
+        &format!("/api/admin/users/{}/change-password", company.id),
+        j!({"new_password": "N3w-Secret!"}),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(me_status(&m, &company).await, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        login_status(&m, "quiet_co", PASSWORD).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        login_status(&m, "quiet_co", "N3w-Secret!").await.0,
+        StatusCode::OK
+    );
+    mail_with_subject(&m, &company.email, "changed by an administrator").await;
+
+    let r = m
+        .as_admin(
+            Method::POST,
+            &format!("/api/admin/users/{}/recontact", company.id),
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let body = json(r).await;
+    assert_eq!(body["recontacted_by"], m.admin_id);
+    assert_eq!(
+        m.count(
+            "SELECT COUNT(*) FROM profiles WHERE user_id = $1 AND recontacted_at IS NOT NULL AND recontacted_by IS NOT NULL",
+            company.id
+        )
+        .await,
+        1
+    );
+    mail_with_subject(&m, &company.email, "next project").await;
+
+    let expert = m.expert("busy_ex").await;
+    let r = m
+        .as_admin(
+            Method::POST,
+            &format!("/api/admin/users/{}/recontact", expert.id),
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+}
+
+#[actix_web::test]
+async fn roles_keep_one_role_an_active_role_and_an_administrator() {
+    let m = Market::open().await;
+    let user = register(&m.app, "dual_user", &["empresa", "experto"]).await;
+    let path = format!("/api/admin/users/{}/roles", user.id);
+    let r = admin_put(&m, &path, j!({"roles": []})).await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let r = admin_put(&m, &path, j!({"roles": ["owner"]})).await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    // Removing the active role (empresa, the first chosen) makes the first remaining active.
+    let r = admin_put(&m, &path, j!({"roles": ["experto"]})).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let body = json(r).await;
+    assert_eq!(body["roles"], j!(["experto"]));
+    assert_eq!(body["active_role"], "experto");
+    let r = admin_put(
+        &m,
+        &path,
+        j!({"roles": ["experto", "admin"], "active_role": "admin"}),
+    )
+    .await;
+    assert_eq!(json(r).await["active_role"], "admin");
+
+    // Nobody removes their own admin role.
+    let r = admin_put(
+        &m,
+        &format!("/api/admin/users/{}/roles", m.admin_id),
+        j!({"roles": ["empresa"]}),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    assert_eq!(code(&json(r).await), "CANNOT_REMOVE_OWN_ADMIN");
+
+    // Two administrators removing each other at once: one wins, one administrator stays.
+    let second = crate::helpers::login(&m.app, "dual_user", PASSWORD).await;
+    let root_path = format!("/api/admin/users/{}/roles", m.admin_id);
+    let body = j!({"roles": ["empresa"]});
+    let (a, b) = tokio::join!(
+        request_as(&m.app, Method::PUT, &path, &m.admin_token, Some(&body)),
+        request_as(&m.app, Method::PUT, &root_path, &second, Some(&body)),
+    );
+    let statuses = [a.status(), b.status()];
+    assert!(
+        statuses.contains(&StatusCode::OK),
+        "one removal goes through: {statuses:?}"
+    );
+    assert_eq!(
+        m.count(
+            "SELECT COUNT(*) FROM user_roles r JOIN users u ON u.id = r.user_id
+             WHERE r.role = 'admin' AND u.is_active = TRUE AND $1 = $1",
+            0
+        )
+        .await,
+        1,
+        "exactly one administrator remains"
+    );
+}
+
+#[actix_web::test]
+async fn removal_waits_for_money_then_erases_personal_data_and_keeps_payments() {
+    let m = Market::open().await;
+    let d = deal(&m, "gone", [100.0, 100.0, 100.0]).await;
+    authorise(&m, d.first_payment).await;
+    let expert = d.expert.clone();
+    let (_, second_admin) = crate::helpers::admin(&m.app, "second_admin").await;
+    let second_id = m
+        .count(
+            "SELECT id FROM users WHERE username = 'second_admin' AND $1 = $1",
+            0,
+        )
+        .await;
+
+    let base = format!("/api/admin/users/{}", expert.id);
+    let r = m.as_admin(Method::DELETE, &base, None).await;
+    assert_eq!(code(&json(r).await), "DELETION_NOT_CONFIRMED");
+    let r = m
+        .as_admin(
+            Method::POST,
+            &format!("{base}/deletion-request"),
+            Some(&j!({"reason": "The expert asked to leave the platform"})),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    wait_notification(&m.app, second_id, "user_deletion_requested").await;
+    let r = m
+        .as_admin(
+            Method::POST,
+            &format!("{base}/deletion-request"),
+            Some(&j!({"reason": "The expert asked to leave the platform"})),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    let r = request_as(
+        &m.app,
+        Method::POST,
+        &format!("{base}/deletion-confirm"),
+        &second_admin,
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(me_status(&m, &expert).await, StatusCode::UNAUTHORIZED);
+    let (status, _) = login_status(&m, &expert.username, PASSWORD).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+
+    // Money held for the expert: the erasure waits.
+    let r = m.as_admin(Method::DELETE, &base, None).await;
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    assert_eq!(code(&json(r).await), "USER_HAS_ACTIVE_WORK");
+
+    // The administrator refunds the company and cancels the project: nothing is under way.
+    let r = m
+        .as_admin(
+            Method::POST,
+            &format!("/api/admin/payments/{}/refund", d.first_payment),
+            Some(&j!({"reason": "Expert leaving the platform"})),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK, "{}", json(r).await);
+    let r = admin_put(
+        &m,
+        &format!("/api/admin/projects/{}/status", d.project_id),
+        j!({"status": "cancelled", "reason": "Expert left the platform"}),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::OK, "{}", json(r).await);
+
+    let r = m.as_admin(Method::DELETE, &base, None).await;
+    assert_eq!(r.status(), StatusCode::OK, "{}", json(r).await);
+    assert!(json(r).await["deleted_at"].is_string());
+    let email = m
+        .text("SELECT email FROM users WHERE id = $1", expert.id)
+        .await;
+    assert!(email.ends_with("@deleted.invalid"), "{email}");
+    assert_eq!(
+        m.count(
+            "SELECT COUNT(*) FROM profiles WHERE user_id = $1 AND full_name IS NULL",
+            expert.id
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        m.count(
+            "SELECT COUNT(*) FROM payments WHERE expert_id = $1",
+            expert.id
+        )
+        .await,
+        1,
+        "the payment keeps pointing at the anonymised account"
+    );
+    assert_eq!(
+        m.count(
+            "SELECT COUNT(*) FROM events WHERE kind = 'user.deleted' AND aggregate_id = $1",
+            expert.id
+        )
+        .await,
+        1
+    );
+    let (status, _) = login_status(&m, &expert.email, PASSWORD).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let r = m.as_admin(Method::DELETE, &base, None).await;
+    assert_eq!(code(&json(r).await), "USER_DELETED");
+}
+
+#[actix_web::test]
+async fn forced_project_states_never_strand_money() {
+    let m = Market::open().await;
+    let d = deal(&m, "force", [50.0, 50.0, 50.0]).await;
+    authorise(&m, d.first_payment).await;
+    let path = format!("/api/admin/projects/{}/status", d.project_id);
+    let r = admin_put(&m, &path, j!({"status": "completed", "reason": "Done"})).await;
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    assert_eq!(code(&json(r).await), "MONEY_STRANDED");
+    let r = admin_put(&m, &path, j!({"status": "cancelled", "reason": "Stop"})).await;
+    assert_eq!(code(&json(r).await), "MONEY_STRANDED");
+    let r = admin_put(&m, &path, j!({"status": "nowhere", "reason": "x"})).await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let r = admin_put(
+        &m,
+        &path,
+        j!({"status": "in_review", "reason": "Checking the work"}),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let body = json(r).await;
+    assert_eq!(body["status"], "in_review");
+    assert!(
+        body["admin_notes"]
+            .as_str()
+            .unwrap()
+            .contains("[ADMIN_STATUS]")
+    );
+    assert_eq!(body["payments"].as_array().unwrap().len(), 1);
+    assert_eq!(body["milestones"].as_array().unwrap().len(), 3);
+    assert_eq!(body["applications"].as_array().unwrap().len(), 1);
+
+    let r = m
+        .as_admin(
+            Method::GET,
+            &format!(
+                "/api/admin/projects?status=in_review&company_id={}",
+                d.company.id
+            ),
+            None,
+        )
+        .await;
+    let list = json(r).await;
+    assert_eq!(list["total"], 1);
+    assert_eq!(list["items"][0]["id"], d.project_id);
+    let r = m
+        .as_admin(Method::GET, "/api/admin/projects?search=%25", None)
+        .await;
+    assert_eq!(json(r).await["total"], 0);
+}
