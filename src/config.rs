@@ -100,6 +100,8 @@ pub struct Settings {
     pub crm_sync_internal_rating: bool,
     pub enable_test_reset_endpoint: bool,
     pub test_reset_token: Option<Secret>,
+    /// When set, `/metrics` answers only with `Authorization: Bearer <token>`.
+    pub metrics_token: Option<Secret>,
     pub log_format: LogFormat,
     pub workers: Option<usize>,
     /// `REVIEW_BLIND_DAYS`: a review is revealed this long after its project ended, if the
@@ -234,6 +236,19 @@ impl Settings {
             Some("0" | "false" | "no" | "off" | "FALSE" | "False") => Ok(false),
             Some(v) => Err(invalid(name, format!("expected true or false, got `{v}`"))),
         };
+        let reset_enabled = flag("ENABLE_TEST_RESET_ENDPOINT", false)?;
+        if reset_enabled && app_env == AppEnv::Production {
+            return Err(invalid(
+                "ENABLE_TEST_RESET_ENDPOINT",
+                "the end-to-end reset empties the database: never with APP_ENV=production",
+            ));
+        }
+        if reset_enabled && get("TEST_RESET_TOKEN").is_none_or(|t| t.len() < 16) {
+            return Err(invalid(
+                "TEST_RESET_TOKEN",
+                "required (at least 16 characters) when ENABLE_TEST_RESET_ENDPOINT=true",
+            ));
+        }
 
         let log_format = match get("LOG_FORMAT").as_deref() {
             None | Some("pretty") | Some("text") => LogFormat::Pretty,
@@ -312,7 +327,8 @@ impl Settings {
             crm_api_version: get("CRM_API_VERSION").unwrap_or_else(|| "2021-07-28".into()),
             crm_pipeline_id: get("CRM_PIPELINE_ID"),
             crm_sync_internal_rating: flag("CRM_SYNC_INTERNAL_RATING", true)?,
-            enable_test_reset_endpoint: flag("ENABLE_TEST_RESET_ENDPOINT", false)?,
+            enable_test_reset_endpoint: reset_enabled,
+            metrics_token: get("METRICS_TOKEN").filter(|t| !t.is_empty()).map(Secret),
             test_reset_token: get("TEST_RESET_TOKEN").map(Secret),
             log_format,
             workers,
@@ -480,6 +496,20 @@ mod tests {
         assert!(parse(&with_key).unwrap().is_production());
         with_key.push(("CRM_API_BASE", "sandbox"));
         assert_eq!(parse(&with_key).unwrap_err().var, "CRM_API_BASE");
+        with_key.pop();
+        // Nor with the end-to-end reset.
+        with_key.push(("ENABLE_TEST_RESET_ENDPOINT", "true"));
+        with_key.push(("TEST_RESET_TOKEN", "0123456789abcdef"));
+        assert_eq!(
+            parse(&with_key).unwrap_err().var,
+            "ENABLE_TEST_RESET_ENDPOINT"
+        );
+        assert_eq!(
+            parse(&[("ENABLE_TEST_RESET_ENDPOINT", "true")])
+                .unwrap_err()
+                .var,
+            "TEST_RESET_TOKEN"
+        );
     }
 
     #[test]

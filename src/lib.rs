@@ -9,7 +9,6 @@ pub mod config;
 pub mod domain;
 pub mod http;
 pub mod integrations;
-pub mod seed;
 pub mod startup;
 pub mod state;
 pub mod store;

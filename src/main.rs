@@ -7,7 +7,8 @@ use marketplace::clock::Clock;
 use marketplace::config::Settings;
 use marketplace::startup::Application;
 use marketplace::store::Db;
-use marketplace::{seed, telemetry, workflows};
+use marketplace::workflows::seed;
+use marketplace::{telemetry, workflows};
 
 #[derive(Parser)]
 #[command(name = "marketplace", version, about = "Expert marketplace backend")]

@@ -248,6 +248,8 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(routes::sandbox::inject_failure)
         .service(routes::sandbox::resend_event)
         .service(routes::sandbox::events);
+    // End-to-end reset (404 unless enabled).
+    cfg.service(routes::testing::reset_e2e);
     // CRM integration (issue 17): administrators, plus the signed inbound webhook.
     {
         use routes::crm;

@@ -68,10 +68,34 @@ pub async fn health(state: web::Data<AppState>) -> HttpResponse {
 /// Prometheus text: HTTP requests, actors, database pool and outbox backlog.
 #[utoipa::path(
     tag = "system",
-    responses((status = 200, description = "Prometheus text format", content_type = "text/plain"))
+    responses(
+        (status = 200, description = "Prometheus text format", content_type = "text/plain"),
+        (status = 401, body = crate::http::error::ErrorBody, description = "`METRICS_TOKEN` is set and the bearer token is missing or wrong"),
+    )
 )]
 #[get("/metrics")]
-pub async fn metrics(state: web::Data<AppState>, http: web::Data<HttpMetrics>) -> HttpResponse {
+pub async fn metrics(
+    state: web::Data<AppState>,
+    http: web::Data<HttpMetrics>,
+    req: actix_web::HttpRequest,
+) -> HttpResponse {
+    if let Some(token) = &state.settings.metrics_token {
+        let given = req
+            .headers()
+            .get(actix_web::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or_default();
+        if !crate::domain::token::constant_time_eq(given.as_bytes(), token.expose().as_bytes()) {
+            return HttpResponse::Unauthorized()
+                .insert_header(("WWW-Authenticate", "Bearer"))
+                .json(crate::http::error::ErrorBody {
+                    detail: "METRICS_TOKEN is set: send it as a bearer token".into(),
+                    code: "NOT_AUTHENTICATED".into(),
+                    errors: None,
+                });
+        }
+    }
     let mut out = String::with_capacity(16 * 1024);
     http.render(&mut out);
     render_actors(&mut out);
@@ -138,7 +162,7 @@ pub struct ActorKind {
         (status = 403, body = crate::http::error::ErrorBody),
     )
 )]
-#[get("/api/admin/actors")]
+#[get("/api/admin/system/actors")]
 pub async fn actor_metrics(_admin: crate::http::auth::AdminUser) -> HttpResponse {
     let kinds: Vec<ActorKind> = ::actors::metrics::snapshot()
         .into_iter()

@@ -29,6 +29,7 @@ pub mod processor_events;
 pub mod profiles;
 pub mod projects;
 pub mod reputation;
+pub mod reset;
 pub mod reviews;
 pub mod sessions;
 pub mod skills;

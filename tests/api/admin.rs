@@ -492,3 +492,101 @@ async fn forced_project_states_never_strand_money() {
         .await;
     assert_eq!(json(r).await["total"], 0);
 }
+
+const RESET_TOKEN: &str = "reset-token-0123456789";
+
+#[actix_web::test]
+async fn the_reset_is_hidden_unless_enabled_and_guarded_by_its_token() {
+    let app = crate::helpers::spawn_app().await;
+    let r = app.post_json("/api/v1/testing/reset-e2e", &j!({})).await;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+
+    let app = crate::helpers::spawn_app_with(&[
+        ("ENABLE_TEST_RESET_ENDPOINT", "true"),
+        ("TEST_RESET_TOKEN", RESET_TOKEN),
+    ])
+    .await;
+    let reset = |token: &'static str| {
+        app.client
+            .post(app.url("/api/v1/testing/reset-e2e"))
+            .header("X-Test-Reset-Token", token)
+            .send()
+    };
+    assert_eq!(
+        reset("reset-token-0123456780").await.unwrap().status(),
+        StatusCode::FORBIDDEN
+    );
+
+    // Artefacts of a test run: an account, a cache entry, an upload.
+    let leftover = register(&app, "e2e_leftover", &["empresa"]).await;
+    app.state
+        .cache
+        .set("e2e:marker", "1", std::time::Duration::from_secs(60))
+        .await
+        .unwrap();
+    let upload = app.state.settings.uploads_dir.join("documents");
+    std::fs::create_dir_all(&upload).unwrap();
+    std::fs::write(upload.join("left.pdf"), b"%PDF-1.4").unwrap();
+
+    let r = reset(RESET_TOKEN).await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let body = json(r).await;
+    let names: Vec<&str> = body["accounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["username"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"demo_admin") && names.contains(&"demo_experto"));
+
+    assert_eq!(
+        me_status_of(&app, &leftover).await,
+        StatusCode::UNAUTHORIZED
+    );
+    assert!(app.state.cache.get("e2e:marker").await.unwrap().is_none());
+    assert!(!upload.exists());
+    // The demo accounts log in, with verified profiles and complete fiscal data.
+    let token = crate::helpers::login(&app, "demo_experto", "Demo1234!").await;
+    let r = request_as(&app, Method::GET, "/api/profiles/me", &token, None).await;
+    let profile = json(r).await;
+    assert_eq!(profile["is_verified"], true, "{profile}");
+    assert_eq!(profile["fiscal_data_complete"], true);
+    crate::helpers::login(&app, "demo_admin", "Demo1234!").await;
+
+    // A second reset gives the same accounts back.
+    assert_eq!(reset(RESET_TOKEN).await.unwrap().status(), StatusCode::OK);
+    crate::helpers::login(&app, "demo_empresa", "Demo1234!").await;
+}
+
+async fn me_status_of(app: &crate::helpers::TestApp, account: &Account) -> StatusCode {
+    app.client
+        .get(app.url("/api/users/me"))
+        .bearer_auth(&account.access_token)
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+#[actix_web::test]
+async fn metrics_ask_for_the_token_when_one_is_set() {
+    let app = crate::helpers::spawn_app_with(&[("METRICS_TOKEN", "scrape-secret")]).await;
+    assert_eq!(app.get("/metrics").await.status(), StatusCode::UNAUTHORIZED);
+    let r = app
+        .client
+        .get(app.url("/metrics"))
+        .bearer_auth("scrape-wrong")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = app
+        .client
+        .get(app.url("/metrics"))
+        .bearer_auth("scrape-secret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(r.text().await.unwrap().contains("http_requests_total"));
+}

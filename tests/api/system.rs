@@ -260,7 +260,7 @@ async fn admins_see_the_actors() {
     let (_, token) = crate::helpers::admin(&app, "root").await;
     let response = app
         .client
-        .get(app.url("/api/admin/actors"))
+        .get(app.url("/api/admin/system/actors"))
         .bearer_auth(&token)
         .send()
         .await
@@ -279,13 +279,13 @@ async fn admins_see_the_actors() {
     let user = crate::helpers::register(&app, "ana", &["empresa"]).await;
     let denied = app
         .client
-        .get(app.url("/api/admin/actors"))
+        .get(app.url("/api/admin/system/actors"))
         .bearer_auth(&user.access_token)
         .send()
         .await
         .unwrap();
     assert_eq!(denied.status(), 403);
-    assert_eq!(app.get("/api/admin/actors").await.status(), 401);
+    assert_eq!(app.get("/api/admin/system/actors").await.status(), 401);
     app.stop().await;
 }
 

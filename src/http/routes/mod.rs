@@ -21,6 +21,7 @@ pub mod projects;
 pub mod reputation;
 pub mod reviews;
 pub mod sandbox;
+pub mod testing;
 pub mod timers;
 pub mod users;
 pub mod views;

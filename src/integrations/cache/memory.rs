@@ -150,6 +150,13 @@ impl Cache for MemoryCache {
         Ok(())
     }
 
+    async fn delete_prefix(&self, prefix: &str) -> Result<u64, CacheError> {
+        let mut entries = lock(&self.entries);
+        let before = entries.map.len();
+        entries.map.retain(|key, _| !key.starts_with(prefix));
+        Ok((before - entries.map.len()) as u64)
+    }
+
     async fn hit(&self, key: &str, window: Duration) -> Result<WindowCount, CacheError> {
         let window = whole_millis(window)?;
         let now = Instant::now();

@@ -53,6 +53,9 @@ pub trait Cache: Send + Sync + 'static {
     /// Removes `key`; removing an absent key is not an error.
     async fn delete(&self, key: &str) -> Result<(), CacheError>;
 
+    /// Removes every key starting with `prefix` (the end-to-end reset); how many.
+    async fn delete_prefix(&self, prefix: &str) -> Result<u64, CacheError>;
+
     /// Counts one hit in a fixed window that starts at the first hit of the key; atomic.
     ///
     /// The counter lives under `key` itself (as a decimal string), so `get` reads it and

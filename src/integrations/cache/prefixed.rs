@@ -45,6 +45,9 @@ impl Cache for Prefixed {
     async fn delete(&self, key: &str) -> Result<(), CacheError> {
         self.inner.delete(&self.key(key)).await
     }
+    async fn delete_prefix(&self, prefix: &str) -> Result<u64, CacheError> {
+        self.inner.delete_prefix(&self.key(prefix)).await
+    }
     async fn hit(&self, key: &str, window: Duration) -> Result<WindowCount, CacheError> {
         self.inner.hit(&self.key(key), window).await
     }

@@ -132,6 +132,32 @@ impl Cache for RedisCache {
         self.query::<()>("delete", redis::cmd("DEL").arg(key)).await
     }
 
+    async fn delete_prefix(&self, prefix: &str) -> Result<u64, CacheError> {
+        // SCAN in steps rather than KEYS, so a large keyspace never blocks Redis.
+        let pattern = format!("{}*", glob_escape(prefix));
+        let mut cursor: u64 = 0;
+        let mut removed = 0;
+        loop {
+            let command = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(500)
+                .clone();
+            let (next, keys): (u64, Vec<String>) = self.query("scan", &command).await?;
+            if !keys.is_empty() {
+                removed += self
+                    .query::<u64>("delete", redis::cmd("DEL").arg(&keys))
+                    .await?;
+            }
+            if next == 0 {
+                return Ok(removed);
+            }
+            cursor = next;
+        }
+    }
+
     async fn hit(&self, key: &str, window: Duration) -> Result<WindowCount, CacheError> {
         let window = millis(window)?;
         let command = redis::cmd("EVAL")
@@ -182,4 +208,16 @@ impl Cache for RedisCache {
     fn backend(&self) -> &'static str {
         "redis"
     }
+}
+
+/// Escapes the glob characters of a Redis MATCH pattern.
+fn glob_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }

@@ -1,0 +1,81 @@
+//! Emptying the database for the end-to-end reset (`POST /api/v1/testing/reset-e2e`): every
+//! table but the migration history; the commission levels return to their defaults.
+
+use super::{Db, StoreResult, Tx};
+
+/// Tables the reset keeps: the migrations' record, and the commission levels (reset to the
+/// defaults the first migration seeds).
+const KEPT: [&str; 2] = ["_sqlx_migrations", "commission_config"];
+
+pub async fn empty_all(db: &Db) -> StoreResult<usize> {
+    let mut tx = db.begin().await?;
+    let emptied = match &mut tx {
+        Tx::Postgres(t) => {
+            let tables: Vec<String> = sqlx::query_scalar(
+                "SELECT tablename::text FROM pg_tables WHERE schemaname = current_schema()
+                 ORDER BY tablename",
+            )
+            .fetch_all(&mut **t)
+            .await?;
+            let tables: Vec<String> = tables
+                .into_iter()
+                .filter(|name| !KEPT.contains(&name.as_str()))
+                .collect();
+            if !tables.is_empty() {
+                let list = tables
+                    .iter()
+                    .map(|name| format!("\"{}\"", name.replace('"', "")))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                // Names come from the catalogue, quoted: nothing of the caller reaches this text.
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "TRUNCATE {list} RESTART IDENTITY CASCADE"
+                )))
+                .execute(&mut **t)
+                .await?;
+            }
+            tables.len()
+        }
+        Tx::Sqlite(t) => {
+            let tables: Vec<String> = sqlx::query_scalar(
+                "SELECT name FROM sqlite_master WHERE type = 'table'
+                 AND name NOT LIKE 'sqlite_%' ORDER BY name",
+            )
+            .fetch_all(&mut **t)
+            .await?;
+            let tables: Vec<String> = tables
+                .into_iter()
+                .filter(|name| !KEPT.contains(&name.as_str()))
+                .collect();
+            // Foreign keys are checked at commit, when every table is empty.
+            sqlx::query("PRAGMA defer_foreign_keys = ON")
+                .execute(&mut **t)
+                .await?;
+            for name in &tables {
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "DELETE FROM \"{}\"",
+                    name.replace('"', "")
+                )))
+                .execute(&mut **t)
+                .await?;
+            }
+            sqlx::query("DELETE FROM sqlite_sequence")
+                .execute(&mut **t)
+                .await?;
+            tables.len()
+        }
+    };
+    for (level, rate_bp) in [("Global", 500_i64), ("Pro", 400), ("Enterprise", 300)] {
+        crate::on_exec!(tx.exec(), c => sqlx::query(
+            "UPDATE commission_config SET rate_bp = $1, updated_at = NULL, updated_by = NULL
+             WHERE level = $2",
+        )
+        .bind(rate_bp)
+        .bind(level)
+        .execute(c)
+        .await
+        .map(drop))?;
+    }
+    tx.commit().await?;
+    Ok(emptied)
+}
