@@ -3,6 +3,7 @@
 pub mod access_token;
 pub mod commission;
 pub mod crm;
+pub mod dac7;
 pub mod money;
 pub mod profile;
 pub mod project;

@@ -248,6 +248,11 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(routes::sandbox::inject_failure)
         .service(routes::sandbox::resend_event)
         .service(routes::sandbox::events);
+    // DAC7 tax-reporting review.
+    cfg.service(routes::dac7::summary)
+        .service(routes::dac7::review)
+        .service(routes::dac7::notify_experts)
+        .service(routes::dac7::report);
     // End-to-end reset (404 unless enabled).
     cfg.service(routes::testing::reset_e2e);
     // CRM integration (issue 17): administrators, plus the signed inbound webhook.

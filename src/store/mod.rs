@@ -17,6 +17,7 @@ use crate::config::DatabaseTarget;
 pub mod applications;
 pub mod commission;
 pub mod crm;
+pub mod dac7;
 pub mod deliveries;
 pub mod disputes;
 pub mod documents;

@@ -7,6 +7,7 @@ pub mod auth;
 pub mod commission;
 pub mod connect;
 pub mod crm;
+pub mod dac7;
 pub mod deliveries;
 pub mod disputes;
 pub mod documents;

@@ -5,6 +5,7 @@ mod auth;
 mod cli;
 mod connect;
 mod crm;
+mod dac7;
 mod deliveries;
 mod disputes;
 mod escrow;

@@ -1,0 +1,90 @@
+//! DAC7 (Council Directive (EU) 2021/514) rules with no I/O: the tax year's quarters, which
+//! sellers the platform reports, and the text of the annual report.
+
+use chrono::{DateTime, NaiveDate, TimeZone, Utc};
+
+/// A seller is left out of the report only with fewer than 30 paid activities **and** at
+/// most EUR 2,000 of consideration in the year (Annex V, excluded seller).
+pub const ACTIVITY_THRESHOLD: i64 = 30;
+pub const CONSIDERATION_THRESHOLD_MINOR: i64 = 200_000;
+
+pub fn is_reportable(paid_activities: i64, gross_minor: i64) -> bool {
+    paid_activities >= ACTIVITY_THRESHOLD || gross_minor > CONSIDERATION_THRESHOLD_MINOR
+}
+
+/// Years the review accepts: the platform's lifetime, give or take.
+pub const FIRST_YEAR: i32 = 2020;
+pub const LAST_YEAR: i32 = 2100;
+
+/// Start of each quarter of `year` and the start of the next year: five instants, so
+/// quarter `q` (1–4) is `[bounds[q-1], bounds[q])`.
+pub fn quarter_bounds(year: i32) -> Option<[DateTime<Utc>; 5]> {
+    let at = |y: i32, m: u32| {
+        NaiveDate::from_ymd_opt(y, m, 1)
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .map(|t| Utc.from_utc_datetime(&t))
+    };
+    Some([
+        at(year, 1)?,
+        at(year, 4)?,
+        at(year, 7)?,
+        at(year, 10)?,
+        at(year + 1, 1)?,
+    ])
+}
+
+/// One CSV field: quoted when needed, and a leading `=`, `+`, `-`, `@`, tab or carriage
+/// return neutralised with `'` so a spreadsheet never runs it as a formula.
+pub fn csv_field(value: &str) -> String {
+    let value = if value.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{value}")
+    } else {
+        value.to_owned()
+    };
+    if value.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", value.replace('"', "\"\""))
+    } else {
+        value
+    }
+}
+
+/// Minor units as a decimal amount with two places (`123456` → `1234.56`).
+pub fn amount(minor: i64) -> String {
+    let sign = if minor < 0 { "-" } else { "" };
+    let m = minor.unsigned_abs();
+    format!("{sign}{}.{:02}", m / 100, m % 100)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thirty_activities_or_more_than_two_thousand_euros_are_reported() {
+        assert!(!is_reportable(29, 200_000));
+        assert!(is_reportable(30, 0));
+        assert!(is_reportable(1, 200_001));
+        assert!(!is_reportable(0, 0));
+    }
+
+    #[test]
+    fn quarters_cover_the_year_without_gaps() {
+        let b = quarter_bounds(2026).unwrap();
+        assert_eq!(b[0].to_rfc3339(), "2026-01-01T00:00:00+00:00");
+        assert_eq!(b[2].to_rfc3339(), "2026-07-01T00:00:00+00:00");
+        assert_eq!(b[4].to_rfc3339(), "2027-01-01T00:00:00+00:00");
+        assert!(b.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn csv_fields_are_quoted_and_never_formulas() {
+        assert_eq!(csv_field("plain"), "plain");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_field("=HYPERLINK(1)"), "'=HYPERLINK(1)");
+        assert_eq!(csv_field("-1,2"), "\"'-1,2\"");
+        assert_eq!(amount(123_456), "1234.56");
+        assert_eq!(amount(5), "0.05");
+        assert_eq!(amount(-250), "-2.50");
+    }
+}

@@ -1,0 +1,198 @@
+//! DAC7 tax-reporting review: the expert's yearly summary from released payments, the
+//! confirmation (once, also when sent twice at once), administrators asking experts to
+//! review, and the annual report of reportable sellers.
+
+use chrono::Datelike;
+use reqwest::{Method, StatusCode};
+use serde_json::json as j;
+
+use crate::escrow::{authorise, connect, deal};
+use crate::helpers::json;
+use crate::market::{Market, code, wait_notification};
+
+#[actix_web::test]
+async fn the_summary_review_notification_and_report_follow_released_money() {
+    let m = Market::open().await;
+    let year = m.app.clock.now().year();
+    let d = deal(&m, "tax", [2500.0, 100.0, 100.0]).await;
+    connect(&m, &d.expert).await;
+    authorise(&m, d.first_payment).await;
+    let r = m
+        .send(
+            &d.company,
+            Method::POST,
+            "/api/payments/release",
+            Some(j!({"payment_id": d.first_payment})),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK, "{}", json(r).await);
+
+    let summary_path = format!("/api/dac7/expert/dac7-summary?year={year}");
+    let r = m
+        .send(
+            &d.expert,
+            Method::GET,
+            "/api/dac7/expert/dac7-summary",
+            None,
+        )
+        .await;
+    assert_eq!(
+        r.status(),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "the year is required"
+    );
+    let r = m.send(&d.company, Method::GET, &summary_path, None).await;
+    assert_eq!(r.status(), StatusCode::FORBIDDEN, "experts only");
+
+    let r = m.send(&d.expert, Method::GET, &summary_path, None).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let s = json(r).await;
+    let income = &s["income_summary"];
+    assert_eq!(income["total_gross"], 2500.0);
+    assert_eq!(income["total_commission"], 125.0);
+    assert_eq!(income["total_net"], 2375.0);
+    assert_eq!(income["paid_milestones"], 1);
+    let quarter = (m.app.clock.now().month0() / 3) as usize;
+    assert_eq!(income["quarters"][quarter]["gross"], 2500.0);
+    assert_eq!(income["quarters"][quarter]["paid_milestones"], 1);
+    let others: f64 = (0..4)
+        .filter(|q| *q != quarter)
+        .map(|q| income["quarters"][q]["gross"].as_f64().unwrap())
+        .sum();
+    assert_eq!(others, 0.0);
+    assert_eq!(s["review_status"], "pending_review");
+    assert_eq!(s["reportable"], true, "more than EUR 2,000 in the year");
+    assert_eq!(s["fiscal_data"]["tax_id"], "B12345678");
+
+    // Administrators ask for the review: one expert with income, none without.
+    let deadline = format!("{}-03-31", year + 1);
+    let notify = j!({"year": year, "review_deadline": deadline});
+    let r = m
+        .as_admin(
+            Method::POST,
+            "/api/dac7/admin/notify-experts",
+            Some(&notify),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let outcome = json(r).await;
+    assert_eq!(outcome["notified_count"], 1);
+    assert_eq!(outcome["skipped_count"], 0);
+    wait_notification(&m.app, d.expert.id, "dac7_review_requested").await;
+    let mails = m.app.mails_to(&d.expert.email, 1).await;
+    assert!(mails.iter().any(|mail| mail.subject.contains("DAC7")));
+    let s = json(m.send(&d.expert, Method::GET, &summary_path, None).await).await;
+    assert_eq!(s["review_status"], "notified");
+    assert_eq!(s["review_deadline"], deadline.as_str());
+
+    // The expert confirms once.
+    let review = |confirmed: bool| j!({"period": year, "confirmed": confirmed});
+    let r = m
+        .send(
+            &d.expert,
+            Method::POST,
+            "/api/dac7/expert/dac7-review",
+            Some(review(false)),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(code(&json(r).await), "CONFIRMATION_REQUIRED");
+    let (a, b) = tokio::join!(
+        m.send(
+            &d.expert,
+            Method::POST,
+            "/api/dac7/expert/dac7-review",
+            Some(review(true))
+        ),
+        m.send(
+            &d.expert,
+            Method::POST,
+            "/api/dac7/expert/dac7-review",
+            Some(review(true))
+        ),
+    );
+    let mut statuses = [a.status(), b.status()];
+    statuses.sort();
+    assert_eq!(statuses, [StatusCode::OK, StatusCode::CONFLICT]);
+    assert_eq!(
+        m.count(
+            "SELECT COUNT(*) FROM dac7_reviews WHERE user_id = $1 AND status = 'reviewed'",
+            d.expert.id
+        )
+        .await,
+        1
+    );
+    let r = m
+        .as_admin(
+            Method::POST,
+            "/api/dac7/admin/notify-experts",
+            Some(&notify),
+        )
+        .await;
+    let outcome = json(r).await;
+    assert_eq!(
+        (
+            outcome["notified_count"].as_i64(),
+            outcome["skipped_count"].as_i64()
+        ),
+        (Some(0), Some(1))
+    );
+
+    // The annual report lists the reportable seller.
+    let r = m
+        .as_admin(
+            Method::GET,
+            &format!("/api/dac7/admin/report?year={year}"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/csv")
+    );
+    let csv = r.text().await.unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 2, "{csv}");
+    assert!(lines[1].contains("B12345678"));
+    assert!(lines[1].contains(",2500.00,125.00,2375.00,1,reviewed"));
+    let r = m
+        .as_admin(
+            Method::GET,
+            &format!("/api/dac7/admin/report?year={}", year - 1),
+            None,
+        )
+        .await;
+    assert_eq!(
+        r.text().await.unwrap().lines().count(),
+        1,
+        "nothing the year before"
+    );
+}
+
+#[actix_web::test]
+async fn incomplete_fiscal_data_is_refused() {
+    let m = Market::open().await;
+    let expert = m.member("nofiscal", "experto", false, true).await;
+    let r = m
+        .send(
+            &expert,
+            Method::GET,
+            "/api/dac7/expert/dac7-summary?year=2026",
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(code(&json(r).await), "FISCAL_DATA_REQUIRED");
+    let r = m
+        .send(
+            &expert,
+            Method::POST,
+            "/api/dac7/expert/dac7-review",
+            Some(j!({"period": 2026, "confirmed": true})),
+        )
+        .await;
+    assert_eq!(code(&json(r).await), "FISCAL_DATA_REQUIRED");
+}
