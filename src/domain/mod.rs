@@ -4,6 +4,7 @@ pub mod access_token;
 pub mod commission;
 pub mod crm;
 pub mod dac7;
+pub mod growth;
 pub mod money;
 pub mod profile;
 pub mod project;

@@ -248,6 +248,9 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(routes::sandbox::inject_failure)
         .service(routes::sandbox::resend_event)
         .service(routes::sandbox::events);
+    // Platform metrics (`growth` is a fixed path of its own).
+    cfg.service(routes::admin_metrics::overview)
+        .service(routes::admin_metrics::growth_view);
     // DAC7 tax-reporting review.
     cfg.service(routes::dac7::summary)
         .service(routes::dac7::review)

@@ -26,6 +26,7 @@ pub mod invitations;
 pub mod milestones;
 pub mod notifications;
 pub mod payments;
+pub mod platform_metrics;
 pub mod processor_events;
 pub mod profiles;
 pub mod projects;

@@ -15,6 +15,7 @@ mod invitations;
 mod market;
 mod notifications;
 mod outbox;
+mod platform_metrics;
 mod processor;
 mod profiles;
 mod projects;

@@ -1,5 +1,6 @@
 //! Routes, one module per resource.
 
+pub mod admin_metrics;
 pub mod admin_projects;
 pub mod admin_users;
 pub mod applications;

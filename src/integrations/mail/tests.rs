@@ -23,7 +23,11 @@ fn sample_context(template: Template, person: &str) -> Value {
         Template::VerifyEmail | Template::PasswordReset => {
             return json!({ "name": person, "token": "Zk3-_q9XmP0vYtR2" });
         }
-        Template::WelcomeGeneric | Template::WelcomeCompany | Template::WelcomeExpert => {
+        Template::WelcomeGeneric
+        | Template::WelcomeCompany
+        | Template::WelcomeExpert
+        | Template::RecontactCompany
+        | Template::PasswordChangedByAdmin => {
             return json!({ "name": person });
         }
         Template::AdminInvitation => {
