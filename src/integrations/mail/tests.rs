@@ -163,7 +163,7 @@ async fn write_to_outbox(dir: &Path, emails: &[Email]) {
 #[test]
 fn every_template_renders_with_a_realistic_context() {
     let mailer = mailer();
-    assert_eq!(Template::ALL.len(), 33);
+    assert_eq!(Template::ALL.len(), 35);
     for &template in Template::ALL {
         let rendered = mailer
             .render(template, &sample_context(template, "Ana García"))
