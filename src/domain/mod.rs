@@ -6,6 +6,7 @@ pub mod crm;
 pub mod dac7;
 pub mod growth;
 pub mod money;
+pub mod money_audit;
 pub mod profile;
 pub mod project;
 pub mod reputation;

@@ -187,6 +187,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
             .service(payments::get_one)
             .service(payments::admin_list)
             .service(payments::admin_reconcile)
+            .service(routes::money_audit::audit)
             .service(payments::admin_get)
             .service(payments::admin_refund);
     }

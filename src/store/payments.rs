@@ -529,6 +529,26 @@ pub async fn authorisations_expiring(
     )
 }
 
+/// Payments created or changed in `[from, to)`, oldest first: what the money audit checks.
+pub async fn touched_between(
+    ex: Exec<'_>,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    limit: i64,
+) -> StoreResult<Vec<Payment>> {
+    Ok(
+        on_exec!(ex, c => sqlx::query_as::<_, Payment>(select_payments!(
+        "WHERE (y.created_at >= $1 AND y.created_at < $2) OR (y.updated_at >= $1 AND y.updated_at < $2) ",
+        "ORDER BY y.id LIMIT $3"
+    ))
+    .bind(from)
+    .bind(to)
+    .bind(limit)
+    .fetch_all(c)
+    .await)?,
+    )
+}
+
 /// `pending` and `held` payments not touched since `before`: candidates for reconciliation.
 pub async fn stale(ex: Exec<'_>, before: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Payment>> {
     Ok(

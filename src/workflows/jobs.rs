@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::state::AppState;
 use crate::workflows::crm::{self, CrmService};
 use crate::workflows::error::FlowResult;
-use crate::workflows::{escrow_jobs, processor_events, reviews, timers};
+use crate::workflows::{escrow_jobs, money_audit, processor_events, reviews, timers};
 
 const MINUTE: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3600);
@@ -49,6 +49,13 @@ pub fn start_all(state: &AppState) {
     every(state, reviews::REVEAL_JOB, HOUR, MINUTE, |st| async move {
         reviews::announce_lapsed(&st).await
     });
+    every(
+        state,
+        money_audit::MONEY_AUDIT,
+        DAY,
+        HOUR,
+        |st| async move { money_audit::daily(&st).await },
+    );
     if state.settings.crm_retry_enabled {
         let interval = MINUTE * state.settings.crm_retry_interval_minutes;
         every(

@@ -18,6 +18,7 @@ pub mod escrow_jobs;
 pub mod invitations;
 pub mod jobs;
 pub mod milestones;
+pub mod money_audit;
 pub mod notify;
 pub mod outbox;
 pub mod passwords;

@@ -113,3 +113,50 @@ async fn metrics_and_growth_add_up_on_a_known_data_set() {
     let o = get(&m, &token, "/api/admin/metrics").await;
     assert_eq!(o["total_revenue"], 15.0, "the overview counts all time");
 }
+
+#[actix_web::test]
+async fn the_money_audit_finds_a_record_that_no_longer_matches_the_processor() {
+    use marketplace::workflows::money_audit::MONEY_AUDIT;
+    let m = Market::open().await;
+    let d = released(&m, "audited", 100.0).await;
+    let r = m
+        .as_admin(Method::GET, "/api/admin/payments/audit", None)
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let report = json(r).await;
+    assert!(
+        report["payments_checked"].as_i64().unwrap() >= 2,
+        "{report}"
+    );
+    assert_eq!(report["mismatches"], j!([]), "everything adds up");
+
+    // Our record now says the commission was 4.00: captured ≠ transferred + commission.
+    let mut conn = m.app.db.conn().await.unwrap();
+    marketplace::on_exec!(conn.exec(), c => sqlx::query(
+        "UPDATE payments SET commission_minor = 400, expert_amount_minor = 9600 WHERE id = $1")
+        .bind(d.first_payment).execute(c).await.map(drop))
+    .unwrap();
+    drop(conn);
+    let report = json(
+        m.as_admin(Method::GET, "/api/admin/payments/audit", None)
+            .await,
+    )
+    .await;
+    let found = report["mismatches"].as_array().unwrap();
+    assert_eq!(found.len(), 1, "{report}");
+    assert_eq!(found[0]["payment_id"], d.first_payment);
+    assert_eq!(found[0]["invariant"], "captured = transferred + commission");
+
+    // The daily run alerts the administrators.
+    m.app.state.jobs.trigger(MONEY_AUDIT).await.unwrap();
+    crate::market::wait_notification(&m.app, m.admin_id, "money_audit_mismatch").await;
+
+    let r = m
+        .as_admin(
+            Method::GET,
+            "/api/admin/payments/audit?from=2026-01-02T00:00:00Z&to=2026-01-01T00:00:00Z",
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+}

@@ -15,6 +15,7 @@ pub mod escrow_views;
 pub mod expert;
 pub mod invitations;
 pub mod milestones;
+pub mod money_audit;
 pub mod notifications;
 pub mod payment_methods;
 pub mod payments;
