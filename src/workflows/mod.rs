@@ -32,6 +32,7 @@ pub mod reputation;
 pub mod reset;
 pub mod reviews;
 pub mod seed;
+pub mod seed_story;
 pub mod selection;
 pub mod timers;
 pub mod user_admin;

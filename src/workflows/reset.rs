@@ -1,5 +1,6 @@
 //! The end-to-end reset (`POST /api/v1/testing/reset-e2e`, development only): every table
-//! emptied, the uploads and this instance's cache keys removed, then the demo data loaded.
+//! emptied, the uploads and this instance's cache keys removed, then the demo accounts and,
+//! with the processor sandbox, the demo story loaded.
 
 use serde::Serialize;
 
@@ -7,6 +8,7 @@ use crate::state::AppState;
 use crate::store::reset;
 use crate::workflows::error::FlowResult;
 use crate::workflows::seed::{self, DEMO_PASSWORD, DEMO_USERS};
+use crate::workflows::seed_story::{self, Story};
 
 /// A demo account the reset leaves ready to log in.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -22,6 +24,8 @@ pub struct ResetReport {
     pub tables_emptied: usize,
     pub cache_keys_removed: u64,
     pub accounts: Vec<DemoAccount>,
+    /// The projects of the demo story, one per state (none without the processor sandbox).
+    pub story: Story,
 }
 
 pub async fn reset_e2e(state: &AppState) -> FlowResult<ResetReport> {
@@ -34,6 +38,11 @@ pub async fn reset_e2e(state: &AppState) -> FlowResult<ResetReport> {
         .await
         .map_err(anyhow::Error::from)?;
     seed::seed_demo(&state.db, &state.clock, state.settings.bcrypt_cost).await?;
+    let story = if state.processor.sandbox.is_some() {
+        seed_story::load(state).await?
+    } else {
+        Story::default()
+    };
     tracing::warn!(
         tables_emptied,
         "end-to-end reset: database emptied and demo data loaded"
@@ -50,6 +59,7 @@ pub async fn reset_e2e(state: &AppState) -> FlowResult<ResetReport> {
                 password: DEMO_PASSWORD,
             })
             .collect(),
+        story,
     })
 }
 

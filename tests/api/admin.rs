@@ -538,6 +538,44 @@ async fn the_reset_is_hidden_unless_enabled_and_guarded_by_its_token() {
         .map(|a| a["username"].as_str().unwrap())
         .collect();
     assert!(names.contains(&"demo_admin") && names.contains(&"demo_experto"));
+    // The story: a project in each state, money held, released and refunded in the sandbox.
+    let mut statuses: Vec<&str> = body["story"]["projects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["status"].as_str().unwrap())
+        .collect();
+    statuses.sort();
+    statuses.dedup();
+    for state in [
+        "draft",
+        "pending_publication",
+        "published_curated",
+        "cancelled",
+        "in_progress",
+        "completed",
+        "disputed",
+    ] {
+        assert!(
+            statuses.contains(&state),
+            "{state} missing from {statuses:?}"
+        );
+    }
+    let mut conn = app.db.conn().await.unwrap();
+    let payment_states: Vec<String> = marketplace::on_exec!(conn.exec(), c =>
+        sqlx::query_scalar("SELECT DISTINCT status FROM payments ORDER BY status").fetch_all(c).await)
+    .unwrap();
+    for state in ["held", "refunded", "released"] {
+        assert!(
+            payment_states.iter().any(|s| s == state),
+            "{payment_states:?}"
+        );
+    }
+    let reviews: i64 = marketplace::on_exec!(conn.exec(), c =>
+        sqlx::query_scalar("SELECT COUNT(*) FROM reviews").fetch_one(c).await)
+    .unwrap();
+    assert_eq!(reviews, 2);
+    drop(conn);
 
     assert_eq!(
         me_status_of(&app, &leftover).await,
