@@ -83,6 +83,14 @@ pub struct PeriodicValues {
     pub last_success_unix_seconds: f64,
     /// Back-off currently in force in seconds, 0 when the last run succeeded.
     pub backoff_seconds: f64,
+    /// Unix time of the last run (any outcome), 0 if none yet.
+    pub last_run_unix_seconds: f64,
+    /// Unix time of the next run planned, 0 before the first run.
+    pub next_run_unix_seconds: f64,
+    /// Unix time of the last failed run, 0 if none.
+    pub last_failure_unix_seconds: f64,
+    /// Message of the last failed run (at most 500 characters).
+    pub last_error: Option<String>,
 }
 
 impl KindMetrics {
@@ -112,6 +120,9 @@ impl KindMetrics {
                 ("restarts_total", v.restarts as f64),
                 ("last_success_unix_seconds", v.last_success_unix_seconds),
                 ("backoff_seconds", v.backoff_seconds),
+                ("last_run_unix_seconds", v.last_run_unix_seconds),
+                ("next_run_unix_seconds", v.next_run_unix_seconds),
+                ("last_failure_unix_seconds", v.last_failure_unix_seconds),
             ],
         }
     }
@@ -211,17 +222,44 @@ pub(crate) struct PeriodicCounters {
     pub(crate) restarts: AtomicU64,
     last_success_unix_millis: AtomicU64,
     backoff_nanos: AtomicU64,
+    last_run_unix_millis: AtomicU64,
+    next_run_unix_millis: AtomicU64,
+    last_failure_unix_millis: AtomicU64,
+    last_error: Mutex<Option<String>>,
 }
+
+fn unix_millis(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH).map_or(0, |since| {
+        u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+    })
+}
+
+/// Longest failure message kept for operators.
+const MAX_ERROR_CHARS: usize = 500;
 
 impl PeriodicCounters {
     pub(crate) fn record_success_now(&self) {
-        let millis = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |since| {
-                u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-            });
         self.last_success_unix_millis
-            .store(millis, Ordering::Relaxed);
+            .store(unix_millis(SystemTime::now()), Ordering::Relaxed);
+    }
+
+    /// A run ended now; the next is planned `wait` from now.
+    pub(crate) fn record_run(&self, wait: Duration) {
+        let now = SystemTime::now();
+        self.last_run_unix_millis
+            .store(unix_millis(now), Ordering::Relaxed);
+        self.next_run_unix_millis
+            .store(unix_millis(now + wait), Ordering::Relaxed);
+    }
+
+    pub(crate) fn record_failure(&self, error: &str) {
+        self.last_failure_unix_millis
+            .store(unix_millis(SystemTime::now()), Ordering::Relaxed);
+        let kept: String = error.chars().take(MAX_ERROR_CHARS).collect();
+        *self
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(kept);
     }
 
     pub(crate) fn set_backoff(&self, backoff: Duration) {
@@ -237,6 +275,17 @@ impl PeriodicCounters {
             last_success_unix_seconds: self.last_success_unix_millis.load(Ordering::Relaxed) as f64
                 / 1_000.0,
             backoff_seconds: nanos_to_seconds(&self.backoff_nanos),
+            last_run_unix_seconds: self.last_run_unix_millis.load(Ordering::Relaxed) as f64
+                / 1_000.0,
+            next_run_unix_seconds: self.next_run_unix_millis.load(Ordering::Relaxed) as f64
+                / 1_000.0,
+            last_failure_unix_seconds: self.last_failure_unix_millis.load(Ordering::Relaxed) as f64
+                / 1_000.0,
+            last_error: self
+                .last_error
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
         }
     }
 }

@@ -233,6 +233,7 @@ impl Schedule {
                 Err(_) => failures.saturating_add(1),
             };
             let wait = self.record(&outcome, failures);
+            self.counters.record_run(wait);
             next_run = Instant::now() + wait;
             let result = outcome.map(drop);
             if let Some(reply) = reply {
@@ -256,6 +257,7 @@ impl Schedule {
             Err(error) => error,
         };
         counters.failures.fetch_add(1, Ordering::Relaxed);
+        counters.record_failure(&error.to_string());
         if matches!(error, RunError::Panicked(_)) {
             counters.restarts.fetch_add(1, Ordering::Relaxed);
         }
@@ -398,6 +400,10 @@ mod tests {
         assert_eq!(metrics.backoff_seconds, 0.0);
         assert_eq!((metrics.runs, metrics.failures), (5, 4));
         assert!(metrics.last_success_unix_seconds > 0.0);
+        // Operators see when it last ran, when it runs next and why it last failed.
+        assert!(metrics.last_failure_unix_seconds > 0.0);
+        assert!(metrics.last_error.as_deref().is_some_and(|e| e.contains("down")));
+        assert!(metrics.next_run_unix_seconds >= metrics.last_run_unix_seconds);
         handle.stop();
     }
 

@@ -151,6 +151,9 @@ pub struct ActorKind {
     /// restarts (registries); rooms and members (hubs); runs, failures, back-off (jobs).
     #[schema(value_type = Object)]
     pub metrics: std::collections::BTreeMap<&'static str, f64>,
+    /// Periodic jobs: the message of the last failed run (times are in `metrics`:
+    /// `last_run_unix_seconds`, `next_run_unix_seconds`, `last_failure_unix_seconds`).
+    pub last_failure: Option<String>,
 }
 
 /// Live actors, messages handled, handling time, mailbox wait and restarts per actor kind.
@@ -170,6 +173,10 @@ pub async fn actor_metrics(_admin: crate::http::auth::AdminUser) -> HttpResponse
             kind: k.kind,
             category: k.category,
             metrics: k.samples().into_iter().collect(),
+            last_failure: match &k.values {
+                ::actors::metrics::KindValues::Periodic(v) => v.last_error.clone(),
+                _ => None,
+            },
         })
         .collect();
     HttpResponse::Ok().json(kinds)

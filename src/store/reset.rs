@@ -32,11 +32,9 @@ pub async fn empty_all(db: &Db) -> StoreResult<usize> {
                     .collect::<Vec<_>>()
                     .join(", ");
                 // Names come from the catalogue, quoted: nothing of the caller reaches this text.
-                sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "TRUNCATE {list} CASCADE"
-                )))
-                .execute(&mut **t)
-                .await?;
+                sqlx::query(sqlx::AssertSqlSafe(format!("TRUNCATE {list} CASCADE")))
+                    .execute(&mut **t)
+                    .await?;
             }
             tables.len()
         }

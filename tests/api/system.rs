@@ -275,6 +275,14 @@ async fn admins_see_the_actors() {
         .expect("the dispatcher is listed");
     assert_eq!(dispatcher["category"], "periodic");
     assert!(dispatcher["metrics"]["runs_total"].as_f64().unwrap() >= 1.0);
+    let last_run = dispatcher["metrics"]["last_run_unix_seconds"]
+        .as_f64()
+        .unwrap();
+    let next_run = dispatcher["metrics"]["next_run_unix_seconds"]
+        .as_f64()
+        .unwrap();
+    assert!(last_run > 1.7e9 && next_run >= last_run, "{dispatcher}");
+    assert!(dispatcher.get("last_failure").is_some());
 
     let user = crate::helpers::register(&app, "ana", &["empresa"]).await;
     let denied = app
