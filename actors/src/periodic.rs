@@ -402,7 +402,12 @@ mod tests {
         assert!(metrics.last_success_unix_seconds > 0.0);
         // Operators see when it last ran, when it runs next and why it last failed.
         assert!(metrics.last_failure_unix_seconds > 0.0);
-        assert!(metrics.last_error.as_deref().is_some_and(|e| e.contains("down")));
+        assert!(
+            metrics
+                .last_error
+                .as_deref()
+                .is_some_and(|e| e.contains("down"))
+        );
         assert!(metrics.next_run_unix_seconds >= metrics.last_run_unix_seconds);
         handle.stop();
     }
