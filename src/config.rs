@@ -100,6 +100,8 @@ pub struct Settings {
     pub crm_sync_internal_rating: bool,
     pub enable_test_reset_endpoint: bool,
     pub test_reset_token: Option<Secret>,
+    /// Pool size (`DATABASE_MAX_CONNECTIONS`); the engine's default when unset.
+    pub database_max_connections: Option<u32>,
     /// When set, `/metrics` answers only with `Authorization: Bearer <token>`.
     pub metrics_token: Option<Secret>,
     pub log_format: LogFormat,
@@ -328,6 +330,18 @@ impl Settings {
             crm_pipeline_id: get("CRM_PIPELINE_ID"),
             crm_sync_internal_rating: flag("CRM_SYNC_INTERNAL_RATING", true)?,
             enable_test_reset_endpoint: reset_enabled,
+            database_max_connections: match get("DATABASE_MAX_CONNECTIONS") {
+                None => None,
+                Some(v) => match v.parse::<u32>() {
+                    Ok(n) if (1..=1000).contains(&n) => Some(n),
+                    _ => {
+                        return Err(invalid(
+                            "DATABASE_MAX_CONNECTIONS",
+                            "must be a whole number from 1 to 1000",
+                        ));
+                    }
+                },
+            },
             metrics_token: get("METRICS_TOKEN").filter(|t| !t.is_empty()).map(Secret),
             test_reset_token: get("TEST_RESET_TOKEN").map(Secret),
             log_format,
@@ -518,6 +532,8 @@ mod tests {
             ("DATABASE_URL", "mysql://x/y"),
             ("DATABASE_URL", "postgres://"),
             ("DATABASE_URL", "not a url"),
+            ("DATABASE_MAX_CONNECTIONS", "0"),
+            ("DATABASE_MAX_CONNECTIONS", "many"),
             ("RATE_LIMIT_PER_MINUTE", "-1"),
             ("MAX_CONCURRENT_SESSIONS", "lots"),
             ("JWT_ACCESS_EXPIRE_MINUTES", "0"),

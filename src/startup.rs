@@ -38,7 +38,7 @@ impl Application {
             .context("cannot keep the development JWT secret under DATA_DIR")?;
         let settings = Arc::new(settings);
 
-        let db = Db::connect(&settings.database)
+        let db = Db::connect_sized(&settings.database, settings.database_max_connections)
             .await
             .context("cannot open the database")?;
         let cache = cache::connect_prefixed(

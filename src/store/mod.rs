@@ -217,18 +217,34 @@ impl Db {
     /// Opens the database (creating an SQLite file and its directory when needed) and runs the
     /// embedded migrations.
     pub async fn connect(target: &DatabaseTarget) -> StoreResult<Self> {
-        let db = Self::open(target).await?;
+        Self::connect_sized(target, None).await
+    }
+
+    /// [`Db::connect`] with a pool of at most `max_connections` (default: 20 on PostgreSQL,
+    /// 8 on SQLite; `DATABASE_MAX_CONNECTIONS`).
+    pub async fn connect_sized(
+        target: &DatabaseTarget,
+        max_connections: Option<u32>,
+    ) -> StoreResult<Self> {
+        let db = Self::open_sized(target, max_connections).await?;
         db.migrate().await?;
         Ok(db)
     }
 
     /// Opens the pool without migrating.
     pub async fn open(target: &DatabaseTarget) -> StoreResult<Self> {
+        Self::open_sized(target, None).await
+    }
+
+    async fn open_sized(
+        target: &DatabaseTarget,
+        max_connections: Option<u32>,
+    ) -> StoreResult<Self> {
         match target {
             DatabaseTarget::Postgres(url) => {
                 let options = PgConnectOptions::from_str(url)?;
                 let pool = PgPoolOptions::new()
-                    .max_connections(20)
+                    .max_connections(max_connections.unwrap_or(20))
                     .acquire_timeout(Duration::from_secs(10))
                     .connect_with(options)
                     .await?;
@@ -246,7 +262,7 @@ impl Db {
                     .foreign_keys(true)
                     .busy_timeout(Duration::from_secs(30));
                 let pool = SqlitePoolOptions::new()
-                    .max_connections(8)
+                    .max_connections(max_connections.unwrap_or(8))
                     .acquire_timeout(Duration::from_secs(30))
                     .connect_with(options)
                     .await?;

@@ -144,6 +144,67 @@ pub async fn find(mut ex: Exec<'_>, id: i64) -> StoreResult<Option<User>> {
     with_roles(ex, row).await
 }
 
+/// A session and its user with roles, in one round trip: what every authenticated request
+/// reads.
+pub async fn find_by_session(
+    ex: Exec<'_>,
+    session_id: i64,
+) -> StoreResult<Option<(super::sessions::Session, User)>> {
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        s_id: i64,
+        s_user_id: i64,
+        s_client_session_id: Option<String>,
+        s_created_at: DateTime<Utc>,
+        s_last_used_at: DateTime<Utc>,
+        s_expires_at: DateTime<Utc>,
+        s_revoked_at: Option<DateTime<Utc>>,
+        s_revoked_reason: Option<String>,
+        #[sqlx(flatten)]
+        user: UserRow,
+        role_empresa: bool,
+        role_experto: bool,
+        role_admin: bool,
+    }
+    let row = on_exec!(ex, c => sqlx::query_as::<_, Row>(
+        "SELECT s.id AS s_id, s.user_id AS s_user_id, s.client_session_id AS s_client_session_id,
+                s.created_at AS s_created_at, s.last_used_at AS s_last_used_at,
+                s.expires_at AS s_expires_at, s.revoked_at AS s_revoked_at,
+                s.revoked_reason AS s_revoked_reason,
+                u.id, u.email, u.username, u.password_hash, u.active_role, u.is_active,
+                u.email_verified, u.crm_id, u.created_at, u.updated_at, u.last_login_at,
+                u.suspended_at, u.suspended_until, u.deleted_at,
+                EXISTS (SELECT 1 FROM user_roles r WHERE r.user_id = u.id AND r.role = 'empresa') AS role_empresa,
+                EXISTS (SELECT 1 FROM user_roles r WHERE r.user_id = u.id AND r.role = 'experto') AS role_experto,
+                EXISTS (SELECT 1 FROM user_roles r WHERE r.user_id = u.id AND r.role = 'admin') AS role_admin
+         FROM auth_sessions s JOIN users u ON u.id = s.user_id WHERE s.id = $1",
+    )
+    .bind(session_id)
+    .fetch_optional(c)
+    .await)?;
+    Ok(row.map(|r| {
+        let session = super::sessions::Session {
+            id: r.s_id,
+            user_id: r.s_user_id,
+            client_session_id: r.s_client_session_id,
+            created_at: r.s_created_at,
+            last_used_at: r.s_last_used_at,
+            expires_at: r.s_expires_at,
+            revoked_at: r.s_revoked_at,
+            revoked_reason: r.s_revoked_reason,
+        };
+        let roles = [
+            (r.role_empresa, Role::Empresa),
+            (r.role_experto, Role::Experto),
+            (r.role_admin, Role::Admin),
+        ]
+        .into_iter()
+        .filter_map(|(has, role)| has.then_some(role))
+        .collect();
+        (session, user_of(r.user, roles))
+    }))
+}
+
 /// Finds by e-mail (case-insensitive) or by username: login accepts either.
 pub async fn find_by_login(mut ex: Exec<'_>, login: &str) -> StoreResult<Option<User>> {
     let row = on_exec!(ex.re(), c => sqlx::query_as::<_, UserRow>(
@@ -201,7 +262,11 @@ pub async fn roles_of(ex: Exec<'_>, user_id: i64) -> StoreResult<Vec<Role>> {
 async fn with_roles(ex: Exec<'_>, row: Option<UserRow>) -> StoreResult<Option<User>> {
     let Some(row) = row else { return Ok(None) };
     let roles = roles_of(ex, row.id).await?;
-    Ok(Some(User {
+    Ok(Some(user_of(row, roles)))
+}
+
+fn user_of(row: UserRow, roles: Vec<Role>) -> User {
+    User {
         id: row.id,
         active_role: Role::parse(&row.active_role).unwrap_or(Role::Empresa),
         email: row.email,
@@ -217,7 +282,7 @@ async fn with_roles(ex: Exec<'_>, row: Option<UserRow>) -> StoreResult<Option<Us
         suspended_at: row.suspended_at,
         suspended_until: row.suspended_until,
         deleted_at: row.deleted_at,
-    }))
+    }
 }
 
 /// Runs an `UPDATE users SET … WHERE id = $1` whose other parameters were bound by `bind`.

@@ -176,14 +176,13 @@ pub async fn authenticate(
     let claims = state.tokens.read(token, now).map_err(AuthError::from)?;
     let user_id = claims.user_id().ok_or(AuthError::Invalid)?;
     let mut conn = state.db.conn().await?;
-    let session = sessions::find(conn.exec(), claims.sid)
+    // One round trip: the session, its user and the roles.
+    let (session, user) = users::find_by_session(conn.exec(), claims.sid)
         .await?
-        .filter(|s| s.user_id == user_id)
+        .filter(|(s, _)| s.user_id == user_id)
         .ok_or(AuthError::Invalid)?;
+    drop(conn);
     check_live(&session, now)?;
-    let user = users::find(conn.exec(), user_id)
-        .await?
-        .ok_or(AuthError::Invalid)?;
     check_standing(&user, now)?;
     Ok((claims, session, user))
 }
