@@ -192,15 +192,29 @@ impl PictureKind {
     }
 }
 
+/// Largest picture decoded: 25 megapixels (about 100 MB as RGBA).
+pub const MAX_PICTURE_PIXELS: u64 = 25_000_000;
+
 /// Decodes a picture, scales it down to fit [`MAX_PICTURE_SIDE`] (keeping the aspect ratio),
 /// flattens any transparency onto white and encodes it as JPEG at quality 85. CPU-bound: run
 /// it on the blocking pool. Fails when the content is not a decodable image of `kind`.
 pub fn normalise_picture(bytes: &[u8], kind: PictureKind) -> Result<Vec<u8>, String> {
+    // The header is read first: a small file may announce a huge canvas (a decompression
+    // bomb), refused before a single pixel is decoded.
+    let (width, height) =
+        image::ImageReader::with_format(std::io::Cursor::new(bytes), kind.format())
+            .into_dimensions()
+            .map_err(|e| e.to_string())?;
+    if u64::from(width) * u64::from(height) > MAX_PICTURE_PIXELS {
+        return Err(format!(
+            "{width} x {height} pixels is over the {MAX_PICTURE_PIXELS}-pixel budget"
+        ));
+    }
     let mut reader = image::ImageReader::with_format(std::io::Cursor::new(bytes), kind.format());
     let mut limits = image::Limits::default();
     limits.max_image_width = Some(12_000);
     limits.max_image_height = Some(12_000);
-    limits.max_alloc = Some(256 * 1024 * 1024);
+    limits.max_alloc = Some(128 * 1024 * 1024);
     reader.limits(limits);
     let decoded = reader.decode().map_err(|e| e.to_string())?;
     let resized = if decoded.width() > MAX_PICTURE_SIDE || decoded.height() > MAX_PICTURE_SIDE {
@@ -307,6 +321,43 @@ mod tests {
         let mut out = std::io::Cursor::new(Vec::new());
         img.write_to(&mut out, image::ImageFormat::Png).unwrap();
         out.into_inner()
+    }
+
+    /// A PNG whose header announces `width` × `height` and holds no pixel data.
+    fn png_header(width: u32, height: u32) -> Vec<u8> {
+        fn crc32(bytes: &[u8]) -> u32 {
+            let mut crc = !0u32;
+            for &b in bytes {
+                crc ^= u32::from(b);
+                for _ in 0..8 {
+                    crc = if crc & 1 == 1 {
+                        (crc >> 1) ^ 0xEDB8_8320
+                    } else {
+                        crc >> 1
+                    };
+                }
+            }
+            !crc
+        }
+        let mut ihdr = b"IHDR".to_vec();
+        ihdr.extend(width.to_be_bytes());
+        ihdr.extend(height.to_be_bytes());
+        ihdr.extend([8, 0, 0, 0, 0]); // 8-bit grey, deflate, no filter, no interlace
+        let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+        for chunk in [ihdr, b"IDAT".to_vec(), b"IEND".to_vec()] {
+            png.extend(u32::try_from(chunk.len() - 4).unwrap().to_be_bytes());
+            png.extend(&chunk);
+            png.extend(crc32(&chunk).to_be_bytes());
+        }
+        png
+    }
+
+    #[test]
+    fn a_huge_canvas_is_refused_from_its_header() {
+        let bomb = png_header(20_000, 20_000);
+        assert_eq!(PictureKind::sniff(&bomb), Some(PictureKind::Png));
+        let refused = normalise_picture(&bomb, PictureKind::Png).unwrap_err();
+        assert!(refused.contains("pixel budget"), "{refused}");
     }
 
     #[test]

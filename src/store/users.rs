@@ -208,7 +208,7 @@ pub async fn find_by_session(
 /// Finds by e-mail (case-insensitive) or by username: login accepts either.
 pub async fn find_by_login(mut ex: Exec<'_>, login: &str) -> StoreResult<Option<User>> {
     let row = on_exec!(ex.re(), c => sqlx::query_as::<_, UserRow>(
-        select_users!("WHERE email = $1 OR username = $2"),
+        select_users!("WHERE email = $1 OR LOWER(username) = LOWER($2)"),
     )
     .bind(login.trim().to_lowercase())
     .bind(login.trim())
@@ -228,7 +228,7 @@ pub async fn find_by_email(mut ex: Exec<'_>, email: &str) -> StoreResult<Option<
 /// Whether an e-mail or a username is taken.
 pub async fn exists(ex: Exec<'_>, email: &str, username: &str) -> StoreResult<bool> {
     let found: Option<i64> = on_exec!(ex, c => sqlx::query_scalar(
-        "SELECT id FROM users WHERE email = $1 OR username = $2 LIMIT 1",
+        "SELECT id FROM users WHERE email = $1 OR LOWER(username) = LOWER($2) LIMIT 1",
     )
     .bind(email)
     .bind(username)
@@ -240,7 +240,7 @@ pub async fn exists(ex: Exec<'_>, email: &str, username: &str) -> StoreResult<bo
 /// The id of the account holding `username`, if any.
 pub async fn username_owner(ex: Exec<'_>, username: &str) -> StoreResult<Option<i64>> {
     Ok(
-        on_exec!(ex, c => sqlx::query_scalar("SELECT id FROM users WHERE username = $1")
+        on_exec!(ex, c => sqlx::query_scalar("SELECT id FROM users WHERE LOWER(username) = LOWER($1)")
         .bind(username)
         .fetch_optional(c)
         .await)?,

@@ -104,3 +104,31 @@ async fn answers_carry_security_headers_and_credentialed_ones_are_not_cached() {
     assert_eq!(login.headers()["cache-control"], "no-store");
     app.stop().await;
 }
+
+#[actix_web::test]
+async fn usernames_are_unique_whatever_their_case() {
+    let app = spawn_app().await;
+    crate::helpers::register(&app, "EnumUser", &["empresa"]).await;
+    let r = app
+        .post_json(
+            "/api/auth/register",
+            &serde_json::json!({"email": "other@example.com", "username": "enumuser",
+                                "password": crate::helpers::PASSWORD, "roles": ["experto"]}),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    // Nor by rename.
+    let other = crate::helpers::register(&app, "someone_else", &["empresa"]).await;
+    let r = crate::market::send(
+        &app,
+        Method::PUT,
+        "/api/users/me",
+        &other,
+        Some(&serde_json::json!({"username": "ENUMUSER"})),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    // Login finds the account whatever the case typed.
+    crate::helpers::login(&app, "enumUSER", crate::helpers::PASSWORD).await;
+    app.stop().await;
+}

@@ -301,13 +301,6 @@ async fn authenticate_credentials(
         window,
     )
     .await?;
-    rate_limit::hit(
-        state.cache.as_ref(),
-        &format!("login:user:{}", crate::domain::token::hash_token(&name)),
-        state.settings.login_max_attempts_per_user,
-        window,
-    )
-    .await?;
 
     let invalid =
         || ApiError::unauthorized("INVALID_CREDENTIALS", "Incorrect username or password");
@@ -317,6 +310,20 @@ async fn authenticate_credentials(
     let mut conn = state.db.conn().await?;
     let found = users::find_by_login(conn.exec(), &credentials.username).await?;
     drop(conn);
+    // The per-user limit counts attempts on the account, however it was named (username or
+    // e-mail, any case); names of no account get a bucket of their own, so probing them is
+    // limited the same way.
+    let bucket = match &found {
+        Some(user) => format!("login:account:{}", user.id),
+        None => format!("login:user:{}", crate::domain::token::hash_token(&name)),
+    };
+    rate_limit::hit(
+        state.cache.as_ref(),
+        &bucket,
+        state.settings.login_max_attempts_per_user,
+        window,
+    )
+    .await?;
     let Some(user) = found else {
         passwords::verify_nothing(credentials.password.clone(), state.settings.bcrypt_cost).await;
         return Err(invalid());

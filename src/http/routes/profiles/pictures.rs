@@ -61,8 +61,12 @@ async fn read_picture(payload: actix_multipart::Multipart) -> ApiResult<Vec<u8>>
     }
 }
 
+/// Pictures decoded at once, across the process.
+static PICTURE_DECODES: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+
 /// Uploads the caller's profile picture (experts and administrators; CSRF protected). The
-/// type is read from the content; images over 1024 px are scaled down, transparency is
+/// type is read from the content; images over 25 megapixels are refused from their header,
+/// images over 1024 px are scaled down, transparency is
 /// flattened onto white and the result is stored as JPEG (quality 85).
 #[utoipa::path(
     tag = "profiles",
@@ -73,7 +77,7 @@ async fn read_picture(payload: actix_multipart::Multipart) -> ApiResult<Vec<u8>>
         (status = 403, body = ErrorBody, description = "Not an expert or administrator, or CSRF"),
         (status = 404, body = ErrorBody, description = "No profile to attach it to"),
         (status = 413, body = ErrorBody, description = "Larger than 2 MB"),
-        (status = 415, body = ErrorBody, description = "Not a JPEG, PNG or WebP image"),
+        (status = 415, body = ErrorBody, description = "Not a JPEG, PNG or WebP image, or over 25 megapixels"),
         (status = 422, body = ErrorBody, description = "No file in the form"),
     )
 )]
@@ -90,6 +94,11 @@ pub async fn upload_picture(
     }
     let bytes = read_picture(payload).await?;
     let kind = rules::PictureKind::sniff(&bytes).ok_or_else(not_an_image)?;
+    // Decodes take up to a hundred megabytes each: a few at a time, the others wait.
+    let _permit = PICTURE_DECODES
+        .acquire()
+        .await
+        .map_err(ApiError::internal)?;
     let jpeg = tokio::task::spawn_blocking(move || rules::normalise_picture(&bytes, kind))
         .await
         .map_err(ApiError::internal)?
