@@ -35,6 +35,7 @@ pub mod skills;
 pub mod timers;
 pub mod tokens;
 pub mod users;
+pub mod webhook_deliveries;
 pub mod webhooks;
 
 /// Runs the same query code on whichever engine backs an [`Exec`]:

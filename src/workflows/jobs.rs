@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::state::AppState;
 use crate::workflows::crm::{self, CrmService};
 use crate::workflows::error::FlowResult;
-use crate::workflows::{escrow_jobs, processor_events, reviews, timers};
+use crate::workflows::{escrow_jobs, processor_events, reviews, timers, webhooks};
 
 const MINUTE: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3600);
@@ -48,6 +48,9 @@ pub fn start_all(state: &AppState) {
     );
     every(state, reviews::REVEAL_JOB, HOUR, MINUTE, |st| async move {
         reviews::announce_lapsed(&st).await
+    });
+    paced(state, webhooks::JOB, MINUTE, Duration::from_secs(1), |st| async move {
+        webhooks::deliver_due(&st).await
     });
     if state.settings.crm_retry_enabled {
         let interval = MINUTE * state.settings.crm_retry_interval_minutes;

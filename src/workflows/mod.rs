@@ -30,3 +30,4 @@ pub mod reviews;
 pub mod selection;
 pub mod timers;
 pub mod webhook_config;
+pub mod webhooks;

@@ -22,3 +22,4 @@ pub mod sandbox;
 pub mod timers;
 pub mod users;
 pub mod views;
+pub mod webhook_deliveries;
