@@ -21,3 +21,4 @@ mod store;
 mod system;
 mod timers;
 mod users;
+mod webhooks;
