@@ -87,18 +87,25 @@ pub struct Due {
     pub secret: String,
 }
 
-/// Pending deliveries due by `now` whose endpoint is enabled, oldest first.
-pub async fn due(ex: Exec<'_>, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Due>> {
+/// Pending deliveries due by `now` whose endpoint is enabled, oldest first, past the first
+/// `skip` (those a dispatcher pass left waiting).
+pub async fn due(
+    ex: Exec<'_>,
+    now: DateTime<Utc>,
+    limit: i64,
+    skip: i64,
+) -> StoreResult<Vec<Due>> {
     Ok(on_exec!(ex, c => sqlx::query_as::<_, Due>(
         "SELECT d.id, d.message_id, d.user_id, d.event_type, d.body, d.failures,
                 d.next_attempt_at, w.url, w.auth_method, w.secret
          FROM webhook_deliveries d JOIN webhook_configs w ON w.user_id = d.user_id
          WHERE d.state = 'pending' AND d.next_attempt_at <= $1
            AND w.enabled = TRUE AND w.url IS NOT NULL
-         ORDER BY d.next_attempt_at, d.id LIMIT $2",
+         ORDER BY d.next_attempt_at, d.id LIMIT $2 OFFSET $3",
     )
     .bind(now)
     .bind(limit)
+    .bind(skip)
     .fetch_all(c)
     .await)?)
 }

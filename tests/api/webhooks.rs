@@ -573,6 +573,15 @@ async fn a_receiver_that_never_answers_holds_up_no_request() {
     // At most four calls in flight to the host.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(rx.hits().len() <= 4, "{} calls at once", rx.hits().len());
+    // Another user's receiver, on another host, is served meanwhile.
+    let quick = Receiver::start().await;
+    let other = m.company("hangother").await;
+    let url = format!("https://localhost:{}/hooks/{}", quick.port, other.id);
+    assert_eq!(configure(&m, &other, &url, "JWT").await.status(), StatusCode::OK);
+    let started = Instant::now();
+    project(&m, &other).await;
+    wait_hits(&m, &quick, 1).await;
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
     // The first call times out after ten seconds and is scheduled again.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {

@@ -25,6 +25,8 @@ pub const JOB: &str = "webhook_deliveries";
 /// call limit): a crash mid-call leaves it due again after this.
 const LEASE: chrono::Duration = chrono::Duration::minutes(2);
 const BATCH: i64 = 200;
+/// Due deliveries one pass looks at most while hosts without room hold some back.
+const MAX_SCAN: i64 = 5_000;
 /// The longest the job sleeps while nothing is due.
 const MAX_WAIT: Duration = Duration::from_secs(60);
 
@@ -59,29 +61,40 @@ pub fn signed_headers(
 pub async fn deliver_due(state: &AppState) -> FlowResult<Option<Duration>> {
     let now = state.clock.now();
     let mut conn = state.db.conn().await?;
-    let due = store::due(conn.exec(), now, BATCH).await?;
     let mut waiting_for_room = false;
-    for d in due {
-        let host = match state.webhook_http.check(&d.url) {
-            Ok(dest) => dest.host,
-            // Refused before any connection: recorded as a failed attempt.
-            Err(_) => String::new(),
-        };
-        let Some(slot) = state.webhook_http.reserve(&host) else {
-            waiting_for_room = true;
-            continue;
-        };
-        if !store::claim(conn.exec(), d.id, d.next_attempt_at, now + LEASE).await? {
-            continue; // another dispatcher has it
-        }
-        let st = state.clone();
-        tokio::spawn(async move {
-            let id = d.id;
-            if let Err(error) = attempt(&st, d, slot).await {
-                tracing::warn!(delivery_id = id, %error, "webhook delivery not recorded; retried after its lease");
+    // Deliveries left due (their host is busy) stay first in the order: page past them, so
+    // one slow host never holds back the others.
+    let mut skipped = 0;
+    loop {
+        let page = store::due(conn.exec(), now, BATCH, skipped).await?;
+        let full = page.len() as i64 == BATCH;
+        for d in page {
+            let host = match state.webhook_http.check(&d.url) {
+                Ok(dest) => dest.host,
+                // Refused before any connection: recorded as a failed attempt.
+                Err(_) => String::new(),
+            };
+            let Some(slot) = state.webhook_http.reserve(&host) else {
+                waiting_for_room = true;
+                skipped += 1;
+                continue;
+            };
+            if !store::claim(conn.exec(), d.id, d.next_attempt_at, now + LEASE).await? {
+                skipped += 1; // another dispatcher has it
+                continue;
             }
-            st.jobs.wake(JOB);
-        });
+            let st = state.clone();
+            tokio::spawn(async move {
+                let id = d.id;
+                if let Err(error) = attempt(&st, d, slot).await {
+                    tracing::warn!(delivery_id = id, %error, "webhook delivery not recorded; retried after its lease");
+                }
+                st.jobs.wake(JOB);
+            });
+        }
+        if !full || skipped >= MAX_SCAN {
+            break;
+        }
     }
     if waiting_for_room {
         return Ok(Some(MAX_WAIT));
