@@ -77,7 +77,13 @@ async fn run(deliveries: usize, users: usize) -> anyhow::Result<()> {
         } else {
             (&slow, "localhost", &mut slow_users)
         };
-        configure(&client, &base, &id, &format!("https://{host}:{}/u{}", rx.port, id.0)).await?;
+        configure(
+            &client,
+            &base,
+            &id,
+            &format!("https://{host}:{}/u{}", rx.port, id.0),
+        )
+        .await?;
         list.push(id.0);
     }
 
@@ -102,7 +108,9 @@ async fn run(deliveries: usize, users: usize) -> anyhow::Result<()> {
         100.0 * rate_beside / rate_alone,
         slow.hits().len()
     );
-    println!("| phase | deliveries/s |\n|---|---|\n| alone | {rate_alone:.0} |\n| beside a hanging receiver | {rate_beside:.0} |");
+    println!(
+        "| phase | deliveries/s |\n|---|---|\n| alone | {rate_alone:.0} |\n| beside a hanging receiver | {rate_beside:.0} |"
+    );
     Ok(())
 }
 
@@ -169,9 +177,11 @@ async fn queue(state: &AppState, tag: &str, users: &[i64], n: usize) -> anyhow::
 async fn delivered(state: &AppState, prefix: &str) -> anyhow::Result<i64> {
     let mut conn = state.db.conn().await?;
     let pattern = format!("{prefix}%");
-    Ok(marketplace::on_exec!(conn.exec(), c => sqlx::query_scalar::<_, i64>(
+    Ok(
+        marketplace::on_exec!(conn.exec(), c => sqlx::query_scalar::<_, i64>(
         "SELECT COUNT(*) FROM webhook_deliveries WHERE state = 'delivered' AND message_id LIKE $1")
-        .bind(&pattern).fetch_one(c).await)?)
+        .bind(&pattern).fetch_one(c).await)?,
+    )
 }
 
 /// Queues `n` deliveries to `users` and times them until all are delivered.

@@ -302,7 +302,11 @@ mod tests {
             "::ffff:169.254.169.254",
             "2002:a9fe:a9fe::",
         ] {
-            assert_eq!(classify(ip(forbidden)), AddressClass::Forbidden, "{forbidden}");
+            assert_eq!(
+                classify(ip(forbidden)),
+                AddressClass::Forbidden,
+                "{forbidden}"
+            );
         }
     }
 
@@ -317,7 +321,10 @@ mod tests {
     #[test]
     fn checks_urls() {
         assert!(check_url("https://example.com/hook", false).is_ok());
-        assert_eq!(check_url("https://example.com:8443/", false).unwrap().port, 8443);
+        assert_eq!(
+            check_url("https://example.com:8443/", false).unwrap().port,
+            8443
+        );
         for bad in [
             "http://example.com/",
             "https://user:pw@example.com/",
@@ -353,9 +360,27 @@ mod tests {
     fn standard_signature_verifies_with_its_secret_only() {
         let sig = standard_signature("s3cret", "msg_1", 1_700_000_000, b"{\"a\":1}");
         assert!(sig.starts_with("v1,"));
-        assert!(verify_standard_signature("s3cret", "msg_1", 1_700_000_000, b"{\"a\":1}", &sig));
-        assert!(!verify_standard_signature("other", "msg_1", 1_700_000_000, b"{\"a\":1}", &sig));
-        assert!(!verify_standard_signature("s3cret", "msg_1", 1_700_000_000, b"{\"a\":2}", &sig));
+        assert!(verify_standard_signature(
+            "s3cret",
+            "msg_1",
+            1_700_000_000,
+            b"{\"a\":1}",
+            &sig
+        ));
+        assert!(!verify_standard_signature(
+            "other",
+            "msg_1",
+            1_700_000_000,
+            b"{\"a\":1}",
+            &sig
+        ));
+        assert!(!verify_standard_signature(
+            "s3cret",
+            "msg_1",
+            1_700_000_000,
+            b"{\"a\":2}",
+            &sig
+        ));
     }
 
     #[test]

@@ -52,7 +52,11 @@ pub struct NewDelivery<'a> {
 }
 
 /// Stores a delivery; `None` when its `message_id` exists already (a replayed event).
-pub async fn insert(ex: Exec<'_>, d: &NewDelivery<'_>, now: DateTime<Utc>) -> StoreResult<Option<i64>> {
+pub async fn insert(
+    ex: Exec<'_>,
+    d: &NewDelivery<'_>,
+    now: DateTime<Utc>,
+) -> StoreResult<Option<i64>> {
     let next = (d.state == "pending").then_some(now);
     Ok(on_exec!(ex, c => sqlx::query_scalar::<_, i64>(
         "INSERT INTO webhook_deliveries (message_id, user_id, event_id, event_type, body, state,
@@ -89,12 +93,7 @@ pub struct Due {
 
 /// Pending deliveries due by `now` whose endpoint is enabled, oldest first, past the first
 /// `skip` (those a dispatcher pass left waiting).
-pub async fn due(
-    ex: Exec<'_>,
-    now: DateTime<Utc>,
-    limit: i64,
-    skip: i64,
-) -> StoreResult<Vec<Due>> {
+pub async fn due(ex: Exec<'_>, now: DateTime<Utc>, limit: i64, skip: i64) -> StoreResult<Vec<Due>> {
     Ok(on_exec!(ex, c => sqlx::query_as::<_, Due>(
         "SELECT d.id, d.message_id, d.user_id, d.event_type, d.body, d.failures,
                 d.next_attempt_at, w.url, w.auth_method, w.secret
@@ -112,13 +111,15 @@ pub async fn due(
 
 /// When the next pending delivery of an enabled endpoint is due.
 pub async fn next_due_at(ex: Exec<'_>) -> StoreResult<Option<DateTime<Utc>>> {
-    Ok(on_exec!(ex, c => sqlx::query_scalar::<_, Option<DateTime<Utc>>>(
+    Ok(
+        on_exec!(ex, c => sqlx::query_scalar::<_, Option<DateTime<Utc>>>(
         "SELECT MIN(d.next_attempt_at) FROM webhook_deliveries d
          JOIN webhook_configs w ON w.user_id = d.user_id
          WHERE d.state = 'pending' AND w.enabled = TRUE AND w.url IS NOT NULL",
     )
     .fetch_one(c)
-    .await)?)
+    .await)?,
+    )
 }
 
 /// Holds a due delivery until `lease_until`: of several dispatchers exactly one wins.
@@ -186,14 +187,16 @@ pub async fn list_for_user(
     limit: i64,
     offset: i64,
 ) -> StoreResult<Vec<Delivery>> {
-    Ok(on_exec!(ex, c => sqlx::query_as::<_, Delivery>(select_deliveries!(
+    Ok(
+        on_exec!(ex, c => sqlx::query_as::<_, Delivery>(select_deliveries!(
         "WHERE user_id = $1 ORDER BY id DESC LIMIT $2 OFFSET $3"
     ))
     .bind(user_id)
     .bind(limit)
     .bind(offset)
     .fetch_all(c)
-    .await)?)
+    .await)?,
+    )
 }
 
 pub async fn count_for_user(ex: Exec<'_>, user_id: i64) -> StoreResult<i64> {
@@ -207,13 +210,15 @@ pub async fn count_for_user(ex: Exec<'_>, user_id: i64) -> StoreResult<i64> {
 
 /// One of a user's deliveries (`None` for another user's).
 pub async fn find_for_user(ex: Exec<'_>, id: i64, user_id: i64) -> StoreResult<Option<Delivery>> {
-    Ok(on_exec!(ex, c => sqlx::query_as::<_, Delivery>(select_deliveries!(
+    Ok(
+        on_exec!(ex, c => sqlx::query_as::<_, Delivery>(select_deliveries!(
         "WHERE id = $1 AND user_id = $2"
     ))
     .bind(id)
     .bind(user_id)
     .fetch_optional(c)
-    .await)?)
+    .await)?,
+    )
 }
 
 /// Makes a delivery due now again, with the same message id and body.
@@ -260,13 +265,15 @@ pub async fn endpoint_failed(
     .execute(c)
     .await
     .map(|r| r.rows_affected()))?;
-    Ok(on_exec!(ex, c => sqlx::query_scalar::<_, Option<DateTime<Utc>>>(
+    Ok(
+        on_exec!(ex, c => sqlx::query_scalar::<_, Option<DateTime<Utc>>>(
         "SELECT failing_since FROM webhook_configs WHERE user_id = $1",
     )
     .bind(user_id)
     .fetch_optional(c)
     .await)?
-    .flatten())
+        .flatten(),
+    )
 }
 
 /// A success ends the endpoint's run of failures.

@@ -49,9 +49,13 @@ pub fn start_all(state: &AppState) {
     every(state, reviews::REVEAL_JOB, HOUR, MINUTE, |st| async move {
         reviews::announce_lapsed(&st).await
     });
-    paced(state, webhooks::JOB, MINUTE, Duration::from_secs(1), |st| async move {
-        webhooks::deliver_due(&st).await
-    });
+    paced(
+        state,
+        webhooks::JOB,
+        MINUTE,
+        Duration::from_secs(1),
+        |st| async move { webhooks::deliver_due(&st).await },
+    );
     if state.settings.crm_retry_enabled {
         let interval = MINUTE * state.settings.crm_retry_interval_minutes;
         every(

@@ -120,7 +120,10 @@ fn assert_signed(hit: &Hit, user_id: i64, secret: &str) -> Value {
     let body = hit.json();
     assert_eq!(hit.header("content-type"), Some("application/json"));
     assert_eq!(hit.header("webhook-id"), body["id"].as_str());
-    assert!(body["created_at"].is_string() && body["data"].is_object(), "{body}");
+    assert!(
+        body["created_at"].is_string() && body["data"].is_object(),
+        "{body}"
+    );
     assert!(standard_signature_verifies(hit, secret), "{body}");
     assert!(!standard_signature_verifies(hit, "another-secret"));
     let claims = jwt_claims(hit, secret).expect("JWT verifies with the user's secret");
@@ -267,8 +270,10 @@ async fn every_event_type_reaches_its_user_once_signed_with_their_secret() {
             &company,
             Method::POST,
             &format!("/api/projects/{project_id}/dispute"),
-            Some(j!({"title": "Late", "reason": "The first milestone came late and incomplete.",
-                     "dispute_type": "delivery", "priority": "high"})),
+            Some(
+                j!({"title": "Late", "reason": "The first milestone came late and incomplete.",
+                     "dispute_type": "delivery", "priority": "high"}),
+            ),
         )
         .await;
     let status = r.status();
@@ -299,8 +304,10 @@ async fn every_event_type_reaches_its_user_once_signed_with_their_secret() {
             &company,
             Method::POST,
             "/api/reviews",
-            Some(j!({"project_id": project_id, "reviewee_id": expert.id, "rating": 4,
-                     "comment": "Good work overall."})),
+            Some(
+                j!({"project_id": project_id, "reviewee_id": expert.id, "rating": 4,
+                     "comment": "Good work overall."}),
+            ),
         )
         .await;
     assert_eq!(r.status(), StatusCode::CREATED, "{}", json(r).await);
@@ -310,8 +317,10 @@ async fn every_event_type_reaches_its_user_once_signed_with_their_secret() {
             &expert,
             Method::POST,
             "/api/reviews",
-            Some(j!({"project_id": project_id, "reviewee_id": company.id, "rating": 5,
-                     "comment": "Clear brief."})),
+            Some(
+                j!({"project_id": project_id, "reviewee_id": company.id, "rating": 5,
+                     "comment": "Clear brief."}),
+            ),
         )
         .await;
     assert_eq!(r.status(), StatusCode::CREATED, "{}", json(r).await);
@@ -411,8 +420,7 @@ async fn every_event_type_reaches_its_user_once_signed_with_their_secret() {
         .map(|((u, k), n)| ((u, k.to_owned()), n))
         .collect();
     assert_eq!(got, expected);
-    let kinds: std::collections::BTreeSet<&str> =
-        got.keys().map(|(_, k)| k.as_str()).collect();
+    let kinds: std::collections::BTreeSet<&str> = got.keys().map(|(_, k)| k.as_str()).collect();
     assert_eq!(kinds.len(), 16, "all sixteen event types: {kinds:?}");
 }
 
@@ -434,7 +442,12 @@ async fn method_none_sends_no_authorisation_and_a_new_secret_signs_the_next_deli
     let new = json(r).await["secret"].as_str().unwrap().to_owned();
     assert_ne!(new, old);
     let r = m
-        .send(&company, Method::POST, "/api/notifications/webhook/test", None)
+        .send(
+            &company,
+            Method::POST,
+            "/api/notifications/webhook/test",
+            None,
+        )
         .await;
     assert_eq!(r.status(), StatusCode::OK);
     let answer = json(r).await;
@@ -451,9 +464,17 @@ async fn method_none_sends_no_authorisation_and_a_new_secret_signs_the_next_deli
 
     // JWT from now on: the test delivery carries it, signed with the new secret.
     let url = rx.url(&format!("/hooks/{}", company.id));
-    assert_eq!(configure(&m, &company, &url, "JWT").await.status(), StatusCode::OK);
+    assert_eq!(
+        configure(&m, &company, &url, "JWT").await.status(),
+        StatusCode::OK
+    );
     let r = m
-        .send(&company, Method::POST, "/api/notifications/webhook/test", None)
+        .send(
+            &company,
+            Method::POST,
+            "/api/notifications/webhook/test",
+            None,
+        )
         .await;
     assert_eq!(json(r).await["delivered"], true);
     let hit = rx.hits().pop().unwrap();
@@ -543,7 +564,10 @@ async fn a_failing_receiver_is_retried_on_the_clock_and_delivered_once() {
             assert!(value >= 1.0, "{series} {value}");
         }
     }
-    assert!(metrics.contains(&format!("kind=\"{JOB}\"")), "the dispatcher's actor");
+    assert!(
+        metrics.contains(&format!("kind=\"{JOB}\"")),
+        "the dispatcher's actor"
+    );
 }
 
 #[actix_web::test]
@@ -560,7 +584,12 @@ async fn a_receiver_that_never_answers_holds_up_no_request() {
         let started = Instant::now();
         project(&m, &company).await;
         let r = m
-            .send(&company, Method::GET, "/api/users/me/webhook/deliveries", None)
+            .send(
+                &company,
+                Method::GET,
+                "/api/users/me/webhook/deliveries",
+                None,
+            )
             .await;
         assert_eq!(r.status(), StatusCode::OK);
         pump(&m).await;
@@ -577,11 +606,18 @@ async fn a_receiver_that_never_answers_holds_up_no_request() {
     let quick = Receiver::start().await;
     let other = m.company("hangother").await;
     let url = format!("https://localhost:{}/hooks/{}", quick.port, other.id);
-    assert_eq!(configure(&m, &other, &url, "JWT").await.status(), StatusCode::OK);
+    assert_eq!(
+        configure(&m, &other, &url, "JWT").await.status(),
+        StatusCode::OK
+    );
     let started = Instant::now();
     project(&m, &other).await;
     wait_hits(&m, &quick, 1).await;
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
     // The first call times out after ten seconds and is scheduled again.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -643,12 +679,20 @@ async fn private_and_reserved_targets_are_refused_when_configured_and_when_deliv
             .bind(company.id).bind(&url).bind(now).execute(c).await.map(drop))
         .unwrap();
         let r = m
-            .send(&company, Method::POST, "/api/notifications/webhook/test", None)
+            .send(
+                &company,
+                Method::POST,
+                "/api/notifications/webhook/test",
+                None,
+            )
             .await;
         let answer = json(r).await;
         assert_eq!(answer["delivered"], false, "{url}: {answer}");
         assert!(
-            answer["error"].as_str().unwrap().contains("private or reserved"),
+            answer["error"]
+                .as_str()
+                .unwrap()
+                .contains("private or reserved"),
             "{url}: {answer}"
         );
         project(&m, &company).await;
@@ -670,7 +714,12 @@ async fn private_and_reserved_targets_are_refused_when_configured_and_when_deliv
     let owner = open.company("ssrfredir").await;
     configured(&open, &owner, &redirecting, "JWT").await;
     let r = open
-        .send(&owner, Method::POST, "/api/notifications/webhook/test", None)
+        .send(
+            &owner,
+            Method::POST,
+            "/api/notifications/webhook/test",
+            None,
+        )
         .await;
     let answer = json(r).await;
     assert_eq!(answer["delivered"], false, "{answer}");
@@ -694,10 +743,18 @@ async fn the_delivery_log_pages_and_a_redelivery_keeps_the_id() {
     }
     let hits = wait_hits(&m, &rx, 3).await;
     let page = deliveries(&m, &company, "?page=2&size=2").await;
-    assert_eq!((page["total"].clone(), page["pages"].clone()), (j!(3), j!(2)));
+    assert_eq!(
+        (page["total"].clone(), page["pages"].clone()),
+        (j!(3), j!(2))
+    );
     assert_eq!(page["items"].as_array().unwrap().len(), 1);
     let r = m
-        .send(&company, Method::GET, "/api/users/me/webhook/deliveries?size=500", None)
+        .send(
+            &company,
+            Method::GET,
+            "/api/users/me/webhook/deliveries?size=500",
+            None,
+        )
         .await;
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
 
@@ -759,7 +816,10 @@ async fn an_endpoint_failing_for_three_days_is_disabled_and_its_owner_told() {
         if enabled == 0 {
             break;
         }
-        assert!(Instant::now() < deadline, "still enabled after {attempts} attempts");
+        assert!(
+            Instant::now() < deadline,
+            "still enabled after {attempts} attempts"
+        );
         if rx.hits().len() >= attempts {
             m.app.state.clock.advance(chrono::Duration::hours(25));
             attempts += 1;
@@ -769,12 +829,22 @@ async fn an_endpoint_failing_for_three_days_is_disabled_and_its_owner_told() {
     }
     assert_eq!(rx.hits().len(), 4, "day 0, 1, 2, then 3 disables it");
     wait_notification(&m.app, company.id, "webhook_disabled").await;
-    assert_eq!(notifications_of(&m.app, company.id, "webhook_disabled").await, 1);
+    assert_eq!(
+        notifications_of(&m.app, company.id, "webhook_disabled").await,
+        1
+    );
     assert!(!m.app.mails_to(&company.email, 1).await.is_empty());
     // Nothing more is sent to a disabled endpoint.
     m.app.state.clock.advance(chrono::Duration::days(2));
     let token = login(&m.app, &company.username, PASSWORD).await;
-    let r = request_as(&m.app, Method::GET, "/api/users/me/webhook/deliveries", &token, None).await;
+    let r = request_as(
+        &m.app,
+        Method::GET,
+        "/api/users/me/webhook/deliveries",
+        &token,
+        None,
+    )
+    .await;
     let log = json(r).await;
     assert_eq!(log["items"][0]["state"], "failed", "{log}");
     assert_eq!(log["items"][0]["attempt_count"], 4, "{log}");

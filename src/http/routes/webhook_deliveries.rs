@@ -147,14 +147,17 @@ impl EventViews for RestViews {
             | "application.accepted"
             | "application.rejected"
             | "application.revision_requested") => {
-                let Some(a) = applications::find(conn.exec(), id_of(event, "application_id").unwrap_or(0)).await?
+                let Some(a) =
+                    applications::find(conn.exec(), id_of(event, "application_id").unwrap_or(0))
+                        .await?
                 else {
                     return Ok(Vec::new());
                 };
                 let (to, kind) = match kind {
-                    "application.received" => {
-                        (project_company(db, a.project_id).await?, "application.received")
-                    }
+                    "application.received" => (
+                        project_company(db, a.project_id).await?,
+                        "application.received",
+                    ),
                     "application.accepted" => (Some(a.expert_id), "application.accepted"),
                     "application.rejected" => (Some(a.expert_id), "application.rejected"),
                     _ => (Some(a.expert_id), "application.revision_requested"),
@@ -167,8 +170,7 @@ impl EventViews for RestViews {
             }
             "payment.held" => payment_parties(db, "payment.held", event.aggregate_id).await?,
             "payment.released" => {
-                let mut out =
-                    payment_parties(db, "payment.released", event.aggregate_id).await?;
+                let mut out = payment_parties(db, "payment.released", event.aggregate_id).await?;
                 out.extend(payment_required(db, id_of(event, "next_payment_id")).await?);
                 out
             }
@@ -177,12 +179,16 @@ impl EventViews for RestViews {
             }
             "payment.failed" => payment_parties(db, "payment.failed", event.aggregate_id).await?,
             kind @ ("delivery.submitted" | "delivery.reviewed") => {
-                let Some(d) = deliveries::find(conn.exec(), id_of(event, "delivery_id").unwrap_or(0)).await?
+                let Some(d) =
+                    deliveries::find(conn.exec(), id_of(event, "delivery_id").unwrap_or(0)).await?
                 else {
                     return Ok(Vec::new());
                 };
                 let (to, kind) = if kind == "delivery.submitted" {
-                    (project_company(db, d.project_id).await?, "delivery.submitted")
+                    (
+                        project_company(db, d.project_id).await?,
+                        "delivery.submitted",
+                    )
                 } else {
                     (d.expert_id, "delivery.reviewed")
                 };
@@ -218,7 +224,11 @@ impl EventViews for RestViews {
                     return Ok(Vec::new());
                 };
                 let to = r.reviewee_id;
-                one(to, "review.received", to_value(sealed_review(r, event.created_at))?)
+                one(
+                    to,
+                    "review.received",
+                    to_value(sealed_review(r, event.created_at))?,
+                )
             }
             _ => Vec::new(),
         })
@@ -362,7 +372,9 @@ pub async fn redeliver(
     let mut conn = state.db.conn().await?;
     let delivery = webhook_deliveries::find_for_user(conn.exec(), id, auth.id())
         .await?
-        .ok_or_else(|| crate::workflows::error::FlowError::not_found("Webhook delivery not found"))?;
+        .ok_or_else(|| {
+            crate::workflows::error::FlowError::not_found("Webhook delivery not found")
+        })?;
     Ok(HttpResponse::Accepted().json(WebhookDeliveryView::from(delivery)))
 }
 

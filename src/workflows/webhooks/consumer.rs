@@ -32,10 +32,7 @@ pub trait EventViews: Send + Sync + 'static {
 /// The stable id of the delivery of `event_type` for event `event_id` to `user_id`: the body's
 /// `id` and the `webhook-id` header, the same on every attempt and redelivery.
 pub fn message_id(event_id: i64, user_id: i64, event_type: &str) -> String {
-    format!(
-        "msg_{event_id}_{user_id}_{}",
-        event_type.replace('.', "_")
-    )
+    format!("msg_{event_id}_{user_id}_{}", event_type.replace('.', "_"))
 }
 
 pub struct WebhookConsumer {

@@ -283,8 +283,7 @@ pub async fn send_test(state: &AppState, user_id: i64) -> FlowResult<TestOutcome
                 &secret,
                 now,
                 body.as_bytes(),
-            )
-            .map_err(anyhow::Error::from)?;
+            )?;
             let outcome = state
                 .webhook_http
                 .post(&url, &headers, body.clone().into_bytes())

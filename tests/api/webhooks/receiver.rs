@@ -68,14 +68,36 @@ fn pki() -> &'static Pki {
     PKI.get_or_init(|| {
         let dir = tempfile::tempdir().expect("temporary directory");
         let p = dir.path();
-        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
         let mut ca = vec!["req", "-x509"];
         ca.extend(ec);
-        ca.extend(["-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=Webhook test CA"]);
+        ca.extend([
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=Webhook test CA",
+        ]);
         openssl(p, &ca);
         let mut csr = vec!["req"];
         csr.extend(ec);
-        csr.extend(["-keyout", "leaf.key", "-out", "leaf.csr", "-subj", "/CN=localhost"]);
+        csr.extend([
+            "-keyout",
+            "leaf.key",
+            "-out",
+            "leaf.csr",
+            "-subj",
+            "/CN=localhost",
+        ]);
         openssl(p, &csr);
         std::fs::write(
             p.join("leaf.ext"),
@@ -86,8 +108,21 @@ fn pki() -> &'static Pki {
         openssl(
             p,
             &[
-                "x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                "-CAcreateserial", "-out", "leaf.pem", "-days", "2", "-extfile", "leaf.ext",
+                "x509",
+                "-req",
+                "-in",
+                "leaf.csr",
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                "leaf.pem",
+                "-days",
+                "2",
+                "-extfile",
+                "leaf.ext",
             ],
         );
         let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(p.join("leaf.pem"))
