@@ -361,7 +361,11 @@ async fn every_event_type_reaches_its_user_once_signed_with_their_secret() {
                 "review.received",
             ][..],
         ),
-        (reviser.id, &["application.revision_requested"][..]),
+        // Still waiting for the revision when another proposal is selected: turned down.
+        (
+            reviser.id,
+            &["application.revision_requested", "application.rejected"][..],
+        ),
         (rejected.id, &["application.rejected"][..]),
     ] {
         for kind in kinds {

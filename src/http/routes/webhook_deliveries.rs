@@ -42,6 +42,20 @@ fn id_of(event: &Event, key: &str) -> Option<i64> {
     event.payload.0.get(key).and_then(Value::as_i64)
 }
 
+/// The experts an `application.accepted` event tells their proposal was not selected.
+fn turned_down(event: &Event) -> Vec<i64> {
+    event
+        .payload
+        .0
+        .get("notify")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|n| n["type"] == "application_rejected")
+        .filter_map(|n| n["user_id"].as_i64())
+        .collect()
+}
+
 fn owner(id: i64) -> Caller {
     Caller {
         id,
@@ -162,9 +176,23 @@ impl EventViews for RestViews {
                     "application.rejected" => (Some(a.expert_id), "application.rejected"),
                     _ => (Some(a.expert_id), "application.revision_requested"),
                 };
+                let project_id = a.project_id;
                 let mut out = one(to, kind, to_value(ApplicationView::from(a))?);
                 if kind == "application.accepted" {
                     out.extend(payment_required(db, id_of(event, "payment_id")).await?);
+                    // The proposals the selection turned down: `application.rejected` to
+                    // each of their experts (the event tells them in its `notify` list).
+                    for expert_id in turned_down(event) {
+                        if let Some(other) =
+                            applications::find_by_expert(conn.exec(), project_id, expert_id).await?
+                        {
+                            out.extend(one(
+                                Some(expert_id),
+                                "application.rejected",
+                                to_value(ApplicationView::from(other))?,
+                            ));
+                        }
+                    }
                 }
                 out
             }
