@@ -862,3 +862,48 @@ async fn an_endpoint_failing_for_three_days_is_disabled_and_its_owner_told() {
     }
     assert_eq!(rx.hits().len(), 4);
 }
+
+#[actix_web::test]
+async fn a_retry_survives_a_restart() {
+    let m = open().await;
+    let rx = Receiver::start().await;
+    rx.script([Reply::Status(500)]);
+    let company = m.company("restartco").await;
+    let secret = configured(&m, &company, &rx, "JWT").await;
+    project(&m, &company).await;
+    let first = wait_hits(&m, &rx, 1).await.remove(0);
+    let recorded = "SELECT COUNT(*) FROM webhook_deliveries WHERE user_id = $1 AND attempts = 1 AND state = 'pending'";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while m.count(recorded, company.id).await == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the failed attempt was not recorded"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // This instance's dispatcher stops; another instance on the same database takes over.
+    m.app.state.jobs.stop_all();
+    let database = match &m.app.state.settings.database {
+        marketplace::config::DatabaseTarget::Sqlite(path) => format!("sqlite:{}", path.display()),
+        marketplace::config::DatabaseTarget::Postgres(url) => url.clone(),
+    };
+    let ca = receiver::ca_file();
+    let next = crate::helpers::spawn_app_with(&[
+        ("DATABASE_URL", &database),
+        ("WEBHOOK_ALLOW_PRIVATE_TARGETS", "true"),
+        ("WEBHOOK_CA_FILE", &ca),
+    ])
+    .await;
+    let _ = next.state.jobs.trigger(JOB).await;
+    assert_eq!(rx.hits().len(), 1, "not before its time");
+    next.clock.advance(chrono::Duration::minutes(2));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rx.hits().len() < 2 {
+        assert!(Instant::now() < deadline, "the retry was not made");
+        let _ = next.state.jobs.trigger(JOB).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let second = rx.hits().remove(1);
+    assert_eq!(second.header("webhook-id"), first.header("webhook-id"));
+    assert_signed(&second, company.id, &secret);
+}
