@@ -115,6 +115,11 @@ pub struct Settings {
     pub dispute_response_within: chrono::Duration,
     /// `FUNDING_REMINDER_DAYS`: a milestone awaiting payment this long reminds the company.
     pub funding_reminder_after: chrono::Duration,
+    /// `WEBHOOK_ALLOW_PRIVATE_TARGETS`: user webhooks may reach loopback and private ranges
+    /// (development and tests); link-local and metadata addresses stay refused.
+    pub webhook_allow_private_targets: bool,
+    /// `WEBHOOK_CA_FILE`: one more trusted root (PEM) for webhook receivers.
+    pub webhook_ca_file: Option<PathBuf>,
 }
 
 /// A secret string: compared and used, never printed.
@@ -350,6 +355,8 @@ impl Settings {
             auto_approve_after: days("AUTO_APPROVE_DAYS", 14)?,
             dispute_response_within: days("DISPUTE_RESPONSE_DAYS", 7)?,
             funding_reminder_after: days("FUNDING_REMINDER_DAYS", 3)?,
+            webhook_allow_private_targets: flag("WEBHOOK_ALLOW_PRIVATE_TARGETS", false)?,
+            webhook_ca_file: get("WEBHOOK_CA_FILE").map(PathBuf::from),
         })
     }
 

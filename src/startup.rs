@@ -81,6 +81,12 @@ impl Application {
                     cache.clone(),
                 )),
                 Arc::new(crate::workflows::crm::CrmConsumer::new(crm_service.clone())),
+                Arc::new(crate::workflows::webhooks::WebhookConsumer::new(
+                    db.clone(),
+                    clock.clone(),
+                    Arc::new(http::routes::webhook_deliveries::RestViews),
+                    jobs.clone(),
+                )),
             ],
         );
         let outbox = dispatcher.start(&jobs, std::time::Duration::from_secs(1));
@@ -99,6 +105,7 @@ impl Application {
             jobs,
             crm: crm_setup,
             crm_worker: crm_service.worker(),
+            webhook_http: Arc::new(webhook_http(&settings)?),
         };
         crate::workflows::jobs::start_all(&state);
 
@@ -158,6 +165,23 @@ fn reachable_address(local: std::net::SocketAddr) -> std::net::SocketAddr {
         IpAddr::V6(ip) if ip.is_unspecified() => (Ipv6Addr::LOCALHOST, local.port()).into(),
         _ => local,
     }
+}
+
+fn webhook_http(
+    settings: &Settings,
+) -> anyhow::Result<crate::integrations::webhook_http::WebhookHttp> {
+    let ca = match &settings.webhook_ca_file {
+        Some(path) => Some(
+            std::fs::read(path)
+                .with_context(|| format!("cannot read WEBHOOK_CA_FILE {}", path.display()))?,
+        ),
+        None => None,
+    };
+    crate::integrations::webhook_http::WebhookHttp::new(
+        settings.webhook_allow_private_targets,
+        ca.as_deref(),
+    )
+    .context("invalid WEBHOOK_CA_FILE")
 }
 
 fn access_tokens(settings: &Settings) -> AccessTokens {

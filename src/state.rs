@@ -38,4 +38,6 @@ pub struct AppState {
     pub crm: Arc<CrmSetup>,
     /// The worker draining the CRM queue, while the CRM is on: `wake()` after queueing.
     pub crm_worker: Option<actors::PeriodicHandle>,
+    /// The guarded HTTP client of outgoing user webhooks.
+    pub webhook_http: Arc<crate::integrations::webhook_http::WebhookHttp>,
 }

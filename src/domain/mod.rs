@@ -13,3 +13,4 @@ pub mod reputation;
 pub mod token;
 pub mod upload;
 pub mod user;
+pub mod webhook_rules;

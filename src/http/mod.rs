@@ -54,6 +54,8 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(users::put_webhook)
         .service(users::get_webhook_secret)
         .service(users::regenerate_webhook_secret)
+        .service(routes::webhook_deliveries::list)
+        .service(routes::webhook_deliveries::redeliver)
         .service(users::public_user)
         // Admin invitations.
         .service(invitations::create)
@@ -165,7 +167,8 @@ pub fn configure(cfg: &mut ServiceConfig) {
             .service(routes::timers::release_engagement);
     }
     // Notifications.
-    cfg.service(routes::notifications::list)
+    cfg.service(routes::webhook_deliveries::test)
+        .service(routes::notifications::list)
         .service(routes::notifications::mark_read)
         .service(routes::notifications::mark_all_read)
         .service(routes::notifications::test);

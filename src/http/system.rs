@@ -100,6 +100,7 @@ pub async fn metrics(
     http.render(&mut out);
     render_actors(&mut out);
     state.crm.metrics.render(&mut out);
+    crate::workflows::webhooks::metrics().render(&mut out);
     let (size, idle) = state.db.pool_stats();
     render_single(
         &mut out,

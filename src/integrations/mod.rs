@@ -4,3 +4,4 @@ pub mod cache;
 pub mod crm;
 pub mod mail;
 pub mod processor;
+pub mod webhook_http;

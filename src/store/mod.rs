@@ -39,6 +39,7 @@ pub mod timers;
 pub mod tokens;
 pub mod user_admin;
 pub mod users;
+pub mod webhook_deliveries;
 pub mod webhooks;
 
 /// Runs the same query code on whichever engine backs an [`Exec`]:

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::state::AppState;
 use crate::workflows::crm::{self, CrmService};
 use crate::workflows::error::FlowResult;
-use crate::workflows::{escrow_jobs, money_audit, processor_events, reviews, timers};
+use crate::workflows::{escrow_jobs, money_audit, processor_events, reviews, timers, webhooks};
 
 const MINUTE: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3600);
@@ -55,6 +55,13 @@ pub fn start_all(state: &AppState) {
         DAY,
         HOUR,
         |st| async move { money_audit::daily(&st).await },
+    );
+    paced(
+        state,
+        webhooks::JOB,
+        MINUTE,
+        Duration::from_secs(1),
+        |st| async move { webhooks::deliver_due(&st).await },
     );
     if state.settings.crm_retry_enabled {
         let interval = MINUTE * state.settings.crm_retry_interval_minutes;

@@ -37,3 +37,4 @@ pub mod selection;
 pub mod timers;
 pub mod user_admin;
 pub mod webhook_config;
+pub mod webhooks;

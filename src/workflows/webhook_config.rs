@@ -6,7 +6,9 @@ use crate::state::AppState;
 use crate::store::webhooks::{self, WebhookConfig};
 use crate::workflows::error::{FlowError, FlowResult};
 
-/// Saves the configuration (a secret is created with it when there is none).
+/// Saves the configuration (a secret is created with it when there is none). The URL must
+/// pass the server-side request forgery guard: HTTPS, no credentials, and no private or
+/// reserved address, literal or resolved (each delivery checks again).
 pub async fn configure(
     state: &AppState,
     user_id: i64,
@@ -14,6 +16,11 @@ pub async fn configure(
     enabled: bool,
     auth_method: &str,
 ) -> FlowResult<Option<WebhookConfig>> {
+    if let Some(url) = url
+        && let Err(reason) = state.webhook_http.check_resolved(url).await
+    {
+        return Err(FlowError::invalid("url", reason));
+    }
     let mut conn = state.db.conn().await?;
     webhooks::upsert(
         conn.exec(),

@@ -24,3 +24,4 @@ mod store;
 mod system;
 mod timers;
 mod users;
+mod webhooks;

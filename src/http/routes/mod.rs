@@ -28,3 +28,4 @@ pub mod testing;
 pub mod timers;
 pub mod users;
 pub mod views;
+pub mod webhook_deliveries;
