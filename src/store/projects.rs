@@ -44,16 +44,19 @@ pub struct Project {
 
 /// `SELECT <project columns> FROM projects p <rest>` as one static string.
 macro_rules! select_projects {
-    ($($rest:expr),* $(,)?) => {
+    (with $extra:literal; $($rest:expr),* $(,)?) => {
         concat!(
             "SELECT p.id, p.company_id, p.expert_id, p.target_expert_id, p.title, p.description, ",
             "p.budget_minor, p.currency, p.deadline, p.skills_required, p.project_type, p.status, ",
             "p.validation_status, p.validation_notes, p.submitted_at, p.validated_at, ",
             "p.validated_by, p.published_at, p.assigned_at, p.completed_at, p.cancelled_at, ",
             "p.invited_experts, p.admin_notes, p.status_before_selection, p.created_at, ",
-            "p.updated_at FROM projects p ",
+            "p.updated_at", $extra, " FROM projects p ",
             $($rest),*
         )
+    };
+    ($($rest:expr),* $(,)?) => {
+        select_projects!(with ""; $($rest),*)
     };
 }
 
@@ -138,6 +141,31 @@ pub async fn find(ex: Exec<'_>, id: i64) -> StoreResult<Option<Project>> {
 }
 
 /// How many projects a company has (its first project needs complete fiscal data).
+/// A project and how `user_id` stands to it beyond its own columns (formally invited,
+/// applied), in one round trip: what every read of one project needs.
+pub async fn find_with_ties(
+    ex: Exec<'_>,
+    id: i64,
+    user_id: i64,
+) -> StoreResult<Option<(Project, bool, bool)>> {
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        #[sqlx(flatten)]
+        project: Project,
+        invited_formally: bool,
+        applied: bool,
+    }
+    let row = on_exec!(ex, c => sqlx::query_as::<_, Row>(select_projects!(
+        with ", EXISTS (SELECT 1 FROM project_invitations i WHERE i.project_id = p.id AND i.expert_id = $2) AS invited_formally, EXISTS (SELECT 1 FROM applications a WHERE a.project_id = p.id AND a.expert_id = $2) AS applied";
+        "WHERE p.id = $1"
+    ))
+    .bind(id)
+    .bind(user_id)
+    .fetch_optional(c)
+    .await)?;
+    Ok(row.map(|r| (r.project, r.invited_formally, r.applied)))
+}
+
 pub async fn count_by_company(ex: Exec<'_>, company_id: i64) -> StoreResult<i64> {
     Ok(on_exec!(ex, c => sqlx::query_scalar(
         "SELECT COUNT(*) FROM projects WHERE company_id = $1",

@@ -11,7 +11,7 @@ use crate::integrations::mail::Template;
 use crate::state::AppState;
 use crate::store::events::{self, NewEvent};
 use crate::store::projects::{self, NewProject, Project};
-use crate::store::{Exec, LockScope, Tx, applications, profiles, users};
+use crate::store::{Exec, LockScope, Tx, profiles, users};
 use crate::workflows::emails::email;
 use crate::workflows::error::{FlowError, FlowResult};
 use crate::workflows::notify::{for_admins, for_user};
@@ -42,17 +42,6 @@ impl Relation {
     }
 }
 
-pub async fn relation(mut ex: Exec<'_>, p: &Project, user_id: i64) -> FlowResult<Relation> {
-    Ok(Relation {
-        owner: p.company_id == Some(user_id),
-        assigned: p.expert_id == Some(user_id),
-        target: p.target_expert_id == Some(user_id),
-        invited: p.invited_experts.0.contains(&user_id)
-            || projects::has_formal_invitation(ex.re(), p.id, user_id).await?,
-        applicant: applications::exists(ex, p.id, user_id).await?,
-    })
-}
-
 /// Whether a project is on the public marketplace (curated, in a listed state).
 pub fn is_public(p: &Project) -> bool {
     p.project_type == ProjectType::Curated.as_str()
@@ -71,10 +60,17 @@ pub async fn load_visible(
     caller: &Caller,
     id: i64,
 ) -> FlowResult<(Project, Relation)> {
-    let p = projects::find(ex.re(), id)
+    // One round trip: the project and the caller's invitation and application with it.
+    let (p, invited_formally, applied) = projects::find_with_ties(ex.re(), id, caller.id)
         .await?
         .ok_or_else(|| FlowError::not_found("Project not found"))?;
-    let rel = relation(ex, &p, caller.id).await?;
+    let rel = Relation {
+        owner: p.company_id == Some(caller.id),
+        assigned: p.expert_id == Some(caller.id),
+        target: p.target_expert_id == Some(caller.id),
+        invited: p.invited_experts.0.contains(&caller.id) || invited_formally,
+        applicant: applied,
+    };
     if caller.admin || is_public(&p) || rel.takes_part() {
         Ok((p, rel))
     } else {
