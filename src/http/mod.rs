@@ -166,6 +166,18 @@ pub fn configure(cfg: &mut ServiceConfig) {
             .service(ms::reject)
             .service(routes::timers::release_engagement);
     }
+    // A project's chat.
+    {
+        use routes::chat;
+        cfg.service(chat::list)
+            .service(chat::post_message)
+            .service(chat::upload_file)
+            .service(chat::download_file)
+            .service(chat::mark_read)
+            .service(chat::get_message)
+            .service(chat::edit_message)
+            .service(chat::delete_message);
+    }
     // Notifications.
     cfg.service(routes::webhook_deliveries::test)
         .service(routes::notifications::list)

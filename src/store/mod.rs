@@ -15,6 +15,7 @@ use std::time::Duration;
 use crate::config::DatabaseTarget;
 
 pub mod applications;
+pub mod chat;
 pub mod commission;
 pub mod crm;
 pub mod dac7;

@@ -4,6 +4,7 @@
 pub mod accounts;
 pub mod applications;
 pub mod auth;
+pub mod chat;
 pub mod commission;
 pub mod connect;
 pub mod crm;

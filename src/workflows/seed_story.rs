@@ -21,7 +21,7 @@ use crate::workflows::disputes::{self, Complaint};
 use crate::workflows::error::{FlowError, FlowResult};
 use crate::workflows::escrow::{self, RefundCause};
 use crate::workflows::projects::{self, Caller, ProjectDraft};
-use crate::workflows::{applications, connect, reviews, selection};
+use crate::workflows::{applications, chat, connect, reviews, selection};
 
 /// How many projects of each state the story left.
 #[derive(Debug, Default, Serialize, utoipa::ToSchema)]
@@ -121,6 +121,18 @@ pub async fn load(state: &AppState) -> FlowResult<Story> {
     );
 
     let (in_progress, _) = engaged(state, sandbox, &cast, "Payment platform (in progress)").await?;
+    for (author, text) in [
+        (
+            &cast.company,
+            "Welcome aboard! The repository invitation is on its way.",
+        ),
+        (
+            &cast.expert,
+            "Thanks, I will share the schema design by Friday.",
+        ),
+    ] {
+        chat::post(state, &caller(author), in_progress.id, text).await?;
+    }
     keep(&reload(state, in_progress.id).await?);
 
     let (completed, mut payment) =

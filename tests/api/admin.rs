@@ -575,6 +575,10 @@ async fn the_reset_is_hidden_unless_enabled_and_guarded_by_its_token() {
         sqlx::query_scalar("SELECT COUNT(*) FROM reviews").fetch_one(c).await)
     .unwrap();
     assert_eq!(reviews, 2);
+    let messages: i64 = marketplace::on_exec!(conn.exec(), c =>
+        sqlx::query_scalar("SELECT COUNT(*) FROM chat_messages").fetch_one(c).await)
+    .unwrap();
+    assert_eq!(messages, 2);
     drop(conn);
 
     assert_eq!(

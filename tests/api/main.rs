@@ -2,6 +2,7 @@
 
 mod admin;
 mod auth;
+mod chat;
 mod cli;
 mod connect;
 mod crm;

@@ -5,6 +5,7 @@ pub mod admin_projects;
 pub mod admin_users;
 pub mod applications;
 pub mod auth;
+pub mod chat;
 pub mod commission;
 pub mod connect;
 pub mod crm;

@@ -1,0 +1,366 @@
+//! `/api/chat/{project_id}…`: a project's chat for its company, its selected expert and
+//! administrators; 404 for anyone else.
+
+use actix_web::{HttpResponse, delete, get, post, put, web};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::projects::caller;
+use crate::domain::upload::{DocumentType, MAX_DOCUMENT_BYTES};
+use crate::http::auth::{AuthUser, CsrfChecked};
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::multipart::{FormError, read_form};
+use crate::http::pagination::PageQuery;
+use crate::state::AppState;
+use crate::store::chat::{self as store, Message};
+use crate::workflows::chat as flow;
+
+/// A message as every participant sees it (DESIGN §10).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct MessageView {
+    pub id: i64,
+    pub project_id: i64,
+    pub sender_id: Option<i64>,
+    /// Empty once deleted (the tombstone keeps its place).
+    pub content: String,
+    pub file_name: Option<String>,
+    pub file_type: Option<String>,
+    pub file_size: Option<i64>,
+    /// Where participants download the file.
+    pub file_url: Option<String>,
+    pub edited_at: Option<DateTime<Utc>>,
+    pub deleted_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<Message> for MessageView {
+    fn from(m: Message) -> Self {
+        Self {
+            file_url: m
+                .file_path
+                .as_ref()
+                .map(|_| format!("/api/chat/{}/files/{}", m.project_id, m.id)),
+            id: m.id,
+            project_id: m.project_id,
+            sender_id: m.sender_id,
+            content: m.content,
+            file_name: m.file_name,
+            file_type: m.file_mime,
+            file_size: m.file_size,
+            edited_at: m.edited_at,
+            deleted_at: m.deleted_at,
+            created_at: m.created_at,
+        }
+    }
+}
+
+/// One page of messages, newest first, and the caller's unread count.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChatPage {
+    pub items: Vec<MessageView>,
+    pub total: i64,
+    pub page: i64,
+    pub size: i64,
+    pub pages: i64,
+    /// Messages of others after the caller's read mark.
+    pub unread: i64,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ScrollQuery {
+    /// Only messages older than this one (scrolling back).
+    pub before_id: Option<i64>,
+}
+
+/// The project's messages, newest first (`before_id` scrolls back).
+#[utoipa::path(
+    tag = "chat",
+    params(("project_id" = i64, Path), ScrollQuery, PageQuery),
+    security(("bearer" = [])),
+    responses((status = 200, body = ChatPage))
+)]
+#[get("/api/chat/{project_id}")]
+pub async fn list(
+    state: web::Data<AppState>,
+    auth: AuthUser,
+    project_id: web::Path<i64>,
+    scroll: web::Query<ScrollQuery>,
+    page: web::Query<PageQuery>,
+) -> ApiResult<HttpResponse> {
+    let page = page.into_inner().validate()?;
+    let project_id = project_id.into_inner();
+    let mut conn = state.db.conn().await?;
+    flow::require_participant(conn.exec(), &caller(&auth), project_id).await?;
+    let (items, total) = store::list(
+        conn.exec(),
+        project_id,
+        scroll.before_id,
+        page.limit(),
+        page.offset(),
+    )
+    .await?;
+    let unread = store::unread(conn.exec(), project_id, auth.id()).await?;
+    Ok(HttpResponse::Ok().json(ChatPage {
+        items: items.into_iter().map(MessageView::from).collect(),
+        total,
+        page: page.page,
+        size: page.size,
+        pages: if total == 0 {
+            0
+        } else {
+            (total + page.size - 1) / page.size
+        },
+        unread,
+    }))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct MessageRequest {
+    /// 1 to 5000 characters.
+    pub content: String,
+}
+
+/// Posts a message (201).
+#[utoipa::path(
+    tag = "chat",
+    params(("project_id" = i64, Path)),
+    request_body = MessageRequest,
+    security(("bearer" = [])),
+    responses((status = 201, body = MessageView), (status = 403, body = ErrorBody, description = "CSRF"))
+)]
+#[post("/api/chat/{project_id}")]
+pub async fn post_message(
+    state: web::Data<AppState>,
+    CsrfChecked(auth): CsrfChecked,
+    project_id: web::Path<i64>,
+    body: web::Json<MessageRequest>,
+) -> ApiResult<HttpResponse> {
+    let m = flow::post(
+        &state,
+        &caller(&auth),
+        project_id.into_inner(),
+        &body.content,
+    )
+    .await?;
+    Ok(HttpResponse::Created().json(MessageView::from(m)))
+}
+
+/// One message.
+#[utoipa::path(
+    tag = "chat",
+    params(("project_id" = i64, Path), ("message_id" = i64, Path)),
+    security(("bearer" = [])),
+    responses((status = 200, body = MessageView))
+)]
+#[get("/api/chat/{project_id}/messages/{message_id}")]
+pub async fn get_message(
+    state: web::Data<AppState>,
+    auth: AuthUser,
+    path: web::Path<(i64, i64)>,
+) -> ApiResult<HttpResponse> {
+    let (project_id, id) = path.into_inner();
+    let m = flow::get(&state, &caller(&auth), project_id, id).await?;
+    Ok(HttpResponse::Ok().json(MessageView::from(m)))
+}
+
+/// The author edits their message (`edited_at` is set).
+#[utoipa::path(
+    tag = "chat",
+    params(("project_id" = i64, Path), ("message_id" = i64, Path)),
+    request_body = MessageRequest,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = MessageView),
+        (status = 403, body = ErrorBody, description = "`NOT_THE_AUTHOR`, or CSRF"),
+        (status = 409, body = ErrorBody, description = "`MESSAGE_DELETED`"),
+    )
+)]
+#[put("/api/chat/{project_id}/messages/{message_id}")]
+pub async fn edit_message(
+    state: web::Data<AppState>,
+    CsrfChecked(auth): CsrfChecked,
+    path: web::Path<(i64, i64)>,
+    body: web::Json<MessageRequest>,
+) -> ApiResult<HttpResponse> {
+    let (project_id, id) = path.into_inner();
+    let m = flow::edit(&state, &caller(&auth), project_id, id, &body.content).await?;
+    Ok(HttpResponse::Ok().json(MessageView::from(m)))
+}
+
+/// The author or an administrator deletes a message; its tombstone is answered.
+#[utoipa::path(
+    tag = "chat",
+    params(("project_id" = i64, Path), ("message_id" = i64, Path)),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = MessageView),
+        (status = 403, body = ErrorBody, description = "`NOT_THE_AUTHOR`, or CSRF"),
+        (status = 409, body = ErrorBody, description = "`MESSAGE_DELETED`"),
+    )
+)]
+#[delete("/api/chat/{project_id}/messages/{message_id}")]
+pub async fn delete_message(
+    state: web::Data<AppState>,
+    CsrfChecked(auth): CsrfChecked,
+    path: web::Path<(i64, i64)>,
+) -> ApiResult<HttpResponse> {
+    let (project_id, id) = path.into_inner();
+    let m = flow::delete(&state, &caller(&auth), project_id, id).await?;
+    Ok(HttpResponse::Ok().json(MessageView::from(m)))
+}
+
+/// The form of a chat upload.
+#[derive(ToSchema)]
+#[allow(dead_code)] // documents the multipart form only
+pub struct ChatUpload {
+    /// An image (JPEG, PNG, WebP, GIF), PDF, DOCX or ZIP, at most 10 MB; the type is read
+    /// from the content.
+    #[schema(value_type = String, format = Binary)]
+    file: Vec<u8>,
+}
+
+fn too_large() -> ApiError {
+    ApiError::new(
+        actix_web::http::StatusCode::PAYLOAD_TOO_LARGE,
+        "PAYLOAD_TOO_LARGE",
+        "The file is larger than 10 MB",
+    )
+}
+
+/// Posts a file as a message (201).
+#[utoipa::path(
+    tag = "chat",
+    params(("project_id" = i64, Path)),
+    request_body(content = ChatUpload, content_type = "multipart/form-data"),
+    security(("bearer" = [])),
+    responses(
+        (status = 201, body = MessageView),
+        (status = 403, body = ErrorBody, description = "CSRF"),
+        (status = 413, body = ErrorBody, description = "Larger than 10 MB"),
+        (status = 415, body = ErrorBody, description = "Not an image, PDF, DOCX or ZIP"),
+    )
+)]
+#[post("/api/chat/{project_id}/files")]
+pub async fn upload_file(
+    state: web::Data<AppState>,
+    CsrfChecked(auth): CsrfChecked,
+    project_id: web::Path<i64>,
+    req: actix_web::HttpRequest,
+    payload: actix_multipart::Multipart,
+) -> ApiResult<HttpResponse> {
+    let project_id = project_id.into_inner();
+    let c = caller(&auth);
+    {
+        // Outsiders learn nothing, not even the size limit.
+        let mut conn = state.db.conn().await?;
+        flow::require_participant(conn.exec(), &c, project_id).await?;
+    }
+    if crate::http::multipart::declared_too_large(&req) {
+        return Err(too_large());
+    }
+    let malformed = || ApiError::invalid_field("file", "expected multipart/form-data with a file");
+    let form = match read_form(payload, MAX_DOCUMENT_BYTES).await {
+        Ok(form) => form,
+        Err(FormError::TooLarge) => return Err(too_large()),
+        Err(FormError::Malformed) => return Err(malformed()),
+    };
+    let (bytes, client_name) = form
+        .file
+        .filter(|(b, _)| !b.is_empty())
+        .ok_or_else(malformed)?;
+    let doc_type = DocumentType::sniff(&bytes).ok_or_else(|| {
+        ApiError::new(
+            actix_web::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UNSUPPORTED_MEDIA_TYPE",
+            "Only images, PDF, DOCX and ZIP files are accepted",
+        )
+    })?;
+    let m = flow::post_file(
+        &state,
+        &c,
+        project_id,
+        doc_type,
+        client_name.as_deref(),
+        &bytes,
+    )
+    .await?;
+    Ok(HttpResponse::Created().json(MessageView::from(m)))
+}
+
+/// Downloads a message's file: participants only, always as an attachment.
+#[utoipa::path(
+    tag = "chat",
+    params(("project_id" = i64, Path), ("message_id" = i64, Path)),
+    security(("bearer" = [])),
+    responses((status = 200, description = "The file, as an attachment"))
+)]
+#[get("/api/chat/{project_id}/files/{message_id}")]
+pub async fn download_file(
+    state: web::Data<AppState>,
+    auth: AuthUser,
+    path: web::Path<(i64, i64)>,
+) -> ApiResult<HttpResponse> {
+    let (project_id, id) = path.into_inner();
+    let m = flow::get(&state, &caller(&auth), project_id, id).await?;
+    let not_found = || ApiError::not_found("File not found");
+    let (Some(file), Some(mime)) = (m.file_path.as_deref(), m.file_mime.as_deref()) else {
+        return Err(not_found());
+    };
+    let bytes = tokio::fs::read(state.settings.uploads_dir.join(file))
+        .await
+        .map_err(|_| not_found())?;
+    let name: String = m
+        .file_name
+        .unwrap_or_else(|| "file".into())
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || ".-_ ".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    Ok(HttpResponse::Ok()
+        .content_type(mime)
+        .insert_header(("X-Content-Type-Options", "nosniff"))
+        .insert_header((
+            "Content-Disposition",
+            format!("attachment; filename=\"{name}\""),
+        ))
+        .insert_header(("Cache-Control", "private, no-store"))
+        .body(bytes))
+}
+
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct MarkReadRequest {
+    /// Read up to this message (default: the newest).
+    pub up_to_message_id: Option<i64>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Unread {
+    pub unread: i64,
+}
+
+/// Marks the chat read (up to a message, or all of it); the caller's unread count after.
+#[utoipa::path(
+    tag = "chat",
+    params(("project_id" = i64, Path)),
+    request_body = MarkReadRequest,
+    security(("bearer" = [])),
+    responses((status = 200, body = Unread), (status = 403, body = ErrorBody, description = "CSRF"))
+)]
+#[post("/api/chat/{project_id}/mark-read")]
+pub async fn mark_read(
+    state: web::Data<AppState>,
+    CsrfChecked(auth): CsrfChecked,
+    project_id: web::Path<i64>,
+    body: Option<web::Json<MarkReadRequest>>,
+) -> ApiResult<HttpResponse> {
+    let up_to = body.and_then(|b| b.into_inner().up_to_message_id);
+    let unread = flow::mark_read(&state, &caller(&auth), project_id.into_inner(), up_to).await?;
+    Ok(HttpResponse::Ok().json(Unread { unread }))
+}
