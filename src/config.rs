@@ -100,6 +100,9 @@ pub struct Settings {
     pub crm_sync_internal_rating: bool,
     pub enable_test_reset_endpoint: bool,
     pub test_reset_token: Option<Secret>,
+    /// WebSocket ping interval (`WS_PING_SECONDS`, default 10); a socket without a pong for
+    /// three intervals is closed, and its session is checked again at every ping.
+    pub ws_ping_interval: std::time::Duration,
     /// Pool size (`DATABASE_MAX_CONNECTIONS`); the engine's default when unset.
     pub database_max_connections: Option<u32>,
     /// When set, `/metrics` answers only with `Authorization: Bearer <token>`.
@@ -335,6 +338,12 @@ impl Settings {
             crm_pipeline_id: get("CRM_PIPELINE_ID"),
             crm_sync_internal_rating: flag("CRM_SYNC_INTERNAL_RATING", true)?,
             enable_test_reset_endpoint: reset_enabled,
+            ws_ping_interval: std::time::Duration::from_secs(u64::from(number(
+                "WS_PING_SECONDS",
+                10,
+                1,
+                60,
+            )?)),
             database_max_connections: match get("DATABASE_MAX_CONNECTIONS") {
                 None => None,
                 Some(v) => match v.parse::<u32>() {

@@ -68,14 +68,17 @@ impl Application {
             &jobs,
         );
 
+        let realtime = crate::integrations::realtime::Realtime::start(cache.clone())
+            .await
+            .context("cannot subscribe to the real-time channel")?;
         let dispatcher = Dispatcher::new(
             db.clone(),
             clock.clone(),
             vec![
-                Arc::new(crate::workflows::notify::NotificationConsumer::new(
-                    db.clone(),
-                    clock.clone(),
-                )) as Arc<dyn crate::workflows::outbox::Consumer>,
+                Arc::new(
+                    crate::workflows::notify::NotificationConsumer::new(db.clone(), clock.clone())
+                        .pushing_to(realtime.clone()),
+                ) as Arc<dyn crate::workflows::outbox::Consumer>,
                 Arc::new(crate::workflows::emails::EmailConsumer::new(
                     mailer.clone(),
                     cache.clone(),
@@ -106,6 +109,7 @@ impl Application {
             crm: crm_setup,
             crm_worker: crm_service.worker(),
             webhook_http: Arc::new(webhook_http(&settings)?),
+            realtime,
         };
         crate::workflows::jobs::start_all(&state);
 

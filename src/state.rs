@@ -40,4 +40,6 @@ pub struct AppState {
     pub crm_worker: Option<actors::PeriodicHandle>,
     /// The guarded HTTP client of outgoing user webhooks.
     pub webhook_http: Arc<crate::integrations::webhook_http::WebhookHttp>,
+    /// Frames to WebSocket sessions, fanned out through the cache's pub/sub.
+    pub realtime: Arc<crate::integrations::realtime::Realtime>,
 }

@@ -16,6 +16,7 @@ pub mod pagination;
 pub mod rate_limit;
 pub mod routes;
 pub mod system;
+pub mod ws;
 
 pub use error::{ApiError, ApiResult};
 pub use openapi::ApiDoc;
@@ -166,6 +167,9 @@ pub fn configure(cfg: &mut ServiceConfig) {
             .service(ms::reject)
             .service(routes::timers::release_engagement);
     }
+    // WebSockets: notifications and chat rooms.
+    cfg.service(ws::notifications_socket)
+        .service(ws::chat_socket);
     // A project's chat.
     {
         use routes::chat;

@@ -4,4 +4,5 @@ pub mod cache;
 pub mod crm;
 pub mod mail;
 pub mod processor;
+pub mod realtime;
 pub mod webhook_http;

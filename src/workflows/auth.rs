@@ -187,6 +187,25 @@ pub async fn authenticate(
     Ok((claims, session, user))
 }
 
+/// Whether session `session_id` of `user_id` is still live and its user in good standing: a
+/// long-lived connection (a WebSocket) asks again from time to time.
+pub async fn still_valid(
+    state: &AppState,
+    session_id: i64,
+    user_id: i64,
+) -> Result<User, SessionError> {
+    let mut conn = state.db.conn().await?;
+    let (session, user) = users::find_by_session(conn.exec(), session_id)
+        .await?
+        .filter(|(s, _)| s.user_id == user_id)
+        .ok_or(AuthError::Invalid)?;
+    drop(conn);
+    let now = state.clock.now();
+    check_live(&session, now)?;
+    check_standing(&user, now)?;
+    Ok(user)
+}
+
 /// The live session a refresh token belongs to, checked against the client's session id
 /// when one is required.
 pub async fn session_of_refresh(

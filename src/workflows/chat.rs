@@ -2,16 +2,59 @@
 //! and write; to anyone else the chat does not exist (404). Each new message, edit and
 //! deletion is recorded as an event, for the live rooms and the e-mail digest to follow.
 
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
+use utoipa::ToSchema;
 
 use crate::domain::token::random_token;
 use crate::domain::upload::{DocumentType, clean_file_name};
+use crate::integrations::realtime::chat_room;
 use crate::state::AppState;
 use crate::store::chat::{self, Attachment, Message};
 use crate::store::events::{self, NewEvent};
 use crate::store::{Exec, Tx, projects};
 use crate::workflows::error::{FlowError, FlowResult};
 use crate::workflows::projects::Caller;
+
+/// A message as every participant sees it (DESIGN §10).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct MessageView {
+    pub id: i64,
+    pub project_id: i64,
+    pub sender_id: Option<i64>,
+    /// Empty once deleted (the tombstone keeps its place).
+    pub content: String,
+    pub file_name: Option<String>,
+    pub file_type: Option<String>,
+    pub file_size: Option<i64>,
+    /// Where participants download the file.
+    pub file_url: Option<String>,
+    pub edited_at: Option<DateTime<Utc>>,
+    pub deleted_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<Message> for MessageView {
+    fn from(m: Message) -> Self {
+        Self {
+            file_url: m
+                .file_path
+                .as_ref()
+                .map(|_| format!("/api/chat/{}/files/{}", m.project_id, m.id)),
+            id: m.id,
+            project_id: m.project_id,
+            sender_id: m.sender_id,
+            content: m.content,
+            file_name: m.file_name,
+            file_type: m.file_mime,
+            file_size: m.file_size,
+            edited_at: m.edited_at,
+            deleted_at: m.deleted_at,
+            created_at: m.created_at,
+        }
+    }
+}
 
 /// Longest message, in characters.
 pub const MAX_CONTENT_CHARS: usize = 5000;
@@ -64,6 +107,20 @@ async fn record(
     Ok(())
 }
 
+/// Sends a frame to the project's room (every instance); a lost frame is found by the
+/// client's next read over REST, so it never fails the change itself.
+async fn push(state: &AppState, project_id: i64, kind: &str, data: serde_json::Value) {
+    let frame = json!({"type": kind, "data": data}).to_string();
+    if let Err(e) = state.realtime.publish(&chat_room(project_id), &frame).await {
+        tracing::warn!(error = %e, project_id, "chat frame not pushed");
+    }
+}
+
+async fn push_message(state: &AppState, kind: &str, m: &Message) {
+    let data = serde_json::to_value(MessageView::from(m.clone())).unwrap_or_default();
+    push(state, m.project_id, kind, data).await;
+}
+
 async fn insert(
     state: &AppState,
     caller: &Caller,
@@ -81,6 +138,7 @@ async fn insert(
     record(&mut tx, "chat.message_created", &message, now).await?;
     tx.commit().await?;
     state.outbox.wake();
+    push_message(state, "message.created", &message).await;
     Ok(message)
 }
 
@@ -92,6 +150,11 @@ pub async fn post(
 ) -> FlowResult<Message> {
     let content = check_content(content)?;
     insert(state, caller, project_id, &content, None).await
+}
+
+/// Tells the room that `caller` is typing; relayed, never stored.
+pub async fn typing(state: &AppState, caller: &Caller, project_id: i64) {
+    push(state, project_id, "typing", json!({"user_id": caller.id})).await;
 }
 
 /// Stores the file under `UPLOADS_DIR/chat/{project_id}/` with a name of ours, then the
@@ -182,6 +245,7 @@ pub async fn edit(
     record(&mut tx, "chat.message_updated", &m, now).await?;
     tx.commit().await?;
     state.outbox.wake();
+    push_message(state, "message.updated", &m).await;
     Ok(m)
 }
 
@@ -220,6 +284,7 @@ pub async fn delete(
     if let Some(file) = &m.file_path {
         let _ = tokio::fs::remove_file(state.settings.uploads_dir.join(file)).await;
     }
+    push_message(state, "message.deleted", &gone).await;
     Ok(gone)
 }
 
@@ -245,6 +310,13 @@ pub async fn mark_read(
     };
     if let Some(up_to) = up_to {
         chat::mark_read(conn.exec(), project_id, caller.id, up_to, state.clock.now()).await?;
+        push(
+            state,
+            project_id,
+            "read",
+            json!({"user_id": caller.id, "up_to_message_id": up_to}),
+        )
+        .await;
     }
     Ok(chat::unread(conn.exec(), project_id, caller.id).await?)
 }

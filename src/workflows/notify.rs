@@ -17,7 +17,10 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use std::sync::Arc;
+
 use crate::clock::Clock;
+use crate::integrations::realtime::{Realtime, user_room};
 use crate::store::events::Event;
 use crate::store::notifications::{self, NewNotification};
 use crate::store::{Db, Exec, StoreResult};
@@ -102,7 +105,33 @@ pub async fn store_test(
         .await?
         .ok_or_else(|| FlowError::not_found("Notification not found"))?;
     tx.commit().await?;
+    let pushed = frame(
+        notification.id,
+        &notification.kind,
+        &notification.title,
+        &notification.message,
+        &notification.data.0,
+        notification.created_at,
+    );
+    if let Err(e) = state.realtime.publish(&user_room(user_id), &pushed).await {
+        tracing::warn!(error = %e, "test notification not pushed");
+    }
     Ok(notification)
+}
+
+/// A notification as its socket frame (DESIGN §6): `{type, id, title, message, data,
+/// created_at}`.
+pub fn frame(
+    id: i64,
+    kind: &str,
+    title: &str,
+    message: &str,
+    data: &Value,
+    created_at: DateTime<Utc>,
+) -> String {
+    json!({"type": kind, "id": id, "title": title, "message": message, "data": data,
+           "created_at": created_at})
+    .to_string()
 }
 
 /// A `notify` entry for one person.
@@ -155,15 +184,27 @@ fn entries_of(event: &Event) -> Vec<Entry> {
         .collect()
 }
 
-/// Turns the `notify` array of any event into stored notifications.
+/// Turns the `notify` array of any event into stored notifications, each pushed to its
+/// user's live sockets once stored.
 pub struct NotificationConsumer {
     db: Db,
     clock: Clock,
+    realtime: Option<Arc<Realtime>>,
 }
 
 impl NotificationConsumer {
     pub fn new(db: Db, clock: Clock) -> Self {
-        Self { db, clock }
+        Self {
+            db,
+            clock,
+            realtime: None,
+        }
+    }
+
+    /// Pushes every notification it stores to the user's sockets.
+    pub fn pushing_to(mut self, realtime: Arc<Realtime>) -> Self {
+        self.realtime = Some(realtime);
+        self
     }
 
     /// Stores the event's notifications in one transaction; how many were new.
@@ -181,6 +222,7 @@ impl NotificationConsumer {
         };
         let empty = json!({});
         let mut stored = 0;
+        let mut frames = Vec::new();
         for entry in &entries {
             let recipients = entry.user_id.into_iter().chain(
                 entry
@@ -201,10 +243,26 @@ impl NotificationConsumer {
                     now,
                 )
                 .await?;
-                stored += usize::from(id.is_some());
+                if let Some(id) = id {
+                    stored += 1;
+                    let data = entry.data.clone().unwrap_or_else(|| json!({}));
+                    frames.push((
+                        user_id,
+                        frame(id, &entry.kind, &entry.title, &entry.message, &data, now),
+                    ));
+                }
             }
         }
         tx.commit().await?;
+        if let Some(realtime) = &self.realtime {
+            for (user_id, frame) in frames {
+                // Stored is what counts: a frame lost here is found by the client's next
+                // `GET /api/notifications`, so a failed push does not fail the event.
+                if let Err(e) = realtime.publish(&user_room(user_id), &frame).await {
+                    tracing::warn!(error = %e, "notification not pushed");
+                }
+            }
+        }
         Ok(stored)
     }
 }

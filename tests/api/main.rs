@@ -20,6 +20,7 @@ mod platform_metrics;
 mod processor;
 mod profiles;
 mod projects;
+mod realtime;
 mod reviews;
 mod store;
 mod system;

@@ -2,7 +2,6 @@
 //! administrators; 404 for anyone else.
 
 use actix_web::{HttpResponse, delete, get, post, put, web};
-use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -13,47 +12,8 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::multipart::{FormError, read_form};
 use crate::http::pagination::PageQuery;
 use crate::state::AppState;
-use crate::store::chat::{self as store, Message};
-use crate::workflows::chat as flow;
-
-/// A message as every participant sees it (DESIGN §10).
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct MessageView {
-    pub id: i64,
-    pub project_id: i64,
-    pub sender_id: Option<i64>,
-    /// Empty once deleted (the tombstone keeps its place).
-    pub content: String,
-    pub file_name: Option<String>,
-    pub file_type: Option<String>,
-    pub file_size: Option<i64>,
-    /// Where participants download the file.
-    pub file_url: Option<String>,
-    pub edited_at: Option<DateTime<Utc>>,
-    pub deleted_at: Option<DateTime<Utc>>,
-    pub created_at: DateTime<Utc>,
-}
-
-impl From<Message> for MessageView {
-    fn from(m: Message) -> Self {
-        Self {
-            file_url: m
-                .file_path
-                .as_ref()
-                .map(|_| format!("/api/chat/{}/files/{}", m.project_id, m.id)),
-            id: m.id,
-            project_id: m.project_id,
-            sender_id: m.sender_id,
-            content: m.content,
-            file_name: m.file_name,
-            file_type: m.file_mime,
-            file_size: m.file_size,
-            edited_at: m.edited_at,
-            deleted_at: m.deleted_at,
-            created_at: m.created_at,
-        }
-    }
-}
+use crate::store::chat as store;
+use crate::workflows::chat::{self as flow, MessageView};
 
 /// One page of messages, newest first, and the caller's unread count.
 #[derive(Debug, Serialize, ToSchema)]

@@ -1,0 +1,349 @@
+//! WebSockets: `GET /api/ws/notifications` (the caller's notifications as they are stored)
+//! and `GET /api/ws/chat/{project_id}` (the project's chat room). DESIGN §9 fixes the paths,
+//! the token rule and the frames.
+//!
+//! Each socket is one session task: it joins its rooms in `state.realtime` (a bounded queue;
+//! a slow consumer is dropped and its socket closed), pings every `WS_PING_SECONDS` and closes
+//! after three intervals without a pong, and at every ping checks its session again, so a
+//! logout, a suspension or an expired token closes the socket with code 1008 (policy). Frames
+//! over 64 KiB close it with 1009; anything else it cannot read gets an `error` frame.
+
+use std::time::Instant;
+
+use actix_web::{HttpRequest, HttpResponse, get, web};
+use actix_ws::{CloseCode, CloseReason, Message};
+use serde::Deserialize;
+use serde_json::json;
+use utoipa::IntoParams;
+
+use super::auth::{REFRESH_COOKIE, bearer_token};
+use super::error::{ApiError, ApiResult, ErrorBody};
+use crate::domain::token::constant_time_eq;
+use crate::integrations::realtime::{Frame, chat_room, user_room};
+use crate::state::AppState;
+use crate::store::notifications;
+use crate::store::users::User;
+use crate::workflows::auth::{self as sessions, AuthError};
+use crate::workflows::chat;
+use crate::workflows::projects::Caller;
+
+/// Largest frame a client may send.
+const MAX_FRAME: usize = 64 * 1024;
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct TokenQuery {
+    /// The access token (or send `Authorization: Bearer …`, or the session cookie from an
+    /// allowed `Origin`). Never logged.
+    pub token: Option<String>,
+}
+
+/// Who is on the socket, and how to check again that they still may be.
+struct Socket {
+    user: User,
+    session_id: i64,
+    /// The access token, when the socket was opened with one: its expiry ends the socket.
+    token: Option<String>,
+}
+
+impl Socket {
+    fn caller(&self) -> Caller {
+        use crate::domain::user::Role;
+        Caller {
+            id: self.user.id,
+            admin: self.user.roles.contains(&Role::Admin),
+            company: self.user.roles.contains(&Role::Empresa),
+            expert: self.user.roles.contains(&Role::Experto),
+        }
+    }
+
+    /// Still allowed: the token unexpired, the session live, the account in good standing.
+    async fn still_valid(&self, state: &AppState) -> bool {
+        match &self.token {
+            Some(token) => sessions::authenticate(state, token).await.is_ok(),
+            None => sessions::still_valid(state, self.session_id, self.user.id)
+                .await
+                .is_ok(),
+        }
+    }
+}
+
+/// The origin (`scheme://host[:port]`) of a URL.
+fn origin_of(url: &str) -> &str {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    match url[after_scheme..].find('/') {
+        Some(i) => &url[..after_scheme + i],
+        None => url,
+    }
+}
+
+async fn authenticate(
+    state: &AppState,
+    req: &HttpRequest,
+    token: Option<String>,
+) -> ApiResult<Socket> {
+    if let Some(token) = token.or_else(|| bearer_token(req)) {
+        let (_, session, user) = sessions::authenticate(state, &token).await?;
+        return Ok(Socket {
+            user,
+            session_id: session.id,
+            token: Some(token),
+        });
+    }
+    // The session cookie rides along on any request the browser makes, so it only counts
+    // from the front end's own origin (cross-site WebSocket hijacking).
+    let cookie = req.cookie(REFRESH_COOKIE).ok_or(AuthError::Missing)?;
+    let origin = req
+        .headers()
+        .get(actix_web::http::header::ORIGIN)
+        .and_then(|o| o.to_str().ok())
+        .unwrap_or_default();
+    let allowed = origin_of(&state.settings.frontend_url);
+    if !constant_time_eq(origin.as_bytes(), allowed.as_bytes()) {
+        return Err(ApiError::forbidden(
+            "The session cookie is accepted only from the front end's origin",
+        ));
+    }
+    let (session, user) = sessions::session_of_refresh(state, cookie.value(), None).await?;
+    Ok(Socket {
+        user,
+        session_id: session.id,
+        token: None,
+    })
+}
+
+/// The caller's notifications, pushed as they are stored (`{type, id, title, message, data,
+/// created_at}`); the first frame is `{"type": "unread_count", "data": {"unread": n}}`.
+#[utoipa::path(
+    tag = "realtime",
+    params(TokenQuery),
+    security(("bearer" = [])),
+    responses(
+        (status = 101, description = "Switching to the WebSocket protocol"),
+        (status = 403, body = ErrorBody, description = "Session cookie from another origin"),
+    )
+)]
+#[get("/api/ws/notifications")]
+pub async fn notifications_socket(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    query: web::Query<TokenQuery>,
+    body: web::Payload,
+) -> ApiResult<HttpResponse> {
+    let socket = authenticate(&state, &req, query.into_inner().token).await?;
+    let unread = {
+        let mut conn = state.db.conn().await?;
+        notifications::unread_count(conn.exec(), socket.user.id).await?
+    };
+    let greeting = json!({"type": "unread_count", "id": null, "title": "", "message": "",
+                          "data": {"unread": unread}, "created_at": state.clock.now()})
+    .to_string();
+    let room = user_room(socket.user.id);
+    open(state, req, body, socket, room, None, Some(greeting))
+}
+
+/// The project's chat room for its company, its selected expert and administrators (404
+/// otherwise). Frames `{type: message.created | message.updated | message.deleted | read |
+/// typing | error, data}`. The client sends `{"type": "message", "content": "…"}` (stored,
+/// then fanned out like a REST post) or `{"type": "typing"}` (relayed, never stored).
+#[utoipa::path(
+    tag = "realtime",
+    params(("project_id" = i64, Path), TokenQuery),
+    security(("bearer" = [])),
+    responses(
+        (status = 101, description = "Switching to the WebSocket protocol"),
+        (status = 403, body = ErrorBody, description = "Session cookie from another origin"),
+    )
+)]
+#[get("/api/ws/chat/{project_id}")]
+pub async fn chat_socket(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<i64>,
+    query: web::Query<TokenQuery>,
+    body: web::Payload,
+) -> ApiResult<HttpResponse> {
+    let project_id = path.into_inner();
+    let socket = authenticate(&state, &req, query.into_inner().token).await?;
+    {
+        let mut conn = state.db.conn().await?;
+        chat::require_participant(conn.exec(), &socket.caller(), project_id).await?;
+    }
+    open(
+        state,
+        req,
+        body,
+        socket,
+        chat_room(project_id),
+        Some(project_id),
+        None,
+    )
+}
+
+fn open(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: web::Payload,
+    socket: Socket,
+    room: String,
+    chat_project: Option<i64>,
+    greeting: Option<String>,
+) -> ApiResult<HttpResponse> {
+    let (response, session, stream) = actix_ws::handle(&req, body)
+        .map_err(|e| ApiError::bad_request("NOT_A_WEBSOCKET", e.to_string()))?;
+    let stream = stream.max_frame_size(MAX_FRAME);
+    actix_web::rt::spawn(run(
+        state.into_inner(),
+        socket,
+        room,
+        chat_project,
+        greeting,
+        session,
+        stream,
+    ));
+    Ok(response)
+}
+
+fn close(code: CloseCode, description: &str) -> Option<CloseReason> {
+    Some(CloseReason {
+        code,
+        description: Some(description.to_owned()),
+    })
+}
+
+async fn run(
+    state: std::sync::Arc<AppState>,
+    socket: Socket,
+    room: String,
+    chat_project: Option<i64>,
+    greeting: Option<String>,
+    mut session: actix_ws::Session,
+    mut stream: actix_ws::MessageStream,
+) {
+    let (member, mut frames) = state.realtime.join(&room);
+    let every = state.settings.ws_ping_interval;
+    let mut ping = tokio::time::interval(every);
+    ping.tick().await;
+    let mut last_pong = Instant::now();
+    let mut reason = None;
+    if let Some(greeting) = greeting
+        && session.text(greeting).await.is_err()
+    {
+        state.realtime.leave(member);
+        return;
+    }
+    loop {
+        tokio::select! {
+            frame = frames.recv() => match frame {
+                Some(frame) => {
+                    if session.text(Frame::as_ref(&frame).to_owned()).await.is_err() {
+                        break;
+                    }
+                }
+                None => {
+                    // The hub dropped this socket: it fell too far behind.
+                    reason = close(CloseCode::Again, "too slow: reconnect and read over REST");
+                    break;
+                }
+            },
+            message = stream.recv() => match message {
+                Some(Ok(Message::Ping(bytes))) => {
+                    if session.pong(&bytes).await.is_err() {
+                        break;
+                    }
+                }
+                Some(Ok(Message::Pong(_))) => last_pong = Instant::now(),
+                Some(Ok(Message::Text(text))) => {
+                    let answer = handle_text(&state, &socket, chat_project, &text).await;
+                    if let Some(error) = answer
+                        && session.text(error).await.is_err()
+                    {
+                        break;
+                    }
+                }
+                Some(Ok(Message::Close(why))) => {
+                    reason = why;
+                    break;
+                }
+                Some(Ok(Message::Binary(_) | Message::Continuation(_))) => {
+                    if session.text(error_frame("binary frames are not accepted")).await.is_err() {
+                        break;
+                    }
+                }
+                Some(Ok(Message::Nop)) => {}
+                Some(Err(actix_ws::ProtocolError::Overflow)) => {
+                    reason = close(CloseCode::Size, "frame over 64 KiB");
+                    break;
+                }
+                Some(Err(_)) => {
+                    reason = close(CloseCode::Protocol, "malformed frame");
+                    break;
+                }
+                None => break,
+            },
+            _ = ping.tick() => {
+                if last_pong.elapsed() > every * 3 {
+                    reason = close(CloseCode::Away, "no pong");
+                    break;
+                }
+                if !socket.still_valid(&state).await {
+                    reason = close(CloseCode::Policy, "the session has ended");
+                    break;
+                }
+                if session.ping(b"").await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    state.realtime.leave(member);
+    let _ = session.close(reason).await;
+}
+
+fn error_frame(detail: &str) -> String {
+    json!({"type": "error", "data": {"detail": detail}}).to_string()
+}
+
+#[derive(Deserialize)]
+struct ClientFrame {
+    #[serde(rename = "type")]
+    kind: String,
+    content: Option<String>,
+}
+
+/// A client's text frame in a chat room: a message to store, or typing to relay. Answers an
+/// `error` frame when it cannot be done.
+async fn handle_text(
+    state: &AppState,
+    socket: &Socket,
+    chat_project: Option<i64>,
+    text: &str,
+) -> Option<String> {
+    let Some(project_id) = chat_project else {
+        return Some(error_frame("this socket only receives"));
+    };
+    let Ok(frame) = serde_json::from_str::<ClientFrame>(text) else {
+        return Some(error_frame(
+            "expected {\"type\": \"message\" | \"typing\", …}",
+        ));
+    };
+    let caller = socket.caller();
+    match frame.kind.as_str() {
+        "message" => match chat::post(
+            state,
+            &caller,
+            project_id,
+            frame.content.as_deref().unwrap_or_default(),
+        )
+        .await
+        {
+            Ok(_) => None,
+            Err(e) => Some(error_frame(&e.to_string())),
+        },
+        "typing" => {
+            chat::typing(state, &caller, project_id).await;
+            None
+        }
+        _ => Some(error_frame("unknown frame type")),
+    }
+}
