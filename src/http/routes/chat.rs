@@ -5,11 +5,10 @@ use actix_web::{HttpResponse, delete, get, post, put, web};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use super::documents::{attachment, read_document};
 use super::projects::caller;
-use crate::domain::upload::{DocumentType, MAX_DOCUMENT_BYTES};
 use crate::http::auth::{AuthUser, CsrfChecked};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::http::multipart::{FormError, read_form};
 use crate::http::pagination::PageQuery;
 use crate::state::AppState;
 use crate::store::chat as store;
@@ -181,14 +180,6 @@ pub struct ChatUpload {
     file: Vec<u8>,
 }
 
-fn too_large() -> ApiError {
-    ApiError::new(
-        actix_web::http::StatusCode::PAYLOAD_TOO_LARGE,
-        "PAYLOAD_TOO_LARGE",
-        "The file is larger than 10 MB",
-    )
-}
-
 /// Posts a file as a message (201).
 #[utoipa::path(
     tag = "chat",
@@ -217,33 +208,14 @@ pub async fn upload_file(
         let mut conn = state.db.conn().await?;
         flow::require_participant(conn.exec(), &c, project_id).await?;
     }
-    if crate::http::multipart::declared_too_large(&req) {
-        return Err(too_large());
-    }
-    let malformed = || ApiError::invalid_field("file", "expected multipart/form-data with a file");
-    let form = match read_form(payload, MAX_DOCUMENT_BYTES).await {
-        Ok(form) => form,
-        Err(FormError::TooLarge) => return Err(too_large()),
-        Err(FormError::Malformed) => return Err(malformed()),
-    };
-    let (bytes, client_name) = form
-        .file
-        .filter(|(b, _)| !b.is_empty())
-        .ok_or_else(malformed)?;
-    let doc_type = DocumentType::sniff(&bytes).ok_or_else(|| {
-        ApiError::new(
-            actix_web::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "UNSUPPORTED_MEDIA_TYPE",
-            "Only images, PDF, DOCX and ZIP files are accepted",
-        )
-    })?;
+    let upload = read_document(&req, payload).await?;
     let m = flow::post_file(
         &state,
         &c,
         project_id,
-        doc_type,
-        client_name.as_deref(),
-        &bytes,
+        upload.doc_type,
+        upload.client_name.as_deref(),
+        &upload.bytes,
     )
     .await?;
     Ok(HttpResponse::Created().json(MessageView::from(m)))
@@ -271,29 +243,9 @@ pub async fn download_file(
     let bytes = tokio::fs::read(state.settings.uploads_dir.join(file))
         .await
         .map_err(|_| not_found())?;
-    let name: String = m
-        .file_name
-        .unwrap_or_else(|| "file".into())
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || ".-_ ".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    Ok(HttpResponse::Ok()
-        .content_type(mime)
-        .insert_header(("X-Content-Type-Options", "nosniff"))
-        .insert_header((
-            "Content-Disposition",
-            format!("attachment; filename=\"{name}\""),
-        ))
-        .insert_header(("Cache-Control", "private, no-store"))
-        .body(bytes))
+    let name = m.file_name.as_deref().unwrap_or("file");
+    Ok(attachment(mime, name, bytes))
 }
-
 #[derive(Debug, Default, Deserialize, ToSchema)]
 pub struct MarkReadRequest {
     /// Read up to this message (default: the newest).

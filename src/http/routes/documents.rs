@@ -85,33 +85,15 @@ pub async fn upload(
     req: actix_web::HttpRequest,
     payload: actix_multipart::Multipart,
 ) -> ApiResult<HttpResponse> {
-    if crate::http::multipart::declared_too_large(&req) {
-        return Err(too_large());
-    }
-    let malformed = || ApiError::invalid_field("file", "expected multipart/form-data with a file");
-    let form = match read_form(payload, MAX_DOCUMENT_BYTES).await {
-        Ok(form) => form,
-        Err(FormError::TooLarge) => return Err(too_large()),
-        Err(FormError::Malformed) => return Err(malformed()),
-    };
-    let kind = form.fields.get("kind").map_or("other", |k| k.trim());
+    let upload = read_document(&req, payload).await?;
+    let kind = upload.fields.get("kind").map_or("other", |k| k.trim());
     if !["verification", "portfolio", "other"].contains(&kind) {
         return Err(ApiError::invalid_field(
             "kind",
             "must be verification, portfolio or other",
         ));
     }
-    let (bytes, client_name) = form
-        .file
-        .filter(|(b, _)| !b.is_empty())
-        .ok_or_else(malformed)?;
-    let doc_type = DocumentType::sniff(&bytes).ok_or_else(|| {
-        ApiError::new(
-            actix_web::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "UNSUPPORTED_MEDIA_TYPE",
-            "Only images, PDF, DOCX and ZIP files are accepted",
-        )
-    })?;
+    let (bytes, client_name, doc_type) = (upload.bytes, upload.client_name, upload.doc_type);
 
     let document = crate::workflows::documents::store(
         &state,
@@ -151,8 +133,55 @@ pub async fn download(
     let bytes = tokio::fs::read(state.settings.uploads_dir.join(&document.file_path))
         .await
         .map_err(|_| not_found())?;
-    let ascii_name: String = document
-        .file_name
+    Ok(attachment(&document.file_mime, &document.file_name, bytes))
+}
+
+/// A document upload read and typed: the file, the client's name for it, its type from the
+/// content, and the form's other fields. 413 over 10 MB, 415 outside the allowed types, 422
+/// without a file.
+pub(crate) struct DocumentUploadForm {
+    pub bytes: Vec<u8>,
+    pub client_name: Option<String>,
+    pub doc_type: DocumentType,
+    pub fields: std::collections::HashMap<String, String>,
+}
+
+pub(crate) async fn read_document(
+    req: &actix_web::HttpRequest,
+    payload: actix_multipart::Multipart,
+) -> ApiResult<DocumentUploadForm> {
+    if crate::http::multipart::declared_too_large(req) {
+        return Err(too_large());
+    }
+    let malformed = || ApiError::invalid_field("file", "expected multipart/form-data with a file");
+    let form = match read_form(payload, MAX_DOCUMENT_BYTES).await {
+        Ok(form) => form,
+        Err(FormError::TooLarge) => return Err(too_large()),
+        Err(FormError::Malformed) => return Err(malformed()),
+    };
+    let (bytes, client_name) = form
+        .file
+        .filter(|(b, _)| !b.is_empty())
+        .ok_or_else(malformed)?;
+    let doc_type = DocumentType::sniff(&bytes).ok_or_else(|| {
+        ApiError::new(
+            actix_web::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UNSUPPORTED_MEDIA_TYPE",
+            "Only images, PDF, DOCX and ZIP files are accepted",
+        )
+    })?;
+    Ok(DocumentUploadForm {
+        bytes,
+        client_name,
+        doc_type,
+        fields: form.fields,
+    })
+}
+
+/// A stored file as a download: always an attachment (never rendered by the browser), its
+/// type as detected at upload, not cached, the name reduced to safe ASCII.
+pub(crate) fn attachment(mime: &str, file_name: &str, bytes: Vec<u8>) -> HttpResponse {
+    let ascii_name: String = file_name
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || ".-_ ".contains(c) {
@@ -162,13 +191,13 @@ pub async fn download(
             }
         })
         .collect();
-    Ok(HttpResponse::Ok()
-        .content_type(document.file_mime.as_str())
+    HttpResponse::Ok()
+        .content_type(mime)
         .insert_header(("X-Content-Type-Options", "nosniff"))
         .insert_header((
             "Content-Disposition",
             format!("attachment; filename=\"{ascii_name}\""),
         ))
         .insert_header(("Cache-Control", "private, no-store"))
-        .body(bytes))
+        .body(bytes)
 }
