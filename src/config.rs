@@ -123,6 +123,10 @@ pub struct Settings {
     pub webhook_allow_private_targets: bool,
     /// `WEBHOOK_CA_FILE`: one more trusted root (PEM) for webhook receivers.
     pub webhook_ca_file: Option<PathBuf>,
+    /// `TRUSTED_PROXIES`: address blocks (comma-separated, e.g. `10.0.0.0/8,::1`) whose
+    /// `Forwarded`/`X-Forwarded-For` headers are believed for rate limits and logs. Empty by
+    /// default: the connected peer is the client.
+    pub trusted_proxies: Vec<crate::domain::client_address::Cidr>,
 }
 
 /// A secret string: compared and used, never printed.
@@ -366,6 +370,18 @@ impl Settings {
             funding_reminder_after: days("FUNDING_REMINDER_DAYS", 3)?,
             webhook_allow_private_targets: flag("WEBHOOK_ALLOW_PRIVATE_TARGETS", false)?,
             webhook_ca_file: get("WEBHOOK_CA_FILE").map(PathBuf::from),
+            trusted_proxies: get("TRUSTED_PROXIES")
+                .unwrap_or_default()
+                .split(',')
+                .filter(|entry| !entry.trim().is_empty())
+                .map(|entry| {
+                    entry
+                        .parse()
+                        .map_err(|e: crate::domain::client_address::InvalidCidr| {
+                            invalid("TRUSTED_PROXIES", e.to_string())
+                        })
+                })
+                .collect::<Result<_, _>>()?,
         })
     }
 

@@ -46,6 +46,7 @@ fn main() -> ExitCode {
         }
     };
     telemetry::init(settings.log_format);
+    telemetry::log_panics();
     // The actix system runtime hosts the HTTP server and the actors' arbiters.
     let result =
         actix_web::rt::System::new().block_on(run(cli.command.unwrap_or(Command::Serve), settings));

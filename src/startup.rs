@@ -231,6 +231,8 @@ fn run(listener: TcpListener, state: AppState, workers: Option<usize>) -> anyhow
     let data = web::Data::new(state);
     let http_metrics = web::Data::new(http::metrics::HttpMetrics::default());
     let openapi = web::Data::new(openapi_document());
+    let known_routes = web::Data::new(http::KnownRoutes::new(&openapi));
+    let frontend_url = data.settings.frontend_url.clone();
     let mut server = HttpServer::new(move || {
         let (app, _) = App::new()
             .into_utoipa_app()
@@ -240,11 +242,14 @@ fn run(listener: TcpListener, state: AppState, workers: Option<usize>) -> anyhow
         app.app_data(data.clone())
             .app_data(http_metrics.clone())
             .app_data(openapi.clone())
+            .app_data(known_routes.clone())
             .configure(http::extractor_configs)
             .default_service(web::to(http::no_route))
             // Outermost last: the request context sees the final status of everything inside.
+            .wrap(from_fn(http::text_guard::refuse_forbidden_text))
             .wrap(from_fn(http::rate_limit::global_limit))
             .wrap(NormalizePath::new(TrailingSlash::Trim))
+            .wrap(http::cors::allow_list(&frontend_url))
             .wrap(from_fn(http::middleware::request_context))
     })
     .listen(listener)?;

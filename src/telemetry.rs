@@ -20,3 +20,11 @@ pub fn init(format: LogFormat) {
         LogFormat::Pretty => builder.try_init(),
     };
 }
+
+/// Panics go to the log as one error line with their location (the service answers the
+/// request 500 and keeps serving), instead of a bare message on standard error.
+pub fn log_panics() {
+    std::panic::set_hook(Box::new(|info| {
+        tracing::error!(panic = %info, "a task panicked");
+    }));
+}

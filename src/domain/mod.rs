@@ -1,6 +1,7 @@
 //! Types and rules with no I/O.
 
 pub mod access_token;
+pub mod client_address;
 pub mod commission;
 pub mod crm;
 pub mod dac7;
@@ -10,6 +11,7 @@ pub mod money_audit;
 pub mod profile;
 pub mod project;
 pub mod reputation;
+pub mod text;
 pub mod token;
 pub mod upload;
 pub mod user;

@@ -92,7 +92,11 @@ pub fn clean_file_name(name: Option<&str>) -> String {
         .unwrap_or_default();
     let cleaned: String = base
         .chars()
-        .filter(|c| !c.is_control() && !matches!(c, '"' | '<' | '>' | '|' | ':' | '*' | '?'))
+        .filter(|c| {
+            !c.is_control()
+                && !super::text::is_forbidden(*c)
+                && !matches!(c, '"' | '<' | '>' | '|' | ':' | '*' | '?')
+        })
         .take(120)
         .collect();
     let cleaned = cleaned.trim().trim_start_matches('.').to_owned();
@@ -138,6 +142,10 @@ mod tests {
         assert_eq!(clean_file_name(Some("C:\\Users\\a\\cv.pdf")), "cv.pdf");
         assert_eq!(clean_file_name(Some(".hidden")), "hidden");
         assert_eq!(clean_file_name(Some("a\u{0}b\"c.pdf")), "abc.pdf");
+        assert_eq!(
+            clean_file_name(Some("invoice\u{202E}fdp.exe")),
+            "invoicefdp.exe"
+        );
         assert_eq!(clean_file_name(None), "document");
     }
 }

@@ -208,10 +208,9 @@ pub fn client_info(req: &HttpRequest) -> ClientInfo {
     }
 }
 
-/// The address of the connected peer. Forwarding headers are not trusted: anyone can send
-/// them, and they would let a client pick its own rate-limit bucket.
+/// The client's address (forwarding headers only from `TRUSTED_PROXIES`).
 pub fn peer_ip(req: &HttpRequest) -> Option<String> {
-    req.peer_addr().map(|a| a.ip().to_string())
+    super::client_ip::client_ip(req).map(|ip| ip.to_string())
 }
 
 /// Builds the session cookies with the attributes of the specification's table:

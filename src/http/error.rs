@@ -220,9 +220,12 @@ pub mod extract {
     use actix_web::error::{JsonPayloadError, PathError, QueryPayloadError};
     use actix_web::{HttpRequest, web};
 
+    /// The largest JSON body any route reads.
+    pub const JSON_BODY_LIMIT: usize = 1024 * 1024;
+
     pub fn json_config() -> web::JsonConfig {
         web::JsonConfig::default()
-            .limit(1024 * 1024)
+            .limit(JSON_BODY_LIMIT)
             .error_handler(|err, _req: &HttpRequest| {
                 let error = match &err {
                     JsonPayloadError::ContentType => ApiError::new(

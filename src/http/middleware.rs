@@ -1,13 +1,16 @@
 //! Request-wide middleware: request id, tracing span, access log and metrics.
 
-use actix_web::body::MessageBody;
+use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::middleware::Next;
 use actix_web::{Error, HttpMessage as _, web};
+use futures_util::FutureExt as _;
+use std::panic::AssertUnwindSafe;
 use std::time::Instant;
 use tracing::Instrument as _;
 
+use crate::http::error::ApiError;
 use crate::http::metrics::HttpMetrics;
 
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
@@ -23,7 +26,7 @@ pub struct RequestId(pub String);
 pub async fn request_context(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<impl MessageBody>, Error> {
+) -> Result<ServiceResponse<BoxBody>, Error> {
     let request_id = req
         .headers()
         .get(REQUEST_ID_HEADER)
@@ -50,10 +53,21 @@ pub async fn request_context(
         method = %method,
         path = %req.path(),
     );
+    let client = crate::http::client_ip::client_ip(req.request());
     let metrics = req.app_data::<web::Data<HttpMetrics>>().cloned();
     let started = Instant::now();
 
-    let result = next.call(req).instrument(span.clone()).await;
+    // A panicking handler is answered 500 in the error shape (the server renders an `Err`
+    // through `ApiError`) instead of dropping the connection; the panic hook (telemetry) has
+    // logged where it happened. The request cannot be kept aside for the answer: routing
+    // needs it unshared.
+    let result = match AssertUnwindSafe(next.call(req).instrument(span.clone()))
+        .catch_unwind()
+        .await
+    {
+        Ok(result) => result.map(ServiceResponse::map_into_boxed_body),
+        Err(_) => Err(ApiError::internal(anyhow::anyhow!("a handler panicked")).into()),
+    };
     let elapsed = started.elapsed();
 
     let (status, route) = match &result {
@@ -76,6 +90,7 @@ pub async fn request_context(
             status,
             latency_ms = elapsed.as_secs_f64() * 1000.0,
             route = %route,
+            client = client.map(|ip| ip.to_string()).unwrap_or_default(),
             "request finished"
         );
     });
@@ -106,5 +121,53 @@ fn secure_headers<B>(res: &mut ServiceResponse<B>, credentialed: bool) {
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     if credentialed && !headers.contains_key(header::CACHE_CONTROL) {
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use actix_web::dev::Service as _;
+    use actix_web::middleware::from_fn;
+    use actix_web::{App, HttpResponse, test, web};
+
+    #[actix_web::test]
+    async fn a_panicking_handler_is_answered_500_in_the_error_shape() {
+        let app = test::init_service(
+            App::new()
+                .route(
+                    "/boom",
+                    web::get().to(|| async {
+                        if true {
+                            panic!("handler bug");
+                        }
+                        HttpResponse::Ok().finish()
+                    }),
+                )
+                .route("/fine", web::get().to(HttpResponse::Ok))
+                .wrap(from_fn(super::request_context)),
+        )
+        .await;
+        // The server answers a service's error with the error's own response.
+        let Err(error) = app
+            .call(test::TestRequest::get().uri("/boom").to_request())
+            .await
+        else {
+            panic!("a panic must not pass as an answer");
+        };
+        let response = error.error_response();
+        assert_eq!(response.status(), 500);
+        let body = actix_web::body::to_bytes(response.into_body())
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["code"], "INTERNAL_ERROR");
+        assert!(
+            !body.to_string().contains("handler bug"),
+            "the panic stays private"
+        );
+        // The worker keeps serving.
+        let response =
+            test::call_service(&app, test::TestRequest::get().uri("/fine").to_request()).await;
+        assert_eq!(response.status(), 200);
     }
 }

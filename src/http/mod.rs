@@ -7,6 +7,8 @@ use actix_web::{HttpResponse, web};
 use utoipa_actix_web::service_config::ServiceConfig;
 
 pub mod auth;
+pub mod client_ip;
+pub mod cors;
 pub mod error;
 pub mod metrics;
 pub mod middleware;
@@ -14,8 +16,10 @@ pub mod multipart;
 pub mod openapi;
 pub mod pagination;
 pub mod rate_limit;
+pub mod raw_body;
 pub mod routes;
 pub mod system;
+pub mod text_guard;
 pub mod ws;
 
 pub use error::{ApiError, ApiResult};
@@ -294,13 +298,71 @@ pub fn configure(cfg: &mut ServiceConfig) {
     }
 }
 
-/// The answer for an address no route matches.
-pub async fn no_route() -> HttpResponse {
-    HttpResponse::NotFound().json(error::ErrorBody {
-        detail: "No route matches this address".into(),
-        code: "ROUTE_NOT_FOUND".into(),
-        errors: None,
-    })
+/// The answer for a request no route takes: 405 with `Allow` when the address is a route's
+/// under another method, 404 otherwise.
+pub async fn no_route(req: actix_web::HttpRequest, routes: web::Data<KnownRoutes>) -> HttpResponse {
+    let allowed = routes.methods_at(req.path());
+    if allowed.is_empty() {
+        return HttpResponse::NotFound().json(error::ErrorBody {
+            detail: "No route matches this address".into(),
+            code: "ROUTE_NOT_FOUND".into(),
+            errors: None,
+        });
+    }
+    let allowed = allowed.join(", ");
+    HttpResponse::MethodNotAllowed()
+        .insert_header((actix_web::http::header::ALLOW, allowed.clone()))
+        .json(error::ErrorBody {
+            detail: format!("This address answers {allowed}"),
+            code: "METHOD_NOT_ALLOWED".into(),
+            errors: None,
+        })
+}
+
+/// The mounted route templates and their methods, as the OpenAPI document lists them, matched
+/// once per unrouted request (built once: scanners hit unknown addresses at high rates).
+pub struct KnownRoutes(Vec<(actix_web::dev::ResourceDef, Vec<&'static str>)>);
+
+impl KnownRoutes {
+    pub fn new(doc: &utoipa::openapi::OpenApi) -> Self {
+        let routes = doc
+            .paths
+            .paths
+            .iter()
+            .map(|(template, item)| {
+                let methods = [
+                    ("GET", &item.get),
+                    ("HEAD", &item.head),
+                    ("POST", &item.post),
+                    ("PUT", &item.put),
+                    ("PATCH", &item.patch),
+                    ("DELETE", &item.delete),
+                    ("OPTIONS", &item.options),
+                ]
+                .into_iter()
+                .filter_map(|(name, op)| op.is_some().then_some(name))
+                .collect();
+                (actix_web::dev::ResourceDef::new(template.as_str()), methods)
+            })
+            .collect();
+        Self(routes)
+    }
+
+    /// Every method some template matching `path` answers (a fixed path such as
+    /// `/api/projects/public` also matches `/api/projects/{id}`, which routing would try).
+    pub fn methods_at(&self, path: &str) -> Vec<&'static str> {
+        let mut methods = Vec::new();
+        for (def, answers) in &self.0 {
+            if def.is_match(path) {
+                for m in answers {
+                    if !methods.contains(m) {
+                        methods.push(*m);
+                    }
+                }
+            }
+        }
+        methods
+    }
 }
 
 /// Extraction settings shared by every route (error shapes of DESIGN §6).

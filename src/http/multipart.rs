@@ -79,8 +79,12 @@ pub async fn read_form(
             }
         } else if !name.is_empty() {
             buf.truncate(MAX_TEXT_FIELD);
-            form.fields
-                .insert(name, String::from_utf8_lossy(&buf).into_owned());
+            // Free text: the characters refused in JSON bodies are dropped here.
+            let text = String::from_utf8_lossy(&buf)
+                .chars()
+                .filter(|c| !crate::domain::text::is_forbidden(*c))
+                .collect();
+            form.fields.insert(name, text);
         }
     }
     if oversized {

@@ -38,9 +38,8 @@ pub async fn global_limit(
         "/health" | "/metrics" | "/api/payments/webhooks/processor" | "/api/webhooks/crm"
     );
     if let (Some(state), false, false) = (state, limit == 0, exempt) {
-        let ip = req
-            .peer_addr()
-            .map(|a| a.ip().to_string())
+        let ip = super::client_ip::client_ip(req.request())
+            .map(|ip| ip.to_string())
             .unwrap_or_else(|| "unknown".into());
         let key = format!("ratelimit:ip:{ip}");
         if let Err(err) = hit(state.cache.as_ref(), &key, limit, Duration::from_secs(60)).await {

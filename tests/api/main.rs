@@ -9,6 +9,7 @@ mod crm;
 mod dac7;
 mod deliveries;
 mod disputes;
+mod edges;
 mod escrow;
 mod hardening;
 mod helpers;

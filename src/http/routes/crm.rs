@@ -487,7 +487,7 @@ pub async fn crm_sync_tags(
 pub async fn webhook(
     state: web::Data<AppState>,
     req: HttpRequest,
-    body: web::Bytes,
+    crate::http::raw_body::SignedBody(body): crate::http::raw_body::SignedBody,
 ) -> ApiResult<HttpResponse> {
     let signature = req
         .headers()

@@ -123,7 +123,7 @@ async fn release_response(state: &AppState, r: Release) -> ReleaseResponse {
 pub async fn webhook(
     state: web::Data<AppState>,
     req: HttpRequest,
-    body: web::Bytes,
+    crate::http::raw_body::SignedBody(body): crate::http::raw_body::SignedBody,
 ) -> ApiResult<HttpResponse> {
     let signature = req
         .headers()

@@ -1,0 +1,221 @@
+//! Which address a request comes from, when reverse proxies stand in front of the service.
+//!
+//! Forwarding headers are believed only from peers in `TRUSTED_PROXIES`: anyone else could
+//! write them and pick their own rate-limit bucket. Behind trusted proxies the client is the
+//! right-most forwarded address that is not itself a trusted proxy (each proxy appends the
+//! peer it saw, so addresses left of the first untrusted one are the client's own claims).
+
+use std::fmt;
+use std::net::IpAddr;
+use std::str::FromStr;
+
+/// An address block such as `10.0.0.0/8`, `2001:db8::/32`, or one address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    network: IpAddr,
+    prefix: u8,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidCidr(pub String);
+
+impl fmt::Display for InvalidCidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "`{}` is not an address or an address block", self.0)
+    }
+}
+
+impl FromStr for Cidr {
+    type Err = InvalidCidr;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let invalid = || InvalidCidr(text.to_owned());
+        let (address, prefix) = match text.trim().split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (text.trim(), None),
+        };
+        let network: IpAddr = address.parse().map_err(|_| invalid())?;
+        let max = if network.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            Some(p) => p
+                .parse::<u8>()
+                .ok()
+                .filter(|p| *p <= max)
+                .ok_or_else(invalid)?,
+            None => max,
+        };
+        Ok(Self { network, prefix })
+    }
+}
+
+impl Cidr {
+    pub fn contains(&self, address: IpAddr) -> bool {
+        fn masked(bits: u128, prefix: u8, width: u8) -> u128 {
+            if prefix == 0 {
+                0
+            } else {
+                bits >> (width - prefix)
+            }
+        }
+        match (self.network, canonical(address)) {
+            (IpAddr::V4(net), IpAddr::V4(a)) => {
+                masked(u32::from(net).into(), self.prefix, 32)
+                    == masked(u32::from(a).into(), self.prefix, 32)
+            }
+            (IpAddr::V6(net), IpAddr::V6(a)) => {
+                masked(u128::from(net), self.prefix, 128) == masked(u128::from(a), self.prefix, 128)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// An IPv4 peer seen on a dual-stack socket arrives as `::ffff:a.b.c.d`.
+fn canonical(address: IpAddr) -> IpAddr {
+    match address {
+        IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .map(IpAddr::V4)
+            .unwrap_or(IpAddr::V6(v6)),
+        v4 => v4,
+    }
+}
+
+/// The client's address: `peer` itself unless it is a trusted proxy, else the right-most
+/// forwarded address not in `trusted` (or the left-most when every one is trusted).
+/// `forwarded` is the chain in header order, client first.
+pub fn client_address(peer: IpAddr, forwarded: &[IpAddr], trusted: &[Cidr]) -> IpAddr {
+    let is_trusted = |a: IpAddr| trusted.iter().any(|c| c.contains(a));
+    let peer = canonical(peer);
+    if !is_trusted(peer) {
+        return peer;
+    }
+    forwarded
+        .iter()
+        .rev()
+        .map(|a| canonical(*a))
+        .find(|a| !is_trusted(*a))
+        .or_else(|| forwarded.first().map(|a| canonical(*a)))
+        .unwrap_or(peer)
+}
+
+/// The addresses of an `X-Forwarded-For` header (`a, b, c`). An entry that is not an address
+/// ends the chain there: what lies left of garbage cannot be attributed to anyone.
+pub fn parse_x_forwarded_for(value: &str) -> Vec<IpAddr> {
+    parse_chain(value.split(','), |entry| entry.trim().parse().ok())
+}
+
+/// The `for=` addresses of a `Forwarded` header (RFC 7239): `for=192.0.2.60;proto=http,
+/// for="[2001:db8::1]:4711"`.
+pub fn parse_forwarded(value: &str) -> Vec<IpAddr> {
+    parse_chain(value.split(','), |element| {
+        element.split(';').find_map(|pair| {
+            let (key, value) = pair.trim().split_once('=')?;
+            if !key.trim().eq_ignore_ascii_case("for") {
+                return None;
+            }
+            node_address(value.trim().trim_matches('"'))
+        })
+    })
+}
+
+fn node_address(node: &str) -> Option<IpAddr> {
+    if let Some(rest) = node.strip_prefix('[') {
+        return rest.split_once(']')?.0.parse().ok();
+    }
+    // `a.b.c.d:port`, or a bare address.
+    node.parse()
+        .ok()
+        .or_else(|| node.rsplit_once(':')?.0.parse().ok())
+}
+
+fn parse_chain<'a>(
+    entries: impl DoubleEndedIterator<Item = &'a str>,
+    parse: impl Fn(&str) -> Option<IpAddr>,
+) -> Vec<IpAddr> {
+    let mut chain: Vec<IpAddr> = entries.rev().map_while(parse).collect();
+    chain.reverse();
+    chain
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(text: &str) -> IpAddr {
+        text.parse().unwrap()
+    }
+
+    fn cidrs(list: &[&str]) -> Vec<Cidr> {
+        list.iter().map(|c| c.parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn blocks_contain_their_addresses() {
+        let block: Cidr = "10.0.0.0/8".parse().unwrap();
+        assert!(block.contains(ip("10.200.1.2")));
+        assert!(!block.contains(ip("11.0.0.1")));
+        assert!(block.contains(ip("::ffff:10.1.1.1")));
+        let one: Cidr = "192.0.2.7".parse().unwrap();
+        assert!(one.contains(ip("192.0.2.7")) && !one.contains(ip("192.0.2.8")));
+        let v6: Cidr = "2001:db8::/32".parse().unwrap();
+        assert!(v6.contains(ip("2001:db8:1::5")) && !v6.contains(ip("2001:db9::1")));
+        let all: Cidr = "0.0.0.0/0".parse().unwrap();
+        assert!(all.contains(ip("203.0.113.9")));
+        for bad in ["10.0.0.0/33", "nonsense", "::/129", "10.0.0.0/"] {
+            assert!(bad.parse::<Cidr>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn forwarding_headers_count_only_from_trusted_peers() {
+        let trusted = cidrs(&["10.0.0.0/8"]);
+        let chain = parse_x_forwarded_for("198.51.100.1, 203.0.113.5");
+        // An untrusted peer's header is ignored.
+        assert_eq!(
+            client_address(ip("203.0.113.99"), &chain, &trusted),
+            ip("203.0.113.99")
+        );
+        // Behind a trusted proxy: the right-most untrusted entry, not the client's own claim.
+        assert_eq!(
+            client_address(ip("10.0.0.2"), &chain, &trusted),
+            ip("203.0.113.5")
+        );
+        // Two trusted hops.
+        let chain = parse_x_forwarded_for("203.0.113.5, 10.0.0.9");
+        assert_eq!(
+            client_address(ip("10.0.0.2"), &chain, &trusted),
+            ip("203.0.113.5")
+        );
+        // No header behind a proxy: the proxy itself.
+        assert_eq!(
+            client_address(ip("10.0.0.2"), &[], &trusted),
+            ip("10.0.0.2")
+        );
+        // Nothing trusted by default.
+        assert_eq!(client_address(ip("10.0.0.2"), &chain, &[]), ip("10.0.0.2"));
+    }
+
+    #[test]
+    fn headers_parse_as_rfc_7239_and_the_de_facto_form() {
+        assert_eq!(
+            parse_forwarded(
+                r#"for=192.0.2.60;proto=http;by=203.0.113.43, for="[2001:db8:cafe::17]:4711""#
+            ),
+            vec![ip("192.0.2.60"), ip("2001:db8:cafe::17")]
+        );
+        assert_eq!(
+            parse_forwarded("for=198.51.100.17:8080"),
+            vec![ip("198.51.100.17")]
+        );
+        assert_eq!(
+            parse_x_forwarded_for(" 198.51.100.1 ,203.0.113.5"),
+            vec![ip("198.51.100.1"), ip("203.0.113.5")]
+        );
+        // Garbage ends the chain: only what follows it is kept.
+        assert_eq!(
+            parse_x_forwarded_for("1.2.3.4, junk\r\nX: y, 203.0.113.5"),
+            vec![ip("203.0.113.5")]
+        );
+    }
+}

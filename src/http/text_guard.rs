@@ -1,0 +1,76 @@
+//! Refuses forbidden characters (`domain::text`) in the address and in JSON bodies before any
+//! handler runs, so every field of every route is covered by one rule and nothing with a NUL
+//! or a bidirectional override reaches the store.
+
+use actix_web::body::{BoxBody, MessageBody};
+use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
+use actix_web::http::{Method, header};
+use actix_web::middleware::Next;
+use actix_web::{Error, ResponseError as _};
+
+use super::error::{ApiError, extract::JSON_BODY_LIMIT};
+use super::raw_body::read_limited;
+use crate::domain::text;
+
+/// Signed bodies are checked by their own routes (raw bytes under a signature, with their own
+/// smaller limit) and never stored as free text.
+const SIGNED_ROUTES: [&str; 2] = ["/api/payments/webhooks/processor", "/api/webhooks/crm"];
+
+pub async fn refuse_forbidden_text(
+    mut req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, Error> {
+    if let Some((part, c)) = forbidden_in_address(&req) {
+        return Ok(refuse(req, part, c));
+    }
+    if carries_json(&req) && !SIGNED_ROUTES.contains(&req.path()) {
+        let (http_req, payload) = req.parts_mut();
+        let body = match read_limited(&*http_req, payload, JSON_BODY_LIMIT).await {
+            Ok(body) => body,
+            Err(refusal) => return Ok(req.into_response(refusal.error_response())),
+        };
+        if let Some(c) = text::first_forbidden_in_json(&body) {
+            return Ok(refuse(req, "body", c));
+        }
+        req.set_payload(Payload::from(body));
+    }
+    Ok(next.call(req).await?.map_into_boxed_body())
+}
+
+fn carries_json(req: &ServiceRequest) -> bool {
+    matches!(*req.method(), Method::POST | Method::PUT | Method::PATCH)
+        && req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| {
+                let essence = v.split(';').next().unwrap_or_default().trim();
+                essence.eq_ignore_ascii_case("application/json") || essence.ends_with("+json")
+            })
+}
+
+/// The path and the query as the handlers will see them, percent-decoded.
+fn forbidden_in_address(req: &ServiceRequest) -> Option<(&'static str, char)> {
+    let decoded = |raw: &str| {
+        // Plain ASCII without escapes cannot hold a control character (HTTP refuses them raw).
+        if raw.is_ascii() && !raw.contains('%') {
+            return None;
+        }
+        url::form_urlencoded::parse(raw.as_bytes())
+            .flat_map(|(k, v)| [k, v])
+            .find_map(|part| text::first_forbidden(&part))
+    };
+    if let Some(c) = decoded(req.uri().path()) {
+        return Some(("path", c));
+    }
+    req.uri().query().and_then(decoded).map(|c| ("query", c))
+}
+
+fn refuse(req: ServiceRequest, part: &'static str, c: char) -> ServiceResponse<BoxBody> {
+    let message = format!(
+        "contains the character U+{:04X}; control and bidirectional-override characters are \
+         not accepted",
+        u32::from(c)
+    );
+    req.into_response(ApiError::invalid_field(part, message).error_response())
+}
