@@ -379,3 +379,106 @@ async fn tokens_signed_otherwise_or_naming_another_session_are_refused() {
     );
     app.stop().await;
 }
+
+/// `rediss://` works: the service, as its binary runs, keeps its rate-limit counters in a
+/// Redis that only speaks TLS, trusting that server's private CA through `SSL_CERT_FILE`.
+#[actix_web::test]
+async fn the_cache_speaks_tls_to_redis() {
+    use std::process::{Command, Stdio};
+    if Command::new("redis-server").arg("--version").output().is_err() {
+        eprintln!("redis-server is not installed: rediss:// not exercised");
+        return;
+    }
+    let free_port = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    };
+    let ca = crate::webhooks::receiver::ca_file();
+    let (cert, key) = crate::webhooks::receiver::server_cert_files();
+    let tls_port = free_port();
+    let redis = ChildGuard(
+        Command::new("redis-server")
+            .args(["--port", "0", "--tls-port", &tls_port.to_string()])
+            .args(["--tls-cert-file", &cert.display().to_string()])
+            .args(["--tls-key-file", &key.display().to_string()])
+            .args(["--tls-ca-cert-file", &ca, "--tls-auth-clients", "no"])
+            .args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server starts"),
+    );
+    let data = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let mut server = None;
+    // redis-server may take a moment to listen: the service refuses to start without its cache.
+    for _ in 0..50 {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_marketplace"))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("SSL_CERT_FILE", &ca)
+            .env("REDIS_URL", format!("rediss://localhost:{tls_port}"))
+            .env("CACHE_PREFIX", "tls-test:")
+            .env("DATA_DIR", data.path())
+            .env("BIND_ADDR", format!("127.0.0.1:{port}"))
+            .env("RATE_LIMIT_PER_MINUTE", "2")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the service starts");
+        let up = crate::helpers::wait_for(std::time::Duration::from_secs(10), || {
+            match child.try_wait() {
+                Ok(Some(_)) => Some(false),
+                _ => std::net::TcpStream::connect(("127.0.0.1", port)).ok().map(|_| true),
+            }
+        })
+        .await;
+        if up == Some(true) {
+            server = Some(ChildGuard(child));
+            break;
+        }
+        let _ = child.kill();
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let _server = server.expect("the service came up with a TLS cache");
+    let statuses = {
+        let mut statuses = Vec::new();
+        for _ in 0..3 {
+            let r = client
+                .get(format!("{base}/api/projects/public"))
+                .send()
+                .await
+                .unwrap();
+            statuses.push(r.status());
+        }
+        statuses
+    };
+    assert_eq!(
+        statuses,
+        [StatusCode::OK, StatusCode::OK, StatusCode::TOO_MANY_REQUESTS]
+    );
+    // The counter lives in the TLS server.
+    let keys = Command::new("redis-cli")
+        .args(["--tls", "--cacert", &ca, "-h", "localhost", "-p", &tls_port.to_string()])
+        .args(["--scan", "--pattern", "tls-test:*"])
+        .output()
+        .expect("redis-cli runs");
+    let keys = String::from_utf8_lossy(&keys.stdout);
+    assert!(keys.contains("ratelimit"), "keys: {keys}");
+    drop(redis);
+}
+
+/// Kills its child when dropped, so a failing assertion leaves no process behind.
+struct ChildGuard(std::process::Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

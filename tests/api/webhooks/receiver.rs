@@ -151,6 +151,13 @@ pub fn ca_file() -> String {
     pki().ca_file.display().to_string()
 }
 
+/// The PEM files of the certificate (for `localhost` and `127.0.0.1`) and key the receivers
+/// serve, for other TLS servers the tests run.
+pub fn server_cert_files() -> (PathBuf, PathBuf) {
+    let dir = pki().ca_file.parent().expect("the PKI directory").to_owned();
+    (dir.join("leaf.pem"), dir.join("leaf.key"))
+}
+
 /// A running receiver on `127.0.0.1`.
 #[derive(Clone)]
 pub struct Receiver {
