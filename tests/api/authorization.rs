@@ -2,7 +2,10 @@
 //! anonymous, a company and an expert outside the owner's work, an administrator, the owning
 //! company and the selected expert — and the class of each answer is compared with the row of
 //! `src/http/routes/access.txt`. An operation without a row, or a row without an operation,
-//! fails the test, so a new route cannot be mounted without saying who may call it.
+//! fails the test, so a new route cannot be mounted without saying who may call it. Every
+//! successful answer to an outsider is also searched for the owner's private data (the payment
+//! intent, the dispute, the delivery, the chat, the e-mails, the document), which is how an
+//! object hidden behind a 404 would still leak through a list.
 //!
 //! `AUTHZ_PRINT=1` prints the observed classes in the matrix's format (to draft a new row; the
 //! row must still be checked against the specification by a person).
@@ -412,7 +415,7 @@ async fn call(
     path: &str,
     body: &Body,
     fresh: bool,
-) -> u16 {
+) -> (u16, String) {
     let method = Method::from_bytes(method.as_bytes()).unwrap();
     let mut request = m.app.client.request(method, m.app.url(path));
     if let Some(token) = &caller.token {
@@ -434,8 +437,13 @@ async fn call(
             .header("Content-Type", content_type)
             .body(bytes.clone()),
     };
-    request.send().await.expect("request").status().as_u16()
+    let response = request.send().await.expect("request");
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap_or_default())
 }
+
+/// The callers with no part in the owner's work (the matrix's first three columns).
+const OUTSIDERS: [&str; 3] = ["anonymous", "company", "expert"];
 
 #[actix_web::test]
 async fn every_route_answers_each_caller_as_the_matrix_says() {
@@ -502,7 +510,7 @@ async fn every_route_answers_each_caller_as_the_matrix_says() {
                 skipped += 1;
                 continue;
             }
-            let status = call(
+            let (status, text) = call(
                 &m,
                 &callers[i],
                 &row.method,
@@ -518,6 +526,23 @@ async fn every_route_answers_each_caller_as_the_matrix_says() {
                     "{} {} as {}: expected {expected}, got {class} ({status}) at {path}",
                     row.method, row.path, callers[i].name
                 ));
+            }
+            // An answer an outsider may read must not carry the owner's private data: lists and
+            // searches are where an object hidden behind a 404 would leak.
+            // (The sandbox's ledger and events are the fake processor's own dashboard, not the
+            // service's answers: they show every intent by design and exist only in tests.)
+            if OUTSIDERS.contains(&callers[i].name)
+                && (200..300).contains(&status)
+                && !row.path.starts_with("/api/sandbox/")
+            {
+                for (what, marker) in w.private_markers() {
+                    if text.contains(&marker) {
+                        problems.push(format!(
+                            "{} {} as {}: the answer carries the owner's {what}",
+                            row.method, row.path, callers[i].name
+                        ));
+                    }
+                }
             }
             got[i] = if class == "ok" {
                 format!("ok:{status}")

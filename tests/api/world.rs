@@ -48,6 +48,28 @@ pub struct World {
     pub owner_payment_method: String,
 }
 
+/// Texts of the owner's work no outsider may read anywhere: (what, text).
+pub const DISPUTE_REASON: &str = "The first milestone is late and incomplete.";
+pub const DELIVERY_NOTE: &str = "First part of the data platform, see the appendix";
+pub const CHAT_TEXT: &str = "Welcome aboard, the staging keys are in the vault";
+
+impl World {
+    pub fn private_markers(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("payment intent", self.payment_intent.clone()),
+            ("dispute reason", DISPUTE_REASON.into()),
+            ("delivery", DELIVERY_NOTE.into()),
+            ("chat message", CHAT_TEXT.into()),
+            ("e-mail", self.owner.email.clone()),
+            ("selected expert's e-mail", self.participant.email.clone()),
+            (
+                "document",
+                format!("/api/profiles/documents/{}", self.owner_document),
+            ),
+        ]
+    }
+}
+
 /// A multipart body with one `file` part (and optional text fields before it).
 pub fn multipart(fields: &[(&str, &str)], filename: &str, bytes: &[u8]) -> (String, Vec<u8>) {
     let boundary = "----authzworldboundary0123456789";
@@ -144,7 +166,7 @@ pub async fn build(m: &Market) -> World {
             &participant,
             Method::POST,
             "/api/milestones/deliveries/",
-            Some(j!({"milestone_id": milestone, "description": "First part"})),
+            Some(j!({"milestone_id": milestone, "description": DELIVERY_NOTE})),
         )
         .await;
     let delivery = id(&created(r, "delivery").await, "delivery");
@@ -164,7 +186,7 @@ pub async fn build(m: &Market) -> World {
             &owner,
             Method::POST,
             &format!("/api/chat/{project}"),
-            Some(j!({"content": "Welcome aboard"})),
+            Some(j!({"content": CHAT_TEXT})),
         )
         .await;
     let message = id(&created(r, "chat message").await, "chat message");
@@ -182,7 +204,7 @@ pub async fn build(m: &Market) -> World {
             &owner,
             Method::POST,
             &format!("/api/projects/{project}/dispute"),
-            Some(j!({"reason": "The first milestone is late and incomplete."})),
+            Some(j!({"reason": DISPUTE_REASON})),
         )
         .await;
     let dispute = created(r, "dispute").await["dispute_id"].as_i64().unwrap();
