@@ -4,8 +4,8 @@
 //! `src/http/routes/access.txt`. An operation without a row, or a row without an operation,
 //! fails the test, so a new route cannot be mounted without saying who may call it. Every
 //! successful answer to an outsider is also searched for the owner's private data (the payment
-//! intent, the dispute, the delivery, the chat, the e-mails, the document), which is how an
-//! object hidden behind a 404 would still leak through a list.
+//! intent, the dispute, the delivery, the chat, the e-mails, the fiscal data, the verification
+//! notes), which is how an object hidden behind a 404 would still leak through a list.
 //!
 //! `AUTHZ_PRINT=1` prints the observed classes in the matrix's format (to draft a new row; the
 //! row must still be checked against the specification by a person).
@@ -16,8 +16,8 @@ use reqwest::Method;
 use serde_json::{Value, json as j};
 
 use crate::helpers::{PASSWORD, json, login};
-use crate::market::{FISCAL, Market};
-use crate::world::{PDF, World, build, multipart, png};
+use crate::market::Market;
+use crate::world::{PDF, World, build, multipart, owner_fiscal, png};
 
 const MATRIX: &str = include_str!("../../src/http/routes/access.txt");
 
@@ -231,7 +231,7 @@ fn body_of(method: &str, template: &str, w: &World, doc: &Value) -> Body {
         (_, "/api/chat/{project_id}/messages/{message_id}") => j!({"content": "Edited"}),
         (_, "/api/chat/{project_id}/mark-read") => j!({}),
         (_, "/api/profiles/{id}") => j!({"bio": "Changed by the caller"}),
-        (_, "/api/profiles/{id}/fiscal-data") => serde_json::from_str(FISCAL).unwrap(),
+        (_, "/api/profiles/{id}/fiscal-data") => owner_fiscal(),
         (_, "/api/projects/{project_id}") => j!({"title": "Renamed project"}),
         (_, "/api/projects/{project_id}/apply") => application,
         (_, "/api/projects/{project_id}/applications/{application_id}") => application,
@@ -493,6 +493,9 @@ async fn every_route_answers_each_caller_as_the_matrix_says() {
     rows.sort_by_key(|r| rank(&r.method, &r.path));
     let print = std::env::var("AUTHZ_PRINT").is_ok();
     let (mut checked, mut skipped) = (0, 0);
+    // The private data the parties themselves were shown: a marker never shown to anyone would
+    // make its leak check vacuous.
+    let mut seen = BTreeSet::new();
     for row in rows
         .iter()
         .filter(|r| mounted.contains(&(r.method.clone(), r.path.clone())))
@@ -531,6 +534,13 @@ async fn every_route_answers_each_caller_as_the_matrix_says() {
             // searches are where an object hidden behind a 404 would leak.
             // (The sandbox's ledger and events are the fake processor's own dashboard, not the
             // service's answers: they show every intent by design and exist only in tests.)
+            if !OUTSIDERS.contains(&callers[i].name) && (200..300).contains(&status) {
+                for (what, marker) in w.private_markers() {
+                    if text.contains(&marker) {
+                        seen.insert(what);
+                    }
+                }
+            }
             if OUTSIDERS.contains(&callers[i].name)
                 && (200..300).contains(&status)
                 && !row.path.starts_with("/api/sandbox/")
@@ -552,6 +562,13 @@ async fn every_route_answers_each_caller_as_the_matrix_says() {
         }
         if print {
             println!("{:<7}{:<72} {}", row.method, row.path, got.join("  "));
+        }
+    }
+    for (what, _) in w.private_markers() {
+        if !seen.contains(what) {
+            problems.push(format!(
+                "the owner's {what} appeared in no answer to a party: its leak check proves nothing"
+            ));
         }
     }
     println!(

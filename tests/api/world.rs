@@ -52,6 +52,14 @@ pub struct World {
 pub const DISPUTE_REASON: &str = "The first milestone is late and incomplete.";
 pub const DELIVERY_NOTE: &str = "First part of the data platform, see the appendix";
 pub const CHAT_TEXT: &str = "Welcome aboard, the staging keys are in the vault";
+pub const VERIFICATION_NOTES: &str = "Deed checked against the registry, owner-only note";
+
+/// The owner's fiscal data (its own tax id, unlike `market::FISCAL` every member shares).
+pub fn owner_fiscal() -> Value {
+    j!({"tax_id": "B87654321", "fiscal_name": "Owner Private Fiscal SL",
+        "fiscal_address": "Calle Reservada 7", "fiscal_postal_code": "28002",
+        "fiscal_city": "Madrid", "fiscal_country": "ES", "fiscal_type": "empresa"})
+}
 
 impl World {
     pub fn private_markers(&self) -> Vec<(&'static str, String)> {
@@ -62,10 +70,9 @@ impl World {
             ("chat message", CHAT_TEXT.into()),
             ("e-mail", self.owner.email.clone()),
             ("selected expert's e-mail", self.participant.email.clone()),
-            (
-                "document",
-                format!("/api/profiles/documents/{}", self.owner_document),
-            ),
+            ("tax id", "B87654321".into()),
+            ("fiscal name", "Owner Private Fiscal SL".into()),
+            ("verification notes", VERIFICATION_NOTES.into()),
         ]
     }
 }
@@ -249,6 +256,23 @@ pub async fn build(m: &Market) -> World {
 
     let r = m.send(&owner, Method::GET, "/api/profiles/me", None).await;
     let owner_profile = id(&created(r, "owner's profile").await, "owner's profile");
+    let r = m
+        .send(
+            &owner,
+            Method::PUT,
+            &format!("/api/profiles/{owner_profile}/fiscal-data"),
+            Some(owner_fiscal()),
+        )
+        .await;
+    created(r, "owner's fiscal data").await;
+    let r = m
+        .as_admin(
+            Method::PUT,
+            &format!("/api/admin/users/{}/verify", owner.id),
+            Some(&j!({ "notes": VERIFICATION_NOTES })),
+        )
+        .await;
+    created(r, "owner's verification notes").await;
     let r = upload(
         &m.app,
         &owner,
