@@ -1,6 +1,6 @@
 //! The authorization matrix: every operation `/openapi.json` lists is called as each caller —
 //! anonymous, a company and an expert outside the owner's work, an administrator, the owning
-//! company and the selected expert — and the class of each answer is compared with the row of
+//! company, the selected expert and an invited expert whose proposal lost — and the class of each answer is compared with the row of
 //! `src/http/routes/access.txt`. An operation without a row, or a row without an operation,
 //! fails the test, so a new route cannot be mounted without saying who may call it. Every
 //! successful answer to an outsider is also searched for the owner's private data (the payment
@@ -22,13 +22,14 @@ use crate::world::{PDF, World, build, multipart, owner_fiscal, png};
 const MATRIX: &str = include_str!("../../src/http/routes/access.txt");
 
 /// The callers, in the matrix's column order.
-const CALLERS: [&str; 6] = [
+const CALLERS: [&str; 7] = [
     "anonymous",
     "company",
     "expert",
     "admin",
     "owner",
     "participant",
+    "applicant",
 ];
 
 /// The classes a cell may name (`a|b` allows either).
@@ -381,6 +382,7 @@ fn callers(m: &Market, w: &World) -> Vec<Caller> {
         },
         account("owner", &w.owner),
         account("participant", &w.participant),
+        account("applicant", &w.applicant),
     ]
 }
 
@@ -406,7 +408,7 @@ fn rank(method: &str, template: &str) -> u8 {
 
 /// The order callers run in within a row: outsiders first, the owner and administrators
 /// (whose calls are the likeliest to change something) last.
-const ORDER: [usize; 6] = [0, 1, 2, 5, 4, 3];
+const ORDER: [usize; 7] = [0, 1, 2, 6, 5, 4, 3];
 
 async fn call(
     m: &Market,
@@ -442,8 +444,8 @@ async fn call(
     (status, response.text().await.unwrap_or_default())
 }
 
-/// The callers with no part in the owner's work (the matrix's first three columns).
-const OUTSIDERS: [&str; 3] = ["anonymous", "company", "expert"];
+/// The callers with no part in the owner's work once the expert is selected.
+const OUTSIDERS: [&str; 4] = ["anonymous", "company", "expert", "applicant"];
 
 #[actix_web::test]
 async fn every_route_answers_each_caller_as_the_matrix_says() {

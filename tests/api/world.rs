@@ -1,5 +1,5 @@
 //! One small world where every kind of object exists once, owned by one company: a project
-//! with a selected expert, a funded milestone with a delivery, chat messages (text and file),
+//! with a selected expert (and another invited expert whose proposal lost), a funded milestone with a delivery, chat messages (text and file),
 //! a dispute, a second finished project with a review, a document, a profile picture, an
 //! admin team profile, an admin invitation, a webhook delivery and a notification. Built over
 //! HTTP the way users build it (the e-mail confirmation and the finished project are set in
@@ -8,7 +8,7 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json as j};
 
-use crate::escrow::{connect, deal, fund, payment, poll};
+use crate::escrow::{connect, fund, payment, poll};
 use crate::helpers::{Account, TestApp, json};
 use crate::market::Market;
 
@@ -17,6 +17,8 @@ pub struct World {
     pub owner: Account,
     /// The expert selected on both projects.
     pub participant: Account,
+    /// An expert invited to `project` whose proposal was not selected.
+    pub applicant: Account,
     /// A verified company and a verified expert with nothing to do with the owner's work.
     pub other_company: Account,
     pub other_expert: Account,
@@ -142,8 +144,27 @@ fn id(value: &Value, what: &str) -> i64 {
 
 /// Builds the world in `m` (opened with `WEBHOOK_ALLOW_PRIVATE_TARGETS=true`).
 pub async fn build(m: &Market) -> World {
-    let d = deal(m, "own", [100.0, 100.0, 100.0]).await;
-    let (owner, participant, project) = (d.company, d.expert, d.project_id);
+    let owner = m.company("ownco").await;
+    let participant = m.expert("ownex").await;
+    let applicant = m.expert("appex").await;
+    let project = m
+        .published_project(&owner, 300.0, &[&participant, &applicant])
+        .await;
+    for expert in [&participant, &applicant] {
+        let r = m.apply(expert, project, [100.0, 100.0, 100.0]).await;
+        created(r, "proposal").await;
+    }
+    let r = m
+        .send(
+            &owner,
+            Method::POST,
+            &format!("/api/projects/{project}/select/{}", participant.id),
+            None,
+        )
+        .await;
+    let first_payment = created(r, "selection").await["payment"]["id"]
+        .as_i64()
+        .unwrap();
     let other_company = m.company("otherco").await;
     let other_expert = m.expert("otherex").await;
     let bystander = m.member("bystander", "empresa", false, false).await;
@@ -161,9 +182,9 @@ pub async fn build(m: &Market) -> World {
     created(r, "owner's webhook").await;
 
     connect(m, &participant).await;
-    let held = fund(m, &owner, d.first_payment).await;
+    let held = fund(m, &owner, first_payment).await;
     let milestone = held["milestone_id"].as_i64().unwrap();
-    let payment_intent = payment(m, d.first_payment).await["processor_payment_intent_id"]
+    let payment_intent = payment(m, first_payment).await["processor_payment_intent_id"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -367,13 +388,14 @@ pub async fn build(m: &Market) -> World {
     World {
         owner,
         participant,
+        applicant,
         other_company,
         other_expert,
         bystander,
         project,
         application,
         milestone,
-        payment: d.first_payment,
+        payment: first_payment,
         payment_intent,
         delivery,
         dispute,
