@@ -2,6 +2,7 @@
 
 mod admin;
 mod auth;
+mod authorization;
 mod chat;
 mod cli;
 mod connect;
@@ -28,3 +29,4 @@ mod system;
 mod timers;
 mod users;
 mod webhooks;
+mod world;
