@@ -45,7 +45,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    telemetry::init(settings.log_format);
+    let _log_writer = telemetry::init(settings.log_format);
     telemetry::log_panics();
     // The actix system runtime hosts the HTTP server and the actors' arbiters.
     let result =

@@ -6,10 +6,19 @@ use tracing_subscriber::EnvFilter;
 
 use crate::config::LogFormat;
 
-pub fn init(format: LogFormat) {
+///
+/// Lines are written by a background thread (`tracing_appender`), so a request never waits on
+/// the terminal or a slow log pipe; the queue blocks rather than drops when full, because
+/// operators need every request line. Keep the guard alive until exit: dropping it flushes.
+pub fn init(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuard {
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,actix_server=warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .finish(std::io::stdout());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer);
     // try_init: a second call (tests) keeps the first subscriber.
     let _ = match format {
         LogFormat::Json => builder
@@ -19,6 +28,7 @@ pub fn init(format: LogFormat) {
             .try_init(),
         LogFormat::Pretty => builder.try_init(),
     };
+    guard
 }
 
 /// Panics go to the log as one error line with their location (the service answers the

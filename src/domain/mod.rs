@@ -11,6 +11,7 @@ pub mod money_audit;
 pub mod profile;
 pub mod project;
 pub mod reputation;
+pub mod search;
 pub mod text;
 pub mod token;
 pub mod upload;

@@ -1,8 +1,9 @@
 //! HTTP request metrics and the Prometheus text rendering of everything `/metrics` shows.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{OnceLock, PoisonError, RwLock};
 use std::time::Duration;
 
 /// Upper bounds of the request-duration histogram, in seconds.
@@ -10,94 +11,139 @@ const BUCKETS: [f64; 11] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
 ];
 
+/// The methods a label may name; anything else is `other`, so clients cannot grow the number
+/// of series by inventing methods.
+const METHODS: [&str; 10] = [
+    "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE", "other",
+];
+
+/// Statuses 100–599 are counted in a fixed table per series; a code outside it (HTTP defines
+/// none) is timed but not counted by status.
+const FIRST_STATUS: u16 = 100;
+const STATUSES: usize = 500;
+
+/// One method on one route: every number an atomic, so requests never wait for each other.
+struct Series {
+    statuses: [AtomicU64; STATUSES],
+    /// Requests per histogram bucket (not cumulative; summed when rendered), the last slot
+    /// for those slower than every bound.
+    buckets: [AtomicU64; BUCKETS.len() + 1],
+    sum_nanos: AtomicU64,
+}
+
+impl Default for Series {
+    fn default() -> Self {
+        Self {
+            statuses: std::array::from_fn(|_| AtomicU64::new(0)),
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            sum_nanos: AtomicU64::new(0),
+        }
+    }
+}
+
 #[derive(Default)]
-struct RouteStats {
-    count: u64,
-    sum_seconds: f64,
-    buckets: [u64; BUCKETS.len()],
+struct RouteSeries {
+    by_method: [OnceLock<Series>; METHODS.len()],
 }
 
 /// Requests by method, matched route pattern and status, with a duration histogram by route.
+///
+/// Keyed by the route *pattern* (`/api/users/{id}`), never the raw path, so the number of
+/// series stays bounded whatever clients send. The map is written once per route (the first
+/// request on it); afterwards a request takes a shared read lock and bumps atomics.
 #[derive(Default)]
 pub struct HttpMetrics {
-    // Keyed by the route *pattern* (`/api/users/{id}`), never the raw path, so the number of
-    // series stays bounded whatever clients send.
-    requests: Mutex<BTreeMap<(String, String, u16), u64>>,
-    durations: Mutex<BTreeMap<(String, String), RouteStats>>,
+    routes: RwLock<HashMap<String, Box<RouteSeries>>>,
 }
 
-/// The method as a label: one of the standard methods, anything else `other`, so clients
-/// cannot grow the number of series by inventing methods.
-fn method_label(method: &str) -> &'static str {
-    const KNOWN: [&str; 9] = [
-        "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE",
-    ];
-    KNOWN.into_iter().find(|m| *m == method).unwrap_or("other")
+fn method_index(method: &str) -> usize {
+    METHODS[..METHODS.len() - 1]
+        .iter()
+        .position(|m| *m == method)
+        .unwrap_or(METHODS.len() - 1)
 }
 
 impl HttpMetrics {
     pub fn observe(&self, method: &str, route: &str, status: u16, elapsed: Duration) {
-        let method = method_label(method);
-        let seconds = elapsed.as_secs_f64();
-        if let Ok(mut requests) = self.requests.lock() {
-            *requests
-                .entry((method.to_owned(), route.to_owned(), status))
-                .or_default() += 1;
-        }
-        if let Ok(mut durations) = self.durations.lock() {
-            let stats = durations
-                .entry((method.to_owned(), route.to_owned()))
-                .or_default();
-            stats.count += 1;
-            stats.sum_seconds += seconds;
-            for (bucket, bound) in stats.buckets.iter_mut().zip(BUCKETS) {
-                if seconds <= bound {
-                    *bucket += 1;
-                }
+        let record = |route_series: &RouteSeries| {
+            let series = route_series.by_method[method_index(method)].get_or_init(Series::default);
+            if let Some(slot) = status
+                .checked_sub(FIRST_STATUS)
+                .and_then(|i| series.statuses.get(usize::from(i)))
+            {
+                slot.fetch_add(1, Ordering::Relaxed);
+            }
+            let seconds = elapsed.as_secs_f64();
+            let bucket = BUCKETS
+                .iter()
+                .position(|bound| seconds <= *bound)
+                .unwrap_or(BUCKETS.len());
+            series.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+            let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+            series.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+        };
+        {
+            let routes = self.routes.read().unwrap_or_else(PoisonError::into_inner);
+            if let Some(route_series) = routes.get(route) {
+                return record(route_series);
             }
         }
+        let mut routes = self.routes.write().unwrap_or_else(PoisonError::into_inner);
+        record(routes.entry(route.to_owned()).or_default());
     }
 
-    /// Appends the HTTP series in Prometheus text format.
+    /// Appends the HTTP series in Prometheus text format, sorted by route and method.
     pub fn render(&self, out: &mut String) {
+        let routes = self.routes.read().unwrap_or_else(PoisonError::into_inner);
+        let mut sorted: Vec<(&str, &str, &Series)> = routes
+            .iter()
+            .flat_map(|(route, rs)| {
+                rs.by_method
+                    .iter()
+                    .zip(METHODS)
+                    .filter_map(move |(s, m)| s.get().map(|s| (m, route.as_str(), s)))
+            })
+            .collect();
+        sorted.sort_by_key(|(method, route, _)| (*route, *method));
+
         out.push_str("# HELP http_requests_total HTTP requests by method, route and status.\n");
         out.push_str("# TYPE http_requests_total counter\n");
-        if let Ok(requests) = self.requests.lock() {
-            for ((method, route, status), count) in requests.iter() {
-                let _ = writeln!(
-                    out,
-                    "http_requests_total{{method=\"{method}\",route=\"{}\",status=\"{status}\"}} {count}",
-                    escape(route)
-                );
+        for (method, route, series) in &sorted {
+            for (i, count) in series.statuses.iter().enumerate() {
+                let count = count.load(Ordering::Relaxed);
+                if count > 0 {
+                    let status = usize::from(FIRST_STATUS) + i;
+                    let _ = writeln!(
+                        out,
+                        "http_requests_total{{method=\"{method}\",route=\"{}\",status=\"{status}\"}} {count}",
+                        escape(route)
+                    );
+                }
             }
         }
         out.push_str("# HELP http_request_duration_seconds Time to answer a request.\n");
         out.push_str("# TYPE http_request_duration_seconds histogram\n");
-        if let Ok(durations) = self.durations.lock() {
-            for ((method, route), stats) in durations.iter() {
-                let labels = format!("method=\"{method}\",route=\"{}\"", escape(route));
-                for (bound, count) in BUCKETS.iter().zip(stats.buckets) {
-                    let _ = writeln!(
-                        out,
-                        "http_request_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {count}"
-                    );
-                }
+        for (method, route, series) in &sorted {
+            let labels = format!("method=\"{method}\",route=\"{}\"", escape(route));
+            let mut cumulative = 0;
+            for (bound, count) in BUCKETS.iter().zip(&series.buckets) {
+                cumulative += count.load(Ordering::Relaxed);
                 let _ = writeln!(
                     out,
-                    "http_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}",
-                    stats.count
-                );
-                let _ = writeln!(
-                    out,
-                    "http_request_duration_seconds_sum{{{labels}}} {}",
-                    stats.sum_seconds
-                );
-                let _ = writeln!(
-                    out,
-                    "http_request_duration_seconds_count{{{labels}}} {}",
-                    stats.count
+                    "http_request_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {cumulative}"
                 );
             }
+            let total = cumulative + series.buckets[BUCKETS.len()].load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "http_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {total}"
+            );
+            let sum = series.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
+            let _ = writeln!(out, "http_request_duration_seconds_sum{{{labels}}} {sum}");
+            let _ = writeln!(
+                out,
+                "http_request_duration_seconds_count{{{labels}}} {total}"
+            );
         }
     }
 }
@@ -168,5 +214,41 @@ mod tests {
         assert!(
             out.contains(r#"http_request_duration_seconds_count{method="GET",route="/health"} 2"#)
         );
+    }
+
+    #[test]
+    fn concurrent_requests_are_all_counted() {
+        let m = std::sync::Arc::new(HttpMetrics::default());
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let m = m.clone();
+                std::thread::spawn(move || {
+                    for i in 0..5_000 {
+                        let route = if i % 2 == 0 { "/a" } else { "/b/{id}" };
+                        m.observe(
+                            if t % 2 == 0 { "GET" } else { "PUT" },
+                            route,
+                            200,
+                            Duration::from_micros(i),
+                        );
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        m.observe("BREW", "/a", 418, Duration::from_secs(9));
+        let mut out = String::new();
+        m.render(&mut out);
+        for line in [
+            r#"http_requests_total{method="GET",route="/a",status="200"} 5000"#,
+            r#"http_requests_total{method="PUT",route="/b/{id}",status="200"} 5000"#,
+            r#"http_requests_total{method="other",route="/a",status="418"} 1"#,
+            r#"http_request_duration_seconds_bucket{method="other",route="/a",le="5"} 0"#,
+            r#"http_request_duration_seconds_bucket{method="other",route="/a",le="+Inf"} 1"#,
+        ] {
+            assert!(out.contains(line), "{line} missing from\n{out}");
+        }
     }
 }

@@ -46,11 +46,13 @@ impl utoipa::Modify for BearerAuth {
 /// - a JSON body: 413 (over the body limit), 415 (not `application/json`), 422 (malformed or
 ///   invalid, with `errors`);
 /// - query parameters: 422 (malformed);
-/// - path parameters: 404 (unknown, not visible, or not of the parameter's type).
+/// - path parameters: 404 (unknown, not visible, or not of the parameter's type);
+/// - every secured operation under `/api/admin/`: 403 for callers who are not administrators.
 ///
 /// Runs on the finished document: utoipa-actix-web adds the paths after `ApiDoc`'s modifiers.
 pub fn complete(openapi: &mut utoipa::openapi::OpenApi) {
-    for item in openapi.paths.paths.values_mut() {
+    for (template, item) in openapi.paths.paths.iter_mut() {
+        let administrators_only = template.starts_with("/api/admin/");
         let operations = [
             &mut item.get,
             &mut item.put,
@@ -59,18 +61,22 @@ pub fn complete(openapi: &mut utoipa::openapi::OpenApi) {
             &mut item.patch,
         ];
         for operation in operations.into_iter().flatten() {
-            add_shared_errors(operation);
+            add_shared_errors(operation, administrators_only);
         }
     }
 }
 
-fn add_shared_errors(op: &mut Operation) {
+fn add_shared_errors(op: &mut Operation, administrators_only: bool) {
     let mut shared: Vec<(&str, &str)> = Vec::new();
-    if op.security.as_ref().is_some_and(|s| !s.is_empty()) {
+    let secured = op.security.as_ref().is_some_and(|s| !s.is_empty());
+    if secured {
         shared.push((
             "401",
             "Not authenticated, the token invalid or expired, or the session ended",
         ));
+    }
+    if secured && administrators_only {
+        shared.push(("403", "Administrators only"));
     }
     let json_body = matches!(&op.request_body, Some(RefOr::T(body))
         if body.content.keys().any(|c| c == "application/json"));

@@ -20,8 +20,13 @@ pub async fn refuse_forbidden_text(
     mut req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, Error> {
-    if let Some((part, c)) = forbidden_in_address(&req) {
-        return Ok(refuse(req, part, c));
+    if forbidden_in_path(&req) {
+        // No resource is named so: the same answer as any path parameter of the wrong form.
+        let error = ApiError::not_found("No resource at this address");
+        return Ok(req.into_response(error.error_response()));
+    }
+    if let Some(c) = req.uri().query().and_then(forbidden_in) {
+        return Ok(refuse(req, "query", c));
     }
     if carries_json(&req) && !SIGNED_ROUTES.contains(&req.path()) {
         let (http_req, payload) = req.parts_mut();
@@ -49,21 +54,20 @@ fn carries_json(req: &ServiceRequest) -> bool {
             })
 }
 
-/// The path and the query as the handlers will see them, percent-decoded.
-fn forbidden_in_address(req: &ServiceRequest) -> Option<(&'static str, char)> {
-    let decoded = |raw: &str| {
-        // Plain ASCII without escapes cannot hold a control character (HTTP refuses them raw).
-        if raw.is_ascii() && !raw.contains('%') {
-            return None;
-        }
-        url::form_urlencoded::parse(raw.as_bytes())
-            .flat_map(|(k, v)| [k, v])
-            .find_map(|part| text::first_forbidden(&part))
-    };
-    if let Some(c) = decoded(req.uri().path()) {
-        return Some(("path", c));
+/// Whether the path, percent-decoded as the router will, holds a forbidden character.
+fn forbidden_in_path(req: &ServiceRequest) -> bool {
+    forbidden_in(req.uri().path()).is_some()
+}
+
+/// The first forbidden character of a path or query string, percent-decoded.
+fn forbidden_in(raw: &str) -> Option<char> {
+    // Plain ASCII without escapes cannot hold a control character (HTTP refuses them raw).
+    if raw.is_ascii() && !raw.contains('%') {
+        return None;
     }
-    req.uri().query().and_then(decoded).map(|c| ("query", c))
+    url::form_urlencoded::parse(raw.as_bytes())
+        .flat_map(|(k, v)| [k, v])
+        .find_map(|part| text::first_forbidden(&part))
 }
 
 fn refuse(req: ServiceRequest, part: &'static str, c: char) -> ServiceResponse<BoxBody> {

@@ -101,15 +101,19 @@ async fn control_and_bidirectional_characters_are_refused_everywhere_before_stor
     assert_eq!(project["title"], "Zoë \\u0000 עברית");
     assert_eq!(project["description"], "line\r\nbreak\ttab");
 
-    // The address is checked too: query strings and path segments, percent-decoded.
+    // The address is checked too, percent-decoded: a query is invalid, a path names nothing.
     for path in [
         "/api/projects/public?search=a%00b",
         "/api/profiles/experts?q=%E2%80%AE",
-        "/api/projects/%00",
     ] {
         let r = app.get(path).await;
         assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY, "{path}");
         assert_error_shape(&json(r).await, "VALIDATION_ERROR");
+    }
+    for path in ["/api/projects/%00", "/api/profiles/experts/slug/a%C2%85b"] {
+        let r = app.get(path).await;
+        assert_eq!(r.status(), StatusCode::NOT_FOUND, "{path}");
+        assert_error_shape(&json(r).await, "NOT_FOUND");
     }
     let r = app.get("/api/projects/public?search=caf%C3%A9").await;
     assert_eq!(r.status(), StatusCode::OK);
@@ -385,7 +389,11 @@ async fn tokens_signed_otherwise_or_naming_another_session_are_refused() {
 #[actix_web::test]
 async fn the_cache_speaks_tls_to_redis() {
     use std::process::{Command, Stdio};
-    if Command::new("redis-server").arg("--version").output().is_err() {
+    if Command::new("redis-server")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
         eprintln!("redis-server is not installed: rediss:// not exercised");
         return;
     }
@@ -434,7 +442,9 @@ async fn the_cache_speaks_tls_to_redis() {
         let up = crate::helpers::wait_for(std::time::Duration::from_secs(10), || {
             match child.try_wait() {
                 Ok(Some(_)) => Some(false),
-                _ => std::net::TcpStream::connect(("127.0.0.1", port)).ok().map(|_| true),
+                _ => std::net::TcpStream::connect(("127.0.0.1", port))
+                    .ok()
+                    .map(|_| true),
             }
         })
         .await;
@@ -460,11 +470,23 @@ async fn the_cache_speaks_tls_to_redis() {
     };
     assert_eq!(
         statuses,
-        [StatusCode::OK, StatusCode::OK, StatusCode::TOO_MANY_REQUESTS]
+        [
+            StatusCode::OK,
+            StatusCode::OK,
+            StatusCode::TOO_MANY_REQUESTS
+        ]
     );
     // The counter lives in the TLS server.
     let keys = Command::new("redis-cli")
-        .args(["--tls", "--cacert", &ca, "-h", "localhost", "-p", &tls_port.to_string()])
+        .args([
+            "--tls",
+            "--cacert",
+            &ca,
+            "-h",
+            "localhost",
+            "-p",
+            &tls_port.to_string(),
+        ])
         .args(["--scan", "--pattern", "tls-test:*"])
         .output()
         .expect("redis-cli runs");

@@ -14,6 +14,7 @@ mod edges;
 mod escrow;
 mod hardening;
 mod helpers;
+mod hostile;
 mod invitations;
 mod market;
 mod notifications;

@@ -1,6 +1,7 @@
 //! `/api/admin/projects…`: every project for administrators, one project with everything
 //! attached to it, and the forced state change.
 
+use crate::domain::search::SearchTerm;
 use actix_web::{HttpResponse, get, put, web};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -32,7 +33,7 @@ pub struct AdminProjectQuery {
     /// Created before.
     pub created_to: Option<DateTime<Utc>>,
     /// Text in the title or description (`%` and `_` are literal).
-    pub search: Option<String>,
+    pub search: Option<SearchTerm>,
 }
 
 /// Every project, newest first, with filters.
@@ -73,7 +74,7 @@ pub async fn list(
         expert_id: q.expert_id,
         created_from: q.created_from,
         created_to: q.created_to,
-        search: q.search,
+        search: q.search.map(SearchTerm::into_string),
     };
     let mut conn = state.db.conn().await?;
     let (items, total) =

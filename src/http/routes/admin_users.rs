@@ -2,6 +2,7 @@
 //! status, suspension, password and roles, recontact companies, and remove accounts in three
 //! steps (request, confirm, delete).
 
+use crate::domain::search::SearchTerm;
 use actix_web::{HttpResponse, delete, get, post, put, web};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -81,7 +82,7 @@ pub struct UserListQuery {
     /// `resubmitted`.
     pub verification: Option<String>,
     /// Text in the e-mail, username or profile names (`%` and `_` are literal).
-    pub search: Option<String>,
+    pub search: Option<SearchTerm>,
 }
 
 fn one_of(field: &str, value: &Option<String>, allowed: &[&str]) -> ApiResult<()> {
@@ -134,7 +135,7 @@ pub async fn list(
         role: q.role,
         status: q.status,
         verification: q.verification,
-        search: q.search,
+        search: q.search.map(SearchTerm::into_string),
     };
     let (found, total) = {
         let mut conn = state.db.conn().await?;

@@ -1,6 +1,7 @@
 //! Disputes: raised on a project by its company or expert (`/api/projects/{id}/dispute`),
 //! mediated and resolved by administrators (`/api/admin/disputes/…`).
 
+use crate::domain::search::SearchTerm;
 use actix_web::{HttpResponse, get, post, put, web};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -252,7 +253,7 @@ pub struct AdminDisputeQuery {
     /// `desc` (default) or `asc`.
     pub sort_order: Option<String>,
     /// Words of the title, reason, description or project title.
-    pub search: Option<String>,
+    pub search: Option<SearchTerm>,
 }
 
 const STATUSES: [&str; 4] = ["open", "in_review", "resolved", "closed"];
@@ -328,7 +329,7 @@ pub async fn admin_list(
     }
     let filter = DisputeFilter {
         status: q.status.as_deref(),
-        search: q.search.as_deref(),
+        search: q.search.as_ref().map(SearchTerm::as_str),
         order,
     };
     let mut conn = state.db.conn().await?;

@@ -1,5 +1,6 @@
 //! `/api/admin/invitations`: administrators invite administrators by e-mail.
 
+use crate::domain::search::SearchTerm;
 use actix_web::{HttpResponse, delete, get, post, web};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -58,7 +59,7 @@ pub struct InvitationListQuery {
     /// `all` (default), `pending`, `used` or `expired`.
     pub status: Option<String>,
     /// Part of the invitee's e-mail.
-    pub search: Option<String>,
+    pub search: Option<SearchTerm>,
 }
 
 /// Invites an administrator: the e-mail carries a single-use token.
@@ -144,7 +145,7 @@ pub async fn list(
     let (items, total) = invitations::list(
         conn.exec(),
         status,
-        query.search.as_deref(),
+        query.search.as_ref().map(SearchTerm::as_str),
         state.clock.now(),
         page.limit(),
         page.offset(),

@@ -198,7 +198,7 @@ enum ReleaseAnswers {
         status = 200,
         description = "The released payment (and the next one's intent)"
     )]
-    Released(ReleaseResponse),
+    Released(#[to_schema] ReleaseResponse),
     #[response(
         status = 403,
         description = "Not the project's company, or the CSRF check failed"

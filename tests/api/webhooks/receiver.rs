@@ -154,7 +154,11 @@ pub fn ca_file() -> String {
 /// The PEM files of the certificate (for `localhost` and `127.0.0.1`) and key the receivers
 /// serve, for other TLS servers the tests run.
 pub fn server_cert_files() -> (PathBuf, PathBuf) {
-    let dir = pki().ca_file.parent().expect("the PKI directory").to_owned();
+    let dir = pki()
+        .ca_file
+        .parent()
+        .expect("the PKI directory")
+        .to_owned();
     (dir.join("leaf.pem"), dir.join("leaf.key"))
 }
 

@@ -1,5 +1,6 @@
 //! Expert search and pages, and the skills catalogue: `/api/profiles/experts*`, `/api/skills/*`.
 
+use crate::domain::search::SearchTerm;
 use actix_web::{HttpResponse, get, web};
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -51,7 +52,7 @@ pub struct ExpertQuery {
     pub availability: Option<String>,
     pub verified: Option<bool>,
     /// Free text in name, bio, main area and skills.
-    pub q: Option<String>,
+    pub q: Option<SearchTerm>,
     pub page: Option<i64>,
     pub size: Option<i64>,
 }
@@ -105,7 +106,7 @@ pub async fn search_experts(
         level: q.level,
         availability: q.availability.filter(|a| !a.trim().is_empty()),
         verified: q.verified,
-        q: q.q,
+        q: q.q.map(SearchTerm::into_string),
     };
     Ok(HttpResponse::Ok().json(expert_page(&state, &filter, page).await?))
 }

@@ -1,6 +1,7 @@
 //! Administrators' profile moderation: verify, unverify, reject, resubmit, pre-evaluate,
 //! the admin views and lists, profiles created for a user.
 
+use crate::domain::search::SearchTerm;
 use actix_web::{HttpResponse, get, post, put, web};
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
@@ -127,7 +128,7 @@ pub struct AdminProfileQuery {
     /// `pending`, `pre_evaluated`, `verified`, `rejected` or `resubmitted`.
     pub verification_status: Option<String>,
     /// Part of a name, company name, slug, e-mail or username.
-    pub search: Option<String>,
+    pub search: Option<SearchTerm>,
     pub page: Option<i64>,
     pub size: Option<i64>,
 }
@@ -182,7 +183,7 @@ pub async fn admin_list(
         profile_type: q.profile_type,
         is_verified: q.is_verified,
         verification_status: q.verification_status,
-        search: q.search,
+        search: q.search.map(SearchTerm::into_string),
     };
     let mut conn = state.db.conn().await?;
     let (items, total) =

@@ -1,5 +1,6 @@
 //! Project lists: the public list, the company's own, administrators' pending ones.
 
+use crate::domain::search::SearchTerm;
 use actix_web::{HttpResponse, get, web};
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -33,7 +34,7 @@ pub struct ProjectListQuery {
     pub min_budget: Option<f64>,
     pub max_budget: Option<f64>,
     /// Text in the title or description.
-    pub search: Option<String>,
+    pub search: Option<SearchTerm>,
     pub company_id: Option<i64>,
 }
 
@@ -82,7 +83,7 @@ impl ProjectListQuery {
                 skill: self.skill.clone(),
                 min_budget_minor,
                 max_budget_minor,
-                search: self.search.clone(),
+                search: self.search.clone().map(SearchTerm::into_string),
                 company_id: self.company_id,
             },
         ))
