@@ -91,7 +91,21 @@ pub(crate) async fn transfer(state: &AppState, y: Payment) -> FlowResult<Payment
         } else {
             after_previous
         };
-        payments::begin_transfer_attempt(conn.exec(), y.id, attempt).await?;
+        if !payments::begin_transfer_attempt(conn.exec(), y.id, y.transfer_attempt_at, attempt)
+            .await?
+        {
+            // Another instance began an attempt meanwhile: make that one (the same key, so
+            // the processor answers with its transfer instead of making a second).
+            let current = load(state, y.id).await?;
+            match current.transfer_attempt_at {
+                Some(theirs)
+                    if current.status == "released" && current.payout_status == "pending" =>
+                {
+                    attempt = theirs;
+                }
+                _ => return Ok(current),
+            }
+        }
     }
     drop(conn);
     let mut meta = BTreeMap::new();
