@@ -22,8 +22,20 @@ const KILLS: usize = 24;
 
 /// Deals whose last payment an administrator refunds once released.
 fn refunded(deal: usize) -> bool {
-    deal % 3 == 0
+    deal.is_multiple_of(3)
 }
+
+/// id, amount, status, payout status, intent, commission, transfer, project.
+type PaymentRow = (
+    i64,
+    i64,
+    String,
+    String,
+    Option<String>,
+    Option<i64>,
+    Option<String>,
+    i64,
+);
 
 /// Where one flow is, as its driver last set it.
 type Stage = Arc<Mutex<&'static str>>;
@@ -33,19 +45,33 @@ struct Flow {
     stage: Stage,
 }
 
+/// What the drivers talk to.
+#[derive(Clone)]
+struct Targets {
+    http: reqwest::Client,
+    /// The server (the same address after every restart).
+    base: String,
+    sandbox: String,
+    pool: sqlx::PgPool,
+    stop: Arc<AtomicBool>,
+}
+
 /// Drives one deal to completion: fund each payment at the sandbox (the card holder), release
 /// it once held (the company), fetch the next intent when a crash kept it from being made.
 /// Requests that die with the server are simply tried again, as a client would.
 async fn drive(
-    http: reqwest::Client,
-    base: String,
-    sandbox: String,
-    pool: sqlx::PgPool,
+    to: Targets,
     deal: Deal,
     stage: Stage,
     refund_by: Option<Account>,
-    stop: Arc<AtomicBool>,
 ) -> Result<(), String> {
+    let Targets {
+        http,
+        base,
+        sandbox,
+        pool,
+        stop,
+    } = to;
     let set = |s: &'static str| *stage.lock().unwrap() = s;
     while !stop.load(Ordering::Relaxed) {
         if let Some(admin) = &refund_by {
@@ -289,15 +315,18 @@ async fn escrow_survives_kill_9_at_random_points() {
     let stop = Arc::new(AtomicBool::new(false));
     let mut drivers = Vec::new();
     for (i, flow) in flows.iter().enumerate() {
+        let to = Targets {
+            http: http.clone(),
+            base: server.base.clone(),
+            sandbox: sandbox.base.clone(),
+            pool: db.pool.clone(),
+            stop: stop.clone(),
+        };
         drivers.push(tokio::spawn(drive(
-            http.clone(),
-            server.base.clone(),
-            sandbox.base.clone(),
-            db.pool.clone(),
+            to,
             flow.deal.clone(),
             flow.stage.clone(),
             refunded(i).then(|| market.admin.clone()),
-            stop.clone(),
         )));
     }
 
@@ -398,16 +427,7 @@ async fn escrow_survives_kill_9_at_random_points() {
     // 1. Every payment equals the ledger: captured once, the whole amount; one transfer of
     //    amount − commission to the expert's account; nothing refunded or reversed.
     let ledger = sandbox.ledger(&http).await;
-    let payments: Vec<(
-        i64,
-        i64,
-        String,
-        String,
-        Option<String>,
-        Option<i64>,
-        Option<String>,
-        i64,
-    )> = sqlx::query_as(
+    let payments: Vec<PaymentRow> = sqlx::query_as(
         "SELECT id, amount_minor, status, payout_status, processor_payment_intent_id,
                     commission_minor, processor_transfer_id, project_id
              FROM payments ORDER BY id",
