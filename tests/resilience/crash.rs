@@ -3,7 +3,7 @@
 //! processor event or domain event is lost or applied twice, no notification or e-mail goes
 //! out twice, and transfers left half-way are finished by the retry job.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -202,52 +202,72 @@ async fn status_of_pool(pool: &sqlx::PgPool, id: i64) -> String {
         .unwrap_or_default()
 }
 
-/// What the database and the ledger show right after a kill (the server is dead, so this is
-/// exactly what the next start inherits).
+/// What the dead server left for the next start, as seen right after each kill: the ids
+/// caught in each half-done state, over all kills (a state that lasts across kills counts
+/// once).
 #[derive(Default, Debug)]
-struct AfterKill {
-    /// Captured at the processor while still `held` here (killed between capture and commit).
-    captured_not_released: usize,
-    /// Authorised at the processor while still `pending` here (webhook not applied).
-    authorised_not_held: usize,
-    /// Released with the transfer not made or not recorded.
-    transfer_half_way: i64,
+struct LeftHalfDone {
+    /// Payments captured at the processor while still `held` here (killed between the
+    /// capture and the release's commit).
+    captured_not_released: BTreeSet<i64>,
+    /// Payments authorised at the processor while still `pending` here (webhook not yet
+    /// received or applied).
+    authorised_not_held: BTreeSet<i64>,
+    /// Payments released whose transfer was not made or not recorded.
+    transfer_half_way: BTreeSet<i64>,
+    /// … of which an attempt had reached the processor (its outcome unknown to the service).
+    transfer_attempted: BTreeSet<i64>,
     /// Processor events stored but not applied.
-    webhooks_unapplied: i64,
+    webhooks_unapplied: BTreeSet<String>,
     /// Domain events not yet delivered to every consumer.
-    outbox_undelivered: i64,
+    outbox_undelivered: BTreeSet<i64>,
 }
 
-async fn after_kill(db: &TestDb, sandbox: &SandboxProc, http: &reqwest::Client) -> AfterKill {
-    let ledger = sandbox.ledger(http).await;
-    let rows: Vec<(String, Option<String>)> = sqlx::query_as(
-        "SELECT status, processor_payment_intent_id FROM payments WHERE status IN ('pending', 'held')",
-    )
-    .fetch_all(&db.pool)
-    .await
-    .unwrap();
-    let mut snap = AfterKill::default();
-    for (status, intent) in rows {
-        let at = intent.as_deref().and_then(|i| intent_in(&ledger, i));
-        let processor = at.and_then(|i| i["status"].as_str()).unwrap_or("");
-        match (status.as_str(), processor) {
-            ("held", "succeeded") => snap.captured_not_released += 1,
-            ("pending", "requires_capture") => snap.authorised_not_held += 1,
-            _ => {}
-        }
-    }
-    snap.transfer_half_way = db
-        .count(
-            "SELECT COUNT(*) FROM payments WHERE status = 'released' AND payout_status = 'pending'",
+impl LeftHalfDone {
+    async fn note(&mut self, db: &TestDb, sandbox: &SandboxProc, http: &reqwest::Client) {
+        let ledger = sandbox.ledger(http).await;
+        let rows: Vec<(i64, String, Option<String>)> = sqlx::query_as(
+            "SELECT id, status, processor_payment_intent_id FROM payments
+             WHERE status IN ('pending', 'held')",
         )
-        .await;
-    snap.webhooks_unapplied = db
-        .count("SELECT COUNT(*) FROM processor_events WHERE processed_at IS NULL")
-        .await;
-    snap.outbox_undelivered = db
-        .count("SELECT COUNT(*) FROM events WHERE dispatched_at IS NULL")
-        .await;
-    snap
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+        for (id, status, intent) in rows {
+            let at = intent.as_deref().and_then(|i| intent_in(&ledger, i));
+            let processor = at.and_then(|i| i["status"].as_str()).unwrap_or("");
+            match (status.as_str(), processor) {
+                ("held", "succeeded") => self.captured_not_released.insert(id),
+                ("pending", "requires_capture") => self.authorised_not_held.insert(id),
+                _ => false,
+            };
+        }
+        let half: Vec<(i64, bool)> = sqlx::query_as(
+            "SELECT id, transfer_attempt_at IS NOT NULL FROM payments
+             WHERE status = 'released' AND payout_status = 'pending'",
+        )
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+        for (id, attempted) in half {
+            self.transfer_half_way.insert(id);
+            if attempted {
+                self.transfer_attempted.insert(id);
+            }
+        }
+        let unapplied: Vec<String> =
+            sqlx::query_scalar("SELECT id FROM processor_events WHERE processed_at IS NULL")
+                .fetch_all(&db.pool)
+                .await
+                .unwrap();
+        self.webhooks_unapplied.extend(unapplied);
+        let undelivered: Vec<i64> =
+            sqlx::query_scalar("SELECT id FROM events WHERE dispatched_at IS NULL")
+                .fetch_all(&db.pool)
+                .await
+                .unwrap();
+        self.outbox_undelivered.extend(undelivered);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -334,7 +354,7 @@ async fn escrow_survives_kill_9_at_random_points() {
     // dead server left; start it again.
     let mut stages_at_kill: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut kills_with_flows_in_flight = 0;
-    let mut left = AfterKill::default();
+    let mut left = LeftHalfDone::default();
     let mut kills = 0;
     for _ in 0..KILLS {
         let wait = rand::rng().random_range(50..700);
@@ -352,25 +372,22 @@ async fn escrow_survives_kill_9_at_random_points() {
         for s in in_flight {
             *stages_at_kill.entry(s).or_default() += 1;
         }
-        let snap = after_kill(&db, &sandbox, &http).await;
-        left.captured_not_released += usize::from(snap.captured_not_released > 0);
-        left.authorised_not_held += usize::from(snap.authorised_not_held > 0);
-        left.transfer_half_way += i64::from(snap.transfer_half_way > 0);
-        left.webhooks_unapplied += i64::from(snap.webhooks_unapplied > 0);
-        left.outbox_undelivered += i64::from(snap.outbox_undelivered > 0);
+        left.note(&db, &sandbox, &http).await;
         server.restart(&http).await;
     }
     eprintln!(
         "crash: {kills} kills ({kills_with_flows_in_flight} with flows in flight) in {:?}; \
-         flow stages at the kills: {stages_at_kill:?}; kills that left (count of kills): \
-         capture without release {}, authorisation not yet held {}, transfer half-way {}, \
-         processor event stored but unapplied {}, outbox undelivered {}",
+         flow stages at the kills: {stages_at_kill:?}; left half-done for a restart: \
+         {} payments captured but not released, {} authorised but not held, {} transfers \
+         half-way ({} with an attempt at the processor), {} processor events stored but not \
+         applied, {} domain events not delivered to every consumer",
         started.elapsed(),
-        left.captured_not_released,
-        left.authorised_not_held,
-        left.transfer_half_way,
-        left.webhooks_unapplied,
-        left.outbox_undelivered,
+        left.captured_not_released.len(),
+        left.authorised_not_held.len(),
+        left.transfer_half_way.len(),
+        left.transfer_attempted.len(),
+        left.webhooks_unapplied.len(),
+        left.outbox_undelivered.len(),
     );
 
     // Every flow finishes on the last start.
@@ -634,11 +651,12 @@ async fn escrow_survives_kill_9_at_random_points() {
     let elapsed = started.elapsed();
     eprintln!(
         "crash: RESULT kills survived {kills} ({kills_with_flows_in_flight} with flows in flight), \
-         {} payments agree with the ledger ({} refunded), {} processor events stored and applied once \
-         ({redelivered} delivered more than once), {expected} notifications and {mails} e-mails \
-         exactly once, in {elapsed:?}",
+         {} payments agree with the ledger ({} refunded; {} transfers left half-way finished \
+         once), {} processor events stored and applied once ({redelivered} delivered more than \
+         once), {expected} notifications and {mails} e-mails exactly once, in {elapsed:?}",
         payments.len(),
         refunds.len(),
+        left.transfer_half_way.len(),
         sent.len(),
     );
     assert!(
