@@ -38,11 +38,13 @@ pub fn infra(test: &str) -> Option<Infra> {
     }
 }
 
-/// The server binary: `MARKETPLACE_BIN` (CI: the release build) or this package's.
+/// The server binary: `MARKETPLACE_BIN` (CI: the release build; relative to the package, as
+/// `cargo test` runs from there) or this package's. Absolute, as children start elsewhere.
 pub fn binary() -> PathBuf {
-    std::env::var_os("MARKETPLACE_BIN")
+    let path = std::env::var_os("MARKETPLACE_BIN")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_marketplace")))
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_marketplace")));
+    std::fs::canonicalize(&path).unwrap_or(path)
 }
 
 pub fn random(bytes: usize) -> String {
