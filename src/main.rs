@@ -34,6 +34,20 @@ enum Command {
     },
     /// Fill the database with demo data (skips what already exists).
     SeedDemo,
+    /// Run the payment processor sandbox on its own (protocol and controls on one port), so
+    /// its ledger outlives the servers pointed at it with `PROCESSOR_API_BASE`. Keys from
+    /// `PROCESSOR_SECRET_KEY` and `PROCESSOR_WEBHOOK_SECRET`.
+    ProcessorSandbox {
+        #[arg(long, default_value_t = 12111)]
+        port: u16,
+        /// Where to POST the signed webhook events (the service's
+        /// `/api/payments/webhooks/processor`).
+        #[arg(long)]
+        webhook_url: Option<String>,
+        /// How often events whose delivery failed are sent again, in milliseconds.
+        #[arg(long, default_value_t = 500)]
+        redeliver_ms: u64,
+    },
 }
 
 fn main() -> ExitCode {
@@ -91,6 +105,32 @@ async fn run(command: Command, settings: Settings) -> anyhow::Result<()> {
             let db = Db::connect(&settings.database).await?;
             let report = seed::seed_demo(&db, &Clock::system(), settings.bcrypt_cost).await?;
             println!("{report}");
+        }
+        Command::ProcessorSandbox {
+            port,
+            webhook_url,
+            redeliver_ms,
+        } => {
+            use anyhow::Context as _;
+            use marketplace::integrations::processor::{SandboxConfig, sandbox::standalone};
+            let secret_key = settings
+                .processor_secret_key
+                .clone()
+                .context("PROCESSOR_SECRET_KEY is required: the key the servers present")?;
+            let webhook_secret = settings
+                .processor_webhook_secret
+                .clone()
+                .context("PROCESSOR_WEBHOOK_SECRET is required: the key events are signed with")?;
+            let listener = std::net::TcpListener::bind(("127.0.0.1", port))
+                .with_context(|| format!("cannot bind 127.0.0.1:{port}"))?;
+            let config = SandboxConfig::new(secret_key, webhook_secret, Clock::system());
+            standalone::serve(
+                config,
+                listener,
+                webhook_url,
+                std::time::Duration::from_millis(redeliver_ms),
+            )
+            .await?;
         }
     }
     Ok(())

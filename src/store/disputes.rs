@@ -396,6 +396,30 @@ pub async fn mediate(
     Ok(done == 1)
 }
 
+/// Claims the decision of an `open` or `in_review` dispute for `action` before any money
+/// moves, so a second decision (another instance, or a restarted actor) cannot move it the
+/// other way; the same action may claim again (a retry finishing what it began, after a
+/// crash or a processor failure), another action not while the dispute is open.
+pub async fn claim_decision(
+    ex: Exec<'_>,
+    id: i64,
+    action: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    let done = on_exec!(ex, conn => sqlx::query(
+        "UPDATE disputes SET resolution_action = $1, updated_at = $2
+         WHERE id = $3 AND status IN ('open', 'in_review')
+           AND (resolution_action IS NULL OR resolution_action = $1)",
+    )
+    .bind(action)
+    .bind(now)
+    .bind(id)
+    .execute(conn)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(done == 1)
+}
+
 /// `open` or `in_review` → `resolved` by an administrator.
 pub async fn resolve(
     ex: Exec<'_>,

@@ -340,16 +340,24 @@ pub async fn mark_transferred(
     )
 }
 
-/// Stamps a new transfer attempt (its time names the idempotency key).
-pub async fn begin_transfer_attempt(ex: Exec<'_>, id: i64, at: DateTime<Utc>) -> StoreResult<bool> {
+/// Stamps a new transfer attempt (its time names the idempotency key), unless another one
+/// began since `previous` was read (another instance): false then, and that attempt stands.
+pub async fn begin_transfer_attempt(
+    ex: Exec<'_>,
+    id: i64,
+    previous: Option<DateTime<Utc>>,
+    at: DateTime<Utc>,
+) -> StoreResult<bool> {
     changed!(
         ex,
         sqlx::query(
             "UPDATE payments SET transfer_attempt_at = $1, updated_at = $1
-             WHERE id = $2 AND status = 'released' AND payout_status = 'pending'",
+             WHERE id = $2 AND status = 'released' AND payout_status = 'pending'
+               AND (transfer_attempt_at = $3 OR ($3 IS NULL AND transfer_attempt_at IS NULL))",
         )
         .bind(at)
         .bind(id)
+        .bind(previous)
     )
 }
 

@@ -463,6 +463,19 @@ async fn resolve_now(
         return Err(not_active(&d));
     }
     require_no_open_chargeback(state, &d).await?;
+    // The project's actor serialises decisions on this instance only: claimed in the
+    // database first, so a decision another instance is making is refused here.
+    {
+        let mut conn = state.db.conn().await?;
+        if !disputes::claim_decision(conn.exec(), dispute_id, action.as_str(), state.clock.now())
+            .await?
+        {
+            return Err(FlowError::conflict(
+                "DISPUTE_NOT_ACTIVE",
+                "Another decision of this dispute is under way",
+            ));
+        }
+    }
     let covered = {
         let mut conn = state.db.conn().await?;
         let mut ids: Vec<i64> = payments::disputed_of_project(conn.exec(), d.project_id)

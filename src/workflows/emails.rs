@@ -78,7 +78,16 @@ impl Consumer for EmailConsumer {
             if self.cache.get(&marker).await?.is_some() {
                 continue;
             }
-            self.mailer.send(&entry.to, template, entry.context).await?;
+            // Named by the event and entry (time first, as the outbox sorts): a crash after
+            // sending and before the marker sends the same message again, not a second one.
+            let key = format!(
+                "{}-event{}-{index}",
+                event.created_at.format("%Y%m%dT%H%M%S%.6fZ"),
+                event.id
+            );
+            self.mailer
+                .send_keyed(&entry.to, template, entry.context, Some(key))
+                .await?;
             self.cache.set(&marker, "1", SENT_MEMORY).await?;
         }
         Ok(())

@@ -18,11 +18,13 @@ const DAY: Duration = Duration::from_secs(24 * 3600);
 /// Starts every periodic job of the service (the outbox dispatcher and the CRM queue worker
 /// start with the state: their consumers hold their handles).
 pub fn start_all(state: &AppState) {
+    // First a minute after start: a transfer a crash left half-way is finished soon after
+    // the restart, not an hour later (never, were the service restarted more often).
     every(
         state,
         escrow_jobs::TRANSFER_RETRY,
         DAY,
-        HOUR,
+        MINUTE,
         |st| async move { escrow_jobs::retry_deferred_transfers(&st).await },
     );
     every(

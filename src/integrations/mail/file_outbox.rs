@@ -46,7 +46,18 @@ async fn write_atomically(dir: &Path, stem: &str, contents: &[u8]) -> std::io::R
 impl MailTransport for FileOutbox {
     async fn send(&self, from: &str, email: &Email) -> Result<(), MailError> {
         let contents = message::build(from, email)?.formatted();
-        let path = write_atomically(&self.dir, &unique_stem(), &contents)
+        let stem = match &email.idempotency_key {
+            // One name per key: a second send of it replaces the first.
+            Some(key) => key
+                .chars()
+                .map(|c| match c {
+                    'a'..='z' | 'A'..='Z' | '0'..='9' | '.' | '-' | '_' => c,
+                    _ => '-',
+                })
+                .collect(),
+            None => unique_stem(),
+        };
+        let path = write_atomically(&self.dir, &stem, &contents)
             .await
             .map_err(MailError::Outbox)?;
         tracing::debug!(to = %email.to, file = %path.display(), "mail written to the outbox");

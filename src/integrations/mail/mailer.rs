@@ -64,12 +64,24 @@ impl Mailer {
         mail: Template,
         ctx: serde_json::Value,
     ) -> Result<(), MailError> {
+        self.send_keyed(to, mail, ctx, None).await
+    }
+
+    /// [`send`](Self::send) under an idempotency key (see [`Email::idempotency_key`]).
+    pub async fn send_keyed(
+        &self,
+        to: &str,
+        mail: Template,
+        ctx: serde_json::Value,
+        idempotency_key: Option<String>,
+    ) -> Result<(), MailError> {
         let rendered = self.render(mail, &ctx)?;
         let email = Email {
             to: to.to_owned(),
             subject: rendered.subject,
             text: rendered.text,
             html: Some(rendered.html),
+            idempotency_key,
         };
         match self.inner.transport.send(&self.inner.from, &email).await {
             Ok(()) => {

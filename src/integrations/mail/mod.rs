@@ -32,6 +32,10 @@ pub struct Email {
     pub text: String,
     /// HTML alternative of the body, sent as well when present.
     pub html: Option<String>,
+    /// Names the message when it is sent at least once (the outbox's e-mails): the file
+    /// outbox writes each key under one name, so a retry after a crash between sending and
+    /// recording it replaces the message instead of adding a second. Time-sortable.
+    pub idempotency_key: Option<String>,
 }
 
 /// Leaves the bodies out: they may contain tokens.

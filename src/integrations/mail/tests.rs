@@ -150,6 +150,7 @@ fn outbox_email(to: &str, subject: &str, text: &str, html: Option<&str>) -> Emai
         subject: subject.to_owned(),
         text: text.to_owned(),
         html: html.map(str::to_owned),
+        idempotency_key: None,
     }
 }
 

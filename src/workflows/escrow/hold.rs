@@ -189,6 +189,11 @@ pub async fn initiate(
                 .filter(|m| m.project_id == project_id)
                 .ok_or_else(|| FlowError::not_found("No such milestone in this project"))?;
             if let Some(open) = payments::open_of_milestone(tx.exec(), m.id).await? {
+                // Prepared without its intent (a crash or the processor down right after
+                // the commit that made it): creating that intent is what funding it needs.
+                if open.status == "pending" && open.processor_payment_intent_id.is_none() {
+                    return Ok(open);
+                }
                 return Err(FlowError::conflict(
                     "PAYMENT_PENDING",
                     format!(

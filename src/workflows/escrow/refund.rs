@@ -54,6 +54,20 @@ pub(crate) async fn refund_in_actor(
             format!("The payment is {}; there is no money to refund", y.status),
         ));
     }
+    // A transfer attempt whose outcome is unknown (the service died after the processor made
+    // it, before recording it) is finished first, under its own key, so the reversal below
+    // takes it back instead of leaving it with the expert.
+    let y = match y.transfer_attempt_at {
+        Some(at)
+            if y.status == "released"
+                && y.payout_status == "pending"
+                && y.payment_metadata.0["transfer_failed_attempt"]
+                    != json!(at.timestamp_millis()) =>
+        {
+            transfer(state, y).await?
+        }
+        _ => y,
+    };
     let client = &state.processor.client;
     let mut metadata = y.payment_metadata.0.clone();
     // The expert's money first: a refund must never leave the platform paying twice.

@@ -91,7 +91,21 @@ pub(crate) async fn transfer(state: &AppState, y: Payment) -> FlowResult<Payment
         } else {
             after_previous
         };
-        payments::begin_transfer_attempt(conn.exec(), y.id, attempt).await?;
+        if !payments::begin_transfer_attempt(conn.exec(), y.id, y.transfer_attempt_at, attempt)
+            .await?
+        {
+            // Another instance began an attempt meanwhile: make that one (the same key, so
+            // the processor answers with its transfer instead of making a second).
+            let current = load(state, y.id).await?;
+            match current.transfer_attempt_at {
+                Some(theirs)
+                    if current.status == "released" && current.payout_status == "pending" =>
+                {
+                    attempt = theirs;
+                }
+                _ => return Ok(current),
+            }
+        }
     }
     drop(conn);
     let mut meta = BTreeMap::new();
@@ -194,13 +208,10 @@ pub async fn retry_transfer(
             tx.commit().await?;
             load(&st, payment_id).await?
         } else {
-            // A deliberate retry: a new attempt, so a new idempotency key.
-            let mut metadata = y.payment_metadata.0.clone();
-            metadata["transfer_failed_attempt"] =
-                json!(y.transfer_attempt_at.map(|t| t.timestamp_millis()));
-            let mut conn = st.db.conn().await?;
-            payments::set_metadata(conn.exec(), y.id, &metadata, st.clock.now()).await?;
-            load(&st, payment_id).await?
+            // An attempt that failed is already marked so, and gets a new key; one whose
+            // outcome is unknown (a crash after the processor made it) is made again under
+            // its own key, so the processor answers with that transfer instead of a second.
+            y
         };
         transfer(&st, y).await
     })

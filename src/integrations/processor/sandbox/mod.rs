@@ -18,6 +18,7 @@ mod controls;
 mod delivery;
 mod operations;
 mod render;
+pub mod standalone;
 mod state;
 
 use std::net::TcpListener;
@@ -254,6 +255,17 @@ impl Sandbox {
     pub async fn start(config: SandboxConfig) -> anyhow::Result<SandboxHandle> {
         let listener =
             TcpListener::bind("127.0.0.1:0").context("cannot bind the processor sandbox")?;
+        Self::start_on(config, listener, false).await
+    }
+
+    /// Serves the protocol on `listener` with one worker; `controls` also mounts the
+    /// controls under `/api/sandbox/` on the same port (the standalone sandbox, see
+    /// [`standalone`]).
+    pub async fn start_on(
+        config: SandboxConfig,
+        listener: TcpListener,
+        controls: bool,
+    ) -> anyhow::Result<SandboxHandle> {
         let port = listener.local_addr()?.port();
         let base_url = format!("http://127.0.0.1:{port}");
         let webhook_http = reqwest::Client::builder()
@@ -281,6 +293,11 @@ impl Sandbox {
                 .app_data(data.clone())
                 .app_data(web::PayloadConfig::new(1024 * 1024))
                 .configure(api::routes)
+                .configure(|cfg| {
+                    if controls {
+                        standalone::control_routes(cfg);
+                    }
+                })
                 .default_service(web::to(api::unknown_route))
         })
         .workers(1)

@@ -634,6 +634,21 @@ impl State {
         true
     }
 
+    /// Queues again every event whose last delivery was not accepted (the processor retries
+    /// those; the standalone sandbox does too). Answers how many were queued.
+    pub(crate) fn requeue_failed(&mut self) -> usize {
+        let failed: Vec<String> = self
+            .events
+            .iter()
+            .filter(|e| e.deliveries.last().is_some_and(|d| !d.succeeded()))
+            .filter(|e| !self.undelivered.contains(&e.id))
+            .map(|e| e.id.clone())
+            .collect();
+        let queued = failed.len();
+        self.undelivered.extend(failed);
+        queued
+    }
+
     /// The oldest undelivered event: (id, body, target).
     pub(crate) fn next_undelivered(&mut self) -> Option<(String, String, Option<String>)> {
         let id = self.undelivered.pop_front()?;
