@@ -105,6 +105,10 @@ impl Application {
             processor,
             project_actors: actors::Registry::new("project", actors::RegistryConfig::default()),
             payment_actors: actors::Registry::new("payment", actors::RegistryConfig::default()),
+            chat_rooms: actors::Registry::new(
+                crate::workflows::chat::ROOM_ACTORS,
+                actors::RegistryConfig::default(),
+            ),
             jobs,
             crm: crm_setup,
             crm_worker: crm_service.worker(),
