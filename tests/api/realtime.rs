@@ -536,7 +536,7 @@ async fn a_socket_that_never_answers_pings_is_closed() {
     let m = Market::open_with(&[("WS_PING_SECONDS", "1")]).await;
     let user = m.company("mute").await;
     // Never read, so tungstenite never answers the pings.
-    let _socket = unread_socket(&m.app, "/api/ws/notifications", &user.access_token).await;
+    let mut socket = unread_socket(&m.app, "/api/ws/notifications", &user.access_token).await;
     let live = || m.app.state.realtime.sockets_live(SocketKind::Notifications);
     assert_eq!(live(), 1);
     tokio::time::sleep(Duration::from_millis(2500)).await;
@@ -546,6 +546,14 @@ async fn a_socket_that_never_answers_pings_is_closed() {
     assert!(
         closed.is_some(),
         "closed after three intervals without a pong"
+    );
+    // Reading again, the client answers the pings it had not read and learns why it was
+    // closed: the server still reads what comes (the close handshake), where it used to shut
+    // the connection after actix's 1 s linger and answer those pongs with a reset.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        closed_with(&mut socket, Duration::from_secs(5)).await,
+        CloseCode::Away
     );
 }
 
