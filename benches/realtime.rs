@@ -216,8 +216,10 @@ async fn register(
 ) -> anyhow::Result<(i64, String)> {
     let r = client
         .post(format!("{base}/api/auth/register"))
-        .json(&json!({"email": format!("{username}@bench.test"), "username": username,
-                      "password": PASSWORD, "roles": [role]}))
+        .json(
+            &json!({"email": format!("{username}@bench.test"), "username": username,
+                      "password": PASSWORD, "roles": [role]}),
+        )
         .send()
         .await?;
     if r.status() != 201 {
@@ -271,7 +273,11 @@ async fn idle_sockets(
     // 100 users, their sockets spread evenly (a user's tabs share one room).
     let mut tokens = Vec::new();
     for i in 0..100 {
-        tokens.push(register(client, &server.base, &format!("idle{i}"), "empresa").await?.1);
+        tokens.push(
+            register(client, &server.base, &format!("idle{i}"), "empresa")
+                .await?
+                .1,
+        );
     }
     // Warm the server's pools and allocator with a few sockets first.
     let warm: Vec<_> = stream::iter(0..50)
