@@ -580,3 +580,47 @@ async fn an_idle_socket_that_answers_pings_stays_open() {
     assert_eq!(r.status(), StatusCode::CREATED);
     assert_eq!(next_frame(&mut socket).await["type"], "test");
 }
+
+#[actix_web::test]
+async fn a_member_connected_to_another_instance_gets_no_chat_email() {
+    if std::env::var("REDIS_URL").is_err() {
+        // Presence is shared through Redis; without it each instance knows only its own.
+        return;
+    }
+    let m = Market::open().await;
+    let d = deal(&m, "present", [100.0, 100.0, 100.0]).await;
+    let database = match &m.app.state.settings.database {
+        marketplace::config::DatabaseTarget::Postgres(url) => url.clone(),
+        marketplace::config::DatabaseTarget::Sqlite(path) => format!("sqlite:{}", path.display()),
+    };
+    let other = crate::helpers::spawn_app_with(&[
+        ("DATABASE_URL", &database),
+        ("CACHE_PREFIX", &m.app.state.settings.cache_prefix),
+    ])
+    .await;
+    let token = crate::helpers::login(&other, &d.expert.username, crate::helpers::PASSWORD).await;
+    let room = format!("/api/ws/chat/{}", d.project_id);
+    let mut remote = connect(&other, &room, &token).await;
+    let sent = post(&m, &d.company, d.project_id, "are you there?").await;
+    assert_eq!(next_frame(&mut remote).await["data"]["id"], sent["id"]);
+    let digests = "SELECT COUNT(*) FROM chat_email_digests WHERE user_id = $1";
+    assert_eq!(m.count(digests, d.expert.id).await, 0, "present elsewhere");
+
+    // Gone from the other instance too: the next message is e-mailed.
+    remote.close(None).await.unwrap();
+    let gone = crate::helpers::wait_for(Duration::from_secs(5), || {
+        (other
+            .state
+            .realtime
+            .members(&marketplace::integrations::realtime::chat_room(
+                d.project_id,
+            ))
+            == 0)
+            .then_some(())
+    })
+    .await;
+    assert!(gone.is_some());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    post(&m, &d.company, d.project_id, "hello?").await;
+    assert_eq!(m.count(digests, d.expert.id).await, 1);
+}
