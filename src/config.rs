@@ -103,6 +103,9 @@ pub struct Settings {
     /// WebSocket ping interval (`WS_PING_SECONDS`, default 10); a socket without a pong for
     /// three intervals is closed, and its session is checked again at every ping.
     pub ws_ping_interval: std::time::Duration,
+    /// `CHAT_EMAIL_DIGEST_MINUTES` (default 15): a chat participant not connected to the room
+    /// gets at most one new-message e-mail per room in this window.
+    pub chat_email_digest: chrono::Duration,
     /// Pool size (`DATABASE_MAX_CONNECTIONS`); the engine's default when unset.
     pub database_max_connections: Option<u32>,
     /// When set, `/metrics` answers only with `Authorization: Bearer <token>`.
@@ -347,6 +350,12 @@ impl Settings {
                 10,
                 1,
                 60,
+            )?)),
+            chat_email_digest: chrono::Duration::minutes(i64::from(number(
+                "CHAT_EMAIL_DIGEST_MINUTES",
+                15,
+                1,
+                10_080,
             )?)),
             database_max_connections: match get("DATABASE_MAX_CONNECTIONS") {
                 None => None,

@@ -105,6 +105,10 @@ impl Application {
             processor,
             project_actors: actors::Registry::new("project", actors::RegistryConfig::default()),
             payment_actors: actors::Registry::new("payment", actors::RegistryConfig::default()),
+            chat_rooms: actors::Registry::new(
+                crate::workflows::chat::ROOM_ACTORS,
+                actors::RegistryConfig::default(),
+            ),
             jobs,
             crm: crm_setup,
             crm_worker: crm_service.worker(),
@@ -228,6 +232,12 @@ pub fn openapi_document() -> utoipa::openapi::OpenApi {
 }
 
 fn run(listener: TcpListener, state: AppState, workers: Option<usize>) -> anyhow::Result<Server> {
+    // After a WebSocket's close frame (or any response that ends the connection) the server
+    // keeps reading, and discarding, until the client closes: a client that comes back to its
+    // socket late answers pings it had not read, and those must not meet a reset that loses
+    // the close frame and its reason. actix's default linger is 1 s; a pong-less socket is
+    // closed after three ping intervals, so the same span (at most 30 s) covers it.
+    let linger = (state.settings.ws_ping_interval * 3).min(std::time::Duration::from_secs(30));
     let data = web::Data::new(state);
     let http_metrics = web::Data::new(http::metrics::HttpMetrics::default());
     let openapi = web::Data::new(openapi_document());
@@ -252,6 +262,7 @@ fn run(listener: TcpListener, state: AppState, workers: Option<usize>) -> anyhow
             .wrap(http::cors::allow_list(&frontend_url))
             .wrap(from_fn(http::middleware::request_context))
     })
+    .client_disconnect_timeout(linger)
     .listen(listener)?;
     if let Some(workers) = workers {
         server = server.workers(workers);

@@ -32,6 +32,9 @@ pub struct AppState {
     pub project_actors: actors::Registry<i64>,
     /// One actor per payment: every processor-driven change of a payment runs inside it.
     pub payment_actors: actors::Registry<i64>,
+    /// One actor per project chat room: every post, edit, deletion and read mark of a room
+    /// is stored then fanned out inside it, so frames go out in the order of the store.
+    pub chat_rooms: actors::Registry<i64>,
     /// Every periodic job of the service, by name (`workflows::jobs` starts them).
     pub jobs: actors::Jobs,
     /// The CRM client (or off), its sandbox and metrics.

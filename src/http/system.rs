@@ -99,6 +99,7 @@ pub async fn metrics(
     let mut out = String::with_capacity(16 * 1024);
     http.render(&mut out);
     render_actors(&mut out);
+    super::ws::render_metrics(&state, &mut out);
     state.crm.metrics.render(&mut out);
     crate::workflows::webhooks::metrics().render(&mut out);
     let (size, idle) = state.db.pool_stats();

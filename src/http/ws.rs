@@ -19,7 +19,7 @@ use utoipa::IntoParams;
 use super::auth::{REFRESH_COOKIE, bearer_token};
 use super::error::{ApiError, ApiResult, ErrorBody};
 use crate::domain::token::constant_time_eq;
-use crate::integrations::realtime::{Frame, chat_room, user_room};
+use crate::integrations::realtime::{Frame, SocketKind, chat_room, user_room};
 use crate::state::AppState;
 use crate::store::notifications;
 use crate::store::users::User;
@@ -139,7 +139,7 @@ pub async fn notifications_socket(
                           "data": {"unread": unread}, "created_at": state.clock.now()})
     .to_string();
     let room = user_room(socket.user.id);
-    open(state, req, body, socket, room, None, Some(greeting))
+    open(state, req, body, socket, room, None, Some(greeting)).await
 }
 
 /// The project's chat room for its company, its selected expert and administrators (404
@@ -178,9 +178,10 @@ pub async fn chat_socket(
         Some(project_id),
         None,
     )
+    .await
 }
 
-fn open(
+async fn open(
     state: web::Data<AppState>,
     req: HttpRequest,
     body: web::Payload,
@@ -192,15 +193,43 @@ fn open(
     let (response, session, stream) = actix_ws::handle(&req, body)
         .map_err(|e| ApiError::bad_request("NOT_A_WEBSOCKET", e.to_string()))?;
     let stream = stream.max_frame_size(MAX_FRAME);
-    actix_web::rt::spawn(run(
-        state.into_inner(),
-        socket,
-        room,
-        chat_project,
-        greeting,
-        session,
-        stream,
-    ));
+    let state = state.into_inner();
+    // Every idle socket holds its session future for its whole life, so the futures it only
+    // runs now and then (a client's text, the session check, presence) are boxed when they
+    // run rather than sized into it (6 KiB to 2 KiB in a debug build).
+    let kind = match chat_project {
+        Some(_) => SocketKind::Chat,
+        None => SocketKind::Notifications,
+    };
+    let live = state.realtime.socket_opened(kind);
+    // Joined and present before the client hears 101: a frame published right after the
+    // handshake reaches it, and a message posted then sends the member no e-mail.
+    let joined = state.realtime.join(&room);
+    if let Some(project_id) = chat_project {
+        // Present while the socket lives and answers pings; a pong-less socket is closed
+        // after three intervals, so the presence outlives it by at most that.
+        let ttl = state.settings.ws_ping_interval * 3;
+        chat::arrive(&state, project_id, socket.user.id, ttl).await;
+    }
+    actix_web::rt::spawn(async move {
+        let user_id = socket.user.id;
+        let (member, frames) = joined;
+        serve(
+            &state,
+            socket,
+            frames,
+            chat_project,
+            greeting,
+            session,
+            stream,
+        )
+        .await;
+        state.realtime.leave(member);
+        if let Some(project_id) = chat_project {
+            Box::pin(chat::depart(&state, project_id, user_id)).await;
+        }
+        drop(live);
+    });
     Ok(response)
 }
 
@@ -211,16 +240,16 @@ fn close(code: CloseCode, description: &str) -> Option<CloseReason> {
     })
 }
 
-async fn run(
-    state: std::sync::Arc<AppState>,
+/// The session itself: frames out, client frames in, pings, until either side ends it.
+async fn serve(
+    state: &std::sync::Arc<AppState>,
     socket: Socket,
-    room: String,
+    mut frames: tokio::sync::mpsc::Receiver<Frame>,
     chat_project: Option<i64>,
     greeting: Option<String>,
     mut session: actix_ws::Session,
     mut stream: actix_ws::MessageStream,
 ) {
-    let (member, mut frames) = state.realtime.join(&room);
     let every = state.settings.ws_ping_interval;
     let mut ping = tokio::time::interval(every);
     ping.tick().await;
@@ -229,14 +258,21 @@ async fn run(
     if let Some(greeting) = greeting
         && session.text(greeting).await.is_err()
     {
-        state.realtime.leave(member);
         return;
     }
     loop {
         tokio::select! {
             frame = frames.recv() => match frame {
                 Some(frame) => {
-                    if session.text(Frame::as_ref(&frame).to_owned()).await.is_err() {
+                    // A client that has not taken a frame for three ping intervals is not
+                    // reading: give up on it rather than hold its session (and its queue)
+                    // for as long as the TCP connection stays up.
+                    let sent = tokio::time::timeout(
+                        every * 3,
+                        session.text(Frame::as_ref(&frame).to_owned()),
+                    )
+                    .await;
+                    if !matches!(sent, Ok(Ok(()))) {
                         break;
                     }
                 }
@@ -254,7 +290,7 @@ async fn run(
                 }
                 Some(Ok(Message::Pong(_))) => last_pong = Instant::now(),
                 Some(Ok(Message::Text(text))) => {
-                    let answer = handle_text(&state, &socket, chat_project, &text).await;
+                    let answer = Box::pin(handle_text(state, &socket, chat_project, &text)).await;
                     if let Some(error) = answer
                         && session.text(error).await.is_err()
                     {
@@ -286,9 +322,12 @@ async fn run(
                     reason = close(CloseCode::Away, "no pong");
                     break;
                 }
-                if !socket.still_valid(&state).await {
+                if !Box::pin(socket.still_valid(state)).await {
                     reason = close(CloseCode::Policy, "the session has ended");
                     break;
+                }
+                if let Some(project_id) = chat_project {
+                    Box::pin(chat::still_here(state, project_id, socket.user.id, every * 3)).await;
                 }
                 if session.ping(b"").await.is_err() {
                     break;
@@ -296,8 +335,8 @@ async fn run(
             }
         }
     }
-    state.realtime.leave(member);
-    let _ = session.close(reason).await;
+    // The close frame waits behind unsent frames; a client that does not read never gets it.
+    let _ = tokio::time::timeout(every, session.close(reason)).await;
 }
 
 fn error_frame(detail: &str) -> String {
@@ -346,4 +385,65 @@ async fn handle_text(
         }
         _ => Some(error_frame("unknown frame type")),
     }
+}
+
+/// The real-time numbers on `/metrics`, beside the actor metrics (the rooms hub and the room
+/// actors also appear there under their kinds).
+pub fn render_metrics(state: &AppState, out: &mut String) {
+    use super::metrics::render_single;
+    use std::fmt::Write as _;
+
+    let realtime = &state.realtime;
+    render_single(
+        out,
+        "realtime_rooms_live",
+        "gauge",
+        "Rooms with a socket on this instance.",
+        realtime.rooms_live() as f64,
+    );
+    out.push_str("# HELP realtime_sockets_live WebSockets open on this instance, by kind.\n");
+    out.push_str("# TYPE realtime_sockets_live gauge\n");
+    for kind in SocketKind::ALL {
+        let _ = writeln!(
+            out,
+            "realtime_sockets_live{{kind=\"{}\"}} {}",
+            kind.label(),
+            realtime.sockets_live(kind)
+        );
+    }
+    render_single(
+        out,
+        "realtime_frames_fanned_out_total",
+        "counter",
+        "Frames handed to sockets on this instance.",
+        realtime.frames_fanned_out() as f64,
+    );
+    let (mut dropped, mut restarts) = (0, 0);
+    for kind in actors::metrics::snapshot() {
+        match kind.values {
+            actors::KindValues::Hub(v) if kind.kind == crate::integrations::realtime::HUB_KIND => {
+                dropped = v.dropped_slow_members;
+            }
+            actors::KindValues::Registry(v) if kind.kind == chat::ROOM_ACTORS => {
+                restarts = v.restarts;
+            }
+            _ => {}
+        }
+    }
+    render_single(
+        out,
+        "realtime_slow_consumers_dropped_total",
+        "counter",
+        "Sockets dropped because they fell too far behind.",
+        dropped as f64,
+    );
+    out.push_str(
+        "# HELP realtime_supervisor_restarts_total Room actors restarted after a panic.\n",
+    );
+    out.push_str("# TYPE realtime_supervisor_restarts_total counter\n");
+    let _ = writeln!(
+        out,
+        "realtime_supervisor_restarts_total{{supervisor=\"{}\"}} {restarts}",
+        chat::ROOM_ACTORS
+    );
 }

@@ -7,8 +7,9 @@
 //! and remote members alike. The rooms live in an `actors::Hub`: bounded queues, slow
 //! consumers dropped (their socket closes and the client reconnects), metrics on `/metrics`.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use actors::{Hub, MemberId};
@@ -25,6 +26,40 @@ pub const SESSION_QUEUE: usize = 256;
 /// A frame as sent: JSON text shared by every member that receives it.
 pub type Frame = Arc<str>;
 
+/// The hub's metrics kind (rooms, members, slow members dropped).
+pub const HUB_KIND: &str = "realtime_rooms";
+
+/// What a WebSocket serves, as `/metrics` labels it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SocketKind {
+    Notifications,
+    Chat,
+}
+
+impl SocketKind {
+    pub const ALL: [SocketKind; 2] = [SocketKind::Notifications, SocketKind::Chat];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            SocketKind::Notifications => "notifications",
+            SocketKind::Chat => "chat",
+        }
+    }
+}
+
+/// Counts one live socket until dropped, so a session that ends any way (panic included)
+/// is counted out.
+pub struct SocketGuard {
+    realtime: Arc<Realtime>,
+    kind: SocketKind,
+}
+
+impl Drop for SocketGuard {
+    fn drop(&mut self) {
+        self.realtime.sockets[self.kind as usize].fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 pub fn user_room(user_id: i64) -> String {
     format!("user:{user_id}")
 }
@@ -37,6 +72,14 @@ pub struct Realtime {
     cache: Arc<dyn Cache>,
     hub: Hub<Frame>,
     fanned_out: AtomicU64,
+    sockets: [AtomicU64; 2],
+    /// This instance's sockets per (room, user): the shared presence key is removed only
+    /// when the last of them leaves.
+    local_presence: Mutex<HashMap<(String, i64), usize>>,
+}
+
+fn presence_key(room: &str, user_id: i64) -> String {
+    format!("presence:{room}:{user_id}")
 }
 
 impl Realtime {
@@ -45,8 +88,10 @@ impl Realtime {
     pub async fn start(cache: Arc<dyn Cache>) -> Result<Arc<Self>, CacheError> {
         let realtime = Arc::new(Self {
             cache: cache.clone(),
-            hub: Hub::new("realtime_rooms"),
+            hub: Hub::new(HUB_KIND),
             fanned_out: AtomicU64::new(0),
+            sockets: [AtomicU64::new(0), AtomicU64::new(0)],
+            local_presence: Mutex::new(HashMap::new()),
         });
         let mut stream = cache.subscribe(CHANNEL).await?;
         let weak = Arc::downgrade(&realtime);
@@ -112,5 +157,83 @@ impl Realtime {
     /// Frames handed to sessions on this instance since it started.
     pub fn frames_fanned_out(&self) -> u64 {
         self.fanned_out.load(Ordering::Relaxed)
+    }
+
+    /// Counts a socket of `kind` as live while the guard lives.
+    pub fn socket_opened(self: &Arc<Self>, kind: SocketKind) -> SocketGuard {
+        self.sockets[kind as usize].fetch_add(1, Ordering::Relaxed);
+        SocketGuard {
+            realtime: Arc::clone(self),
+            kind,
+        }
+    }
+
+    /// Live sockets of `kind` on this instance.
+    pub fn sockets_live(&self, kind: SocketKind) -> u64 {
+        self.sockets[kind as usize].load(Ordering::Relaxed)
+    }
+
+    /// Rooms with at least one session on this instance.
+    pub fn rooms_live(&self) -> usize {
+        self.hub.rooms()
+    }
+
+    /// Presence, seen by every instance: `user_id` has a socket in `room` somewhere. The key
+    /// lives `ttl`; the socket refreshes it at every ping ([`Realtime::still_here`]), so an
+    /// instance that dies takes its presences with it after `ttl`.
+    pub async fn arrive(&self, room: &str, user_id: i64, ttl: Duration) -> Result<(), CacheError> {
+        *self
+            .lock_presence()
+            .entry((room.to_owned(), user_id))
+            .or_default() += 1;
+        self.still_here(room, user_id, ttl).await
+    }
+
+    pub async fn still_here(
+        &self,
+        room: &str,
+        user_id: i64,
+        ttl: Duration,
+    ) -> Result<(), CacheError> {
+        self.cache.set(&presence_key(room, user_id), "1", ttl).await
+    }
+
+    /// A socket of `user_id` left `room`. The key goes with this instance's last one (a tab
+    /// on another instance sets it again at its next ping).
+    pub async fn depart(&self, room: &str, user_id: i64) -> Result<(), CacheError> {
+        let last = {
+            let mut presence = self.lock_presence();
+            let key = (room.to_owned(), user_id);
+            match presence.get_mut(&key) {
+                Some(n) if *n > 1 => {
+                    *n -= 1;
+                    false
+                }
+                _ => {
+                    presence.remove(&key);
+                    true
+                }
+            }
+        };
+        if last {
+            self.cache.delete(&presence_key(room, user_id)).await?;
+        }
+        Ok(())
+    }
+
+    /// Whether `user_id` has a socket in `room` on any instance.
+    pub async fn is_present(&self, room: &str, user_id: i64) -> Result<bool, CacheError> {
+        Ok(self
+            .cache
+            .get(&presence_key(room, user_id))
+            .await?
+            .is_some())
+    }
+
+    fn lock_presence(&self) -> std::sync::MutexGuard<'_, HashMap<(String, i64), usize>> {
+        // Only map operations happen under this lock.
+        self.local_presence
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -16,6 +16,7 @@ use crate::config::DatabaseTarget;
 
 pub mod applications;
 pub mod chat;
+pub mod chat_digests;
 pub mod commission;
 pub mod crm;
 pub mod dac7;

@@ -1,11 +1,19 @@
 //! A project's chat: its company, its selected expert and administrators (as mediators) read
 //! and write; to anyone else the chat does not exist (404). Each new message, edit and
-//! deletion is recorded as an event, for the live rooms and the e-mail digest to follow.
+//! deletion is recorded as an event.
+//!
+//! Every change of a room (post, edit, deletion, read mark) runs in that room's actor
+//! (`state.chat_rooms`, one per project, started on first use, stopped when idle, restarted
+//! after a panic): stored, committed, then fanned out, so each room's frames go out in the
+//! order of the store. A new message also e-mails the participants not connected to the room
+//! (`chat_digest`).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::ToSchema;
+
+use std::future::Future;
 
 use crate::domain::token::random_token;
 use crate::domain::upload::{DocumentType, clean_file_name};
@@ -13,6 +21,7 @@ use crate::integrations::realtime::chat_room;
 use crate::state::AppState;
 use crate::store::chat::{self, Attachment, Message};
 use crate::store::events::{self, NewEvent};
+use crate::store::projects::Project;
 use crate::store::{Exec, Tx, projects};
 use crate::workflows::error::{FlowError, FlowResult};
 use crate::workflows::projects::Caller;
@@ -59,18 +68,47 @@ impl From<Message> for MessageView {
 /// Longest message, in characters.
 pub const MAX_CONTENT_CHARS: usize = 5000;
 
+/// The metrics kind of the room actors (`/metrics`, `GET /api/admin/actors`).
+pub const ROOM_ACTORS: &str = "chat_room";
+
+/// Runs `job` inside the room actor of `project_id` and answers its result. The job keeps the
+/// actor busy until it has committed and published, so the next change of the room waits.
+pub async fn in_room<T, Fut>(
+    state: &AppState,
+    project_id: i64,
+    job: impl FnOnce(AppState) -> Fut + Send + 'static,
+) -> FlowResult<T>
+where
+    Fut: Future<Output = FlowResult<T>> + 'static,
+    T: Send + 'static,
+{
+    let st = state.clone();
+    state.chat_rooms.call(project_id, move || job(st)).await?
+}
+
 fn not_found() -> FlowError {
     FlowError::not_found("Chat not found")
 }
 
 /// Refuses anyone who is not the project's company, its selected expert or an administrator.
 pub async fn require_participant(ex: Exec<'_>, caller: &Caller, project_id: i64) -> FlowResult<()> {
+    participant_project(ex, caller, project_id)
+        .await
+        .map(|_| ())
+}
+
+/// The project, when `caller` may take part in its chat.
+async fn participant_project(
+    ex: Exec<'_>,
+    caller: &Caller,
+    project_id: i64,
+) -> FlowResult<Project> {
     let p = projects::find(ex, project_id)
         .await?
         .ok_or_else(not_found)?;
     let party = p.company_id == Some(caller.id) || p.expert_id == Some(caller.id);
     if party || caller.admin {
-        Ok(())
+        Ok(p)
     } else {
         Err(not_found())
     }
@@ -87,19 +125,27 @@ fn check_content(content: &str) -> FlowResult<String> {
     Ok(content.to_owned())
 }
 
+/// Records the change as an event; `emails` are the e-mails it causes (sent by the outbox
+/// after commit).
 async fn record(
     tx: &mut Tx,
     kind: &str,
     m: &Message,
     now: chrono::DateTime<chrono::Utc>,
+    emails: Vec<serde_json::Value>,
 ) -> FlowResult<()> {
+    let mut payload =
+        json!({"project_id": m.project_id, "message_id": m.id, "sender_id": m.sender_id});
+    if !emails.is_empty() {
+        payload[crate::workflows::emails::EMAIL_KEY] = serde_json::Value::Array(emails);
+    }
     events::record(
         tx.exec(),
         NewEvent {
             kind,
             aggregate: "project",
             aggregate_id: Some(m.project_id),
-            payload: json!({"project_id": m.project_id, "message_id": m.id, "sender_id": m.sender_id}),
+            payload,
         },
         now,
     )
@@ -121,6 +167,7 @@ async fn push_message(state: &AppState, kind: &str, m: &Message) {
     push(state, m.project_id, kind, data).await;
 }
 
+/// Stores a message and fans it out; runs in the room actor.
 async fn insert(
     state: &AppState,
     caller: &Caller,
@@ -130,12 +177,14 @@ async fn insert(
 ) -> FlowResult<Message> {
     let now = state.clock.now();
     let mut tx = state.db.begin().await?;
-    require_participant(tx.exec(), caller, project_id).await?;
+    let project = participant_project(tx.exec(), caller, project_id).await?;
     let id = chat::insert(tx.exec(), project_id, caller.id, content, file, now).await?;
     let message = chat::find(tx.exec(), project_id, id)
         .await?
         .ok_or_else(not_found)?;
-    record(&mut tx, "chat.message_created", &message, now).await?;
+    let emails =
+        crate::workflows::chat_digest::emails_for(state, &mut tx, &project, caller, now).await?;
+    record(&mut tx, "chat.message_created", &message, now, emails).await?;
     tx.commit().await?;
     state.outbox.wake();
     push_message(state, "message.created", &message).await;
@@ -149,7 +198,44 @@ pub async fn post(
     content: &str,
 ) -> FlowResult<Message> {
     let content = check_content(content)?;
-    insert(state, caller, project_id, &content, None).await
+    let caller = *caller;
+    in_room(state, project_id, move |st| async move {
+        insert(&st, &caller, project_id, &content, None).await
+    })
+    .await
+}
+
+/// A socket of `user_id` joined the room: its actor starts if it was not running, and the
+/// user counts as present on every instance (no e-mail while connected) for `ttl`, which each
+/// ping renews ([`still_here`]).
+pub async fn arrive(state: &AppState, project_id: i64, user_id: i64, ttl: std::time::Duration) {
+    let joined = in_room(state, project_id, move |st| async move {
+        st.realtime
+            .arrive(&chat_room(project_id), user_id, ttl)
+            .await
+            .map_err(|e| FlowError::Internal(e.into()))
+    })
+    .await;
+    if let Err(e) = joined {
+        tracing::warn!(error = %e, project_id, "chat presence not recorded");
+    }
+}
+
+pub async fn still_here(state: &AppState, project_id: i64, user_id: i64, ttl: std::time::Duration) {
+    if let Err(e) = state
+        .realtime
+        .still_here(&chat_room(project_id), user_id, ttl)
+        .await
+    {
+        tracing::warn!(error = %e, project_id, "chat presence not renewed");
+    }
+}
+
+/// A socket of `user_id` left the room (directly: leaving must not wait behind posts).
+pub async fn depart(state: &AppState, project_id: i64, user_id: i64) {
+    if let Err(e) = state.realtime.depart(&chat_room(project_id), user_id).await {
+        tracing::warn!(error = %e, project_id, "chat presence not cleared");
+    }
 }
 
 /// Tells the room that `caller` is typing; relayed, never stored.
@@ -186,13 +272,18 @@ pub async fn post_file(
         .await
         .map_err(anyhow::Error::from)?;
     let name = clean_file_name(client_name);
-    let attachment = Attachment {
-        path: &relative,
-        name: &name,
-        mime: doc_type.mime(),
-        size: bytes.len() as i64,
-    };
-    let stored = insert(state, caller, project_id, "", Some(&attachment)).await;
+    let size = bytes.len() as i64;
+    let caller = *caller;
+    let stored = in_room(state, project_id, move |st| async move {
+        let attachment = Attachment {
+            path: &relative,
+            name: &name,
+            mime: doc_type.mime(),
+            size,
+        };
+        insert(&st, &caller, project_id, "", Some(&attachment)).await
+    })
+    .await;
     if stored.is_err() {
         let _ = tokio::fs::remove_file(&path).await;
     }
@@ -221,6 +312,20 @@ pub async fn edit(
     content: &str,
 ) -> FlowResult<Message> {
     let content = check_content(content)?;
+    let caller = *caller;
+    in_room(state, project_id, move |st| async move {
+        edit_now(&st, &caller, project_id, id, &content).await
+    })
+    .await
+}
+
+async fn edit_now(
+    state: &AppState,
+    caller: &Caller,
+    project_id: i64,
+    id: i64,
+    content: &str,
+) -> FlowResult<Message> {
     let now = state.clock.now();
     let mut tx = state.db.begin().await?;
     require_participant(tx.exec(), caller, project_id).await?;
@@ -233,7 +338,7 @@ pub async fn edit(
             "Only the author edits a message",
         ));
     }
-    if !chat::edit(tx.exec(), id, caller.id, &content, now).await? {
+    if !chat::edit(tx.exec(), id, caller.id, content, now).await? {
         return Err(FlowError::conflict(
             "MESSAGE_DELETED",
             "A deleted message cannot be edited",
@@ -242,7 +347,7 @@ pub async fn edit(
     let m = chat::find(tx.exec(), project_id, id)
         .await?
         .ok_or_else(not_found)?;
-    record(&mut tx, "chat.message_updated", &m, now).await?;
+    record(&mut tx, "chat.message_updated", &m, now, Vec::new()).await?;
     tx.commit().await?;
     state.outbox.wake();
     push_message(state, "message.updated", &m).await;
@@ -252,6 +357,19 @@ pub async fn edit(
 /// The author, or an administrator, deletes a message: a tombstone keeps its place and its
 /// file is removed from disk.
 pub async fn delete(
+    state: &AppState,
+    caller: &Caller,
+    project_id: i64,
+    id: i64,
+) -> FlowResult<Message> {
+    let caller = *caller;
+    in_room(state, project_id, move |st| async move {
+        delete_now(&st, &caller, project_id, id).await
+    })
+    .await
+}
+
+async fn delete_now(
     state: &AppState,
     caller: &Caller,
     project_id: i64,
@@ -278,7 +396,7 @@ pub async fn delete(
     let gone = chat::find(tx.exec(), project_id, id)
         .await?
         .ok_or_else(not_found)?;
-    record(&mut tx, "chat.message_deleted", &gone, now).await?;
+    record(&mut tx, "chat.message_deleted", &gone, now, Vec::new()).await?;
     tx.commit().await?;
     state.outbox.wake();
     if let Some(file) = &m.file_path {
@@ -290,6 +408,19 @@ pub async fn delete(
 
 /// Marks the chat read up to `up_to` (by default its newest message); the unread count after.
 pub async fn mark_read(
+    state: &AppState,
+    caller: &Caller,
+    project_id: i64,
+    up_to: Option<i64>,
+) -> FlowResult<i64> {
+    let caller = *caller;
+    in_room(state, project_id, move |st| async move {
+        mark_read_now(&st, &caller, project_id, up_to).await
+    })
+    .await
+}
+
+async fn mark_read_now(
     state: &AppState,
     caller: &Caller,
     project_id: i64,

@@ -5,6 +5,7 @@ pub mod accounts;
 pub mod applications;
 pub mod auth;
 pub mod chat;
+pub mod chat_digest;
 pub mod commission;
 pub mod connect;
 pub mod crm;

@@ -308,3 +308,96 @@ async fn read_marks_count_what_others_wrote_and_never_move_back() {
     let r = mark(Some(999_999)).await;
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
 }
+
+/// New-chat-message e-mails to `who` so far, after the outbox has delivered what is pending.
+async fn chat_mails(m: &Market, who: &Account) -> Vec<String> {
+    let _ = m.app.state.outbox.trigger().await;
+    m.app
+        .mails()
+        .into_iter()
+        .filter(|mail| mail.to.contains(&who.email) && mail.subject.starts_with("New message"))
+        .map(|mail| mail.text)
+        .collect()
+}
+
+#[actix_web::test]
+async fn a_participant_away_from_the_room_gets_one_email_per_digest_window() {
+    // Access tokens outlive the clock's jump past the window.
+    let m = Market::open_with(&[
+        ("CHAT_EMAIL_DIGEST_MINUTES", "15"),
+        ("JWT_ACCESS_EXPIRE_MINUTES", "120"),
+    ])
+    .await;
+    let d = deal(&m, "digest", [100.0, 100.0, 100.0]).await;
+    let room = m
+        .app
+        .url(&format!(
+            "/api/ws/chat/{}?token={}",
+            d.project_id, d.company.access_token
+        ))
+        .replacen("http://", "ws://", 1);
+    // The company is in the room; the expert is not.
+    let (company_socket, _) = tokio_tungstenite::connect_async(room).await.unwrap();
+
+    assert_eq!(
+        post(&m, &d.company, d.project_id, "first").await.status(),
+        201
+    );
+    let mails = chat_mails(&m, &d.expert).await;
+    assert_eq!(mails.len(), 1, "the absent expert is told");
+    assert!(mails[0].contains(&format!("/projects/{}/chat", d.project_id)));
+    assert!(!mails[0].contains("first"), "the content stays in the chat");
+
+    assert_eq!(
+        post(&m, &d.company, d.project_id, "second").await.status(),
+        201
+    );
+    assert_eq!(chat_mails(&m, &d.expert).await.len(), 1, "once per window");
+    assert_eq!(
+        post(&m, &d.expert, d.project_id, "answer").await.status(),
+        201
+    );
+    assert_eq!(
+        chat_mails(&m, &d.company).await.len(),
+        0,
+        "connected: no e-mail"
+    );
+
+    m.app.clock.advance(chrono::Duration::minutes(16));
+    assert_eq!(
+        post(&m, &d.company, d.project_id, "third").await.status(),
+        201
+    );
+    assert_eq!(chat_mails(&m, &d.expert).await.len(), 2, "a new window");
+    assert_eq!(
+        m.count(
+            "SELECT COUNT(*) FROM chat_email_digests WHERE project_id = $1",
+            d.project_id
+        )
+        .await,
+        1
+    );
+
+    // Once the company leaves the room, it is e-mailed too.
+    drop(company_socket);
+    let left = crate::helpers::wait_for(std::time::Duration::from_secs(5), || {
+        (m.app
+            .state
+            .realtime
+            .members(&marketplace::integrations::realtime::chat_room(
+                d.project_id,
+            ))
+            == 0)
+            .then_some(())
+    })
+    .await;
+    assert!(left.is_some());
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(
+        post(&m, &d.expert, d.project_id, "still there?")
+            .await
+            .status(),
+        201
+    );
+    assert_eq!(chat_mails(&m, &d.company).await.len(), 1);
+}

@@ -1,0 +1,72 @@
+//! New-chat-message e-mails: a participant (the project's company or expert) who is not
+//! connected to the room on any instance gets an e-mail, at most one per room per
+//! `CHAT_EMAIL_DIGEST_MINUTES`. Presence is the cache's (`Realtime::is_present`, refreshed at
+//! every ping); the once-per-window rule is the database's (`store::chat_digests::claim`), in
+//! the transaction that stores the message, so the e-mail goes with a message that exists.
+
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+
+use crate::integrations::mail::Template;
+use crate::integrations::realtime::chat_room;
+use crate::state::AppState;
+use crate::store::projects::Project;
+use crate::store::{Tx, chat_digests, users};
+use crate::workflows::emails::email;
+use crate::workflows::error::FlowResult;
+use crate::workflows::projects::Caller;
+
+/// The profile a party of `p` writes under, for the name an e-mail shows.
+fn profile_of(p: &Project, user_id: i64) -> &'static str {
+    if p.company_id == Some(user_id) {
+        "empresa"
+    } else if p.expert_id == Some(user_id) {
+        "experto"
+    } else {
+        // An administrator mediating: no profile, the username is used.
+        "admin"
+    }
+}
+
+/// The `email` entries a new message by `sender` causes (for the event of the message).
+pub async fn emails_for(
+    state: &AppState,
+    tx: &mut Tx,
+    p: &Project,
+    sender: &Caller,
+    now: DateTime<Utc>,
+) -> FlowResult<Vec<Value>> {
+    let room = chat_room(p.id);
+    let window_start = now - state.settings.chat_email_digest;
+    let mut emails = Vec::new();
+    let mut sender_name = None;
+    for (user_id, kind) in [(p.company_id, "empresa"), (p.expert_id, "experto")] {
+        let Some(user_id) = user_id.filter(|id| *id != sender.id) else {
+            continue;
+        };
+        match state.realtime.is_present(&room, user_id).await {
+            Ok(true) => continue,
+            Ok(false) => {}
+            // Without the cache no frame reaches anyone either: the e-mail is the way.
+            Err(e) => tracing::warn!(error = %e, project_id = p.id, "chat presence unknown"),
+        }
+        if !chat_digests::claim(tx.exec(), p.id, user_id, now, window_start).await? {
+            continue;
+        }
+        let Some(to) = users::contact(tx.exec(), user_id, kind).await? else {
+            continue;
+        };
+        if sender_name.is_none() {
+            sender_name = users::contact(tx.exec(), sender.id, profile_of(p, sender.id))
+                .await?
+                .map(|c| c.name);
+        }
+        emails.push(email(
+            &to.email,
+            Template::NewChatMessage,
+            json!({"name": to.name, "project_title": p.title, "project_id": p.id,
+                   "sender_name": sender_name.as_deref().unwrap_or_default()}),
+        ));
+    }
+    Ok(emails)
+}
