@@ -17,7 +17,7 @@ use super::error::{ErrorBody, FieldError};
         title = "Expert marketplace API",
         description = "Companies post projects, experts propose milestones, payments are held in escrow and released on approval."
     ),
-    components(schemas(ErrorBody, FieldError)),
+    components(schemas(ErrorBody, FieldError, crate::domain::search::SearchTerm)),
     modifiers(&BearerAuth)
 )]
 pub struct ApiDoc;

@@ -504,3 +504,64 @@ impl Drop for ChildGuard {
         let _ = self.0.wait();
     }
 }
+
+#[actix_web::test]
+async fn a_login_answer_does_not_tell_an_unknown_account_from_a_wrong_password() {
+    let app = spawn_app().await;
+    register(&app, "known", &["experto"]).await;
+    let attempt = |username: &'static str| {
+        let app = &app;
+        async move {
+            let body = j!({"username": username, "password": "Wrong-password-1"});
+            app.post_json("/api/auth/login", &body).await
+        }
+    };
+    let known = attempt("known").await;
+    let unknown = attempt("nobody-here").await;
+    assert_eq!(known.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(known.status(), unknown.status());
+    assert_eq!(json(known).await, json(unknown).await);
+    app.stop().await;
+}
+
+/// A whole money flow (sign-ups, a deal, a card payment held in escrow) leaves none of its
+/// secrets in the log: tokens, the intent's client secret, the processor's keys.
+#[actix_web::test]
+async fn a_money_flow_leaves_no_secret_in_the_logs() {
+    let m = crate::market::Market::open().await;
+    let deal = crate::escrow::deal(&m, "logged", [10.0, 20.0, 30.0]).await;
+    let intent =
+        crate::escrow::payment(&m, deal.first_payment).await["processor_payment_intent_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    let details = json(
+        m.send(
+            &deal.company,
+            Method::GET,
+            &format!("/api/payments/intent/{intent}"),
+            None,
+        )
+        .await,
+    )
+    .await;
+    let client_secret = details["client_secret"].as_str().unwrap().to_owned();
+    crate::escrow::authorise(&m, deal.first_payment).await;
+    let sandbox = m.app.state.processor.sandbox.as_ref().expect("the sandbox");
+    let logs = crate::helpers::captured_logs();
+    assert!(logs.contains(&intent), "the capture holds this flow");
+    let secrets = [
+        ("client secret", client_secret),
+        ("company token", deal.company.access_token.clone()),
+        ("expert token", deal.expert.access_token.clone()),
+        ("processor key", sandbox.secret_key().expose().to_owned()),
+        (
+            "webhook secret",
+            sandbox.webhook_secret().expose().to_owned(),
+        ),
+    ];
+    for (what, secret) in secrets {
+        assert!(secret.len() >= 8, "{what} is a real value");
+        assert!(!logs.contains(&secret), "the {what} reached the logs");
+    }
+}

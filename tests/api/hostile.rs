@@ -191,7 +191,11 @@ async fn search_strings_are_data_whatever_they_contain_and_bounded_in_length() {
             assert_refused(status, &json(r).await, path);
         }
         let r = m
-            .as_admin(Method::GET, &format!("/api/admin/users?search={long}"), None)
+            .as_admin(
+                Method::GET,
+                &format!("/api/admin/users?search={long}"),
+                None,
+            )
             .await;
         assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
     }
