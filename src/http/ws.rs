@@ -120,6 +120,7 @@ async fn authenticate(
     security(("bearer" = [])),
     responses(
         (status = 101, description = "Switching to the WebSocket protocol"),
+        (status = 400, body = ErrorBody, description = "NOT_A_WEBSOCKET: not a WebSocket upgrade request"),
         (status = 403, body = ErrorBody, description = "Session cookie from another origin"),
     )
 )]
@@ -152,6 +153,7 @@ pub async fn notifications_socket(
     security(("bearer" = [])),
     responses(
         (status = 101, description = "Switching to the WebSocket protocol"),
+        (status = 400, body = ErrorBody, description = "NOT_A_WEBSOCKET: not a WebSocket upgrade request"),
         (status = 403, body = ErrorBody, description = "Session cookie from another origin"),
     )
 )]

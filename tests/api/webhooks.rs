@@ -824,7 +824,15 @@ async fn an_endpoint_failing_for_three_days_is_disabled_and_its_owner_told() {
             Instant::now() < deadline,
             "still enabled after {attempts} attempts"
         );
-        if rx.hits().len() >= attempts {
+        // Move time only once the attempt's failure is recorded: advanced earlier, the
+        // failure would be stamped a day late and the schedule would shift under the test.
+        let recorded = m
+            .count(
+                "SELECT COALESCE(MAX(failures), 0) FROM webhook_deliveries WHERE user_id = $1",
+                company.id,
+            )
+            .await;
+        if rx.hits().len() >= attempts && recorded >= attempts as i64 {
             m.app.state.clock.advance(chrono::Duration::hours(25));
             attempts += 1;
         }

@@ -191,6 +191,7 @@ pub struct ChatUpload {
         (status = 403, body = ErrorBody, description = "CSRF"),
         (status = 413, body = ErrorBody, description = "Larger than 10 MB"),
         (status = 415, body = ErrorBody, description = "Not an image, PDF, DOCX or ZIP"),
+        (status = 422, body = ErrorBody, description = "No file part in the multipart body"),
     )
 )]
 #[post("/api/chat/{project_id}/files")]

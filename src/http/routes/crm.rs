@@ -34,7 +34,7 @@ pub struct SyncLogView {
     #[schema(value_type = Object)]
     pub request: Value,
     pub response_status: Option<i64>,
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     pub response: Option<Value>,
     pub error: Option<String>,
     pub retry_count: i64,
@@ -228,7 +228,7 @@ pub struct StatusUser {
 pub struct ContactStatusView {
     pub contact_id: String,
     /// The contact as the CRM has it now; null when it could not be read.
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     pub contact: Option<Value>,
     pub contact_error: Option<String>,
     pub user: Option<StatusUser>,
@@ -404,7 +404,7 @@ pub struct DiagnosisView {
     /// `crm_id`, then the sync log, then a duplicate search by e-mail.
     #[schema(value_type = Vec<Object>)]
     pub lookups: Vec<Value>,
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     pub contact: Option<Value>,
     pub last_syncs: Vec<SyncLogView>,
     pub problems: Vec<String>,
