@@ -325,10 +325,9 @@ async fn slow_clients_are_cut_off_and_idle_connections_do_not_starve_others() {
 #[actix_web::test]
 async fn a_flood_of_signature_candidates_is_refused_cheaply() {
     let app = spawn_app_with(&[]).await;
-    let flood = format!(
-        "t=1{}",
-        ",v1=0000000000000000000000000000000000000000000000000000000000000000".repeat(20_000)
-    );
+    // 2,000 candidates keep the header (12 KB) under the server's header limit, so the route
+    // itself must refuse them; a bigger header is cut off by the HTTP parser before any route.
+    let flood = format!("t=1{}", ",v1=00".repeat(2_000));
     let started = std::time::Instant::now();
     let r = app
         .client
@@ -340,8 +339,11 @@ async fn a_flood_of_signature_candidates_is_refused_cheaply() {
         .await
         .unwrap();
     let status = r.status();
-    // Either the header is too large for the server or the candidates are refused unread.
-    assert!(status.is_client_error(), "{status}");
+    assert_eq!(
+        status,
+        StatusCode::BAD_REQUEST,
+        "the candidates are refused unread"
+    );
     assert!(
         started.elapsed() < Duration::from_secs(2),
         "{:?}",
