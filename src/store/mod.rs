@@ -87,7 +87,17 @@ impl StoreError {
 
     /// A foreign key refused the write (e.g. a delete of something history refers to).
     pub fn is_foreign_key_violation(&self) -> bool {
-        matches!(self, Self::Sqlx(sqlx::Error::Database(e)) if e.is_foreign_key_violation())
+        match self {
+            Self::Sqlx(sqlx::Error::Database(e)) => {
+                // SQLite enforces `ON DELETE RESTRICT` with a trigger of its own: that refusal
+                // comes as SQLITE_CONSTRAINT_TRIGGER (1811), which sqlx does not count as a
+                // foreign key violation; only its message tells the two apart.
+                e.is_foreign_key_violation()
+                    || (e.code().as_deref() == Some("1811")
+                        && e.message().contains("FOREIGN KEY constraint failed"))
+            }
+            _ => false,
+        }
     }
 
     /// The database was busy or locked past its timeout, or a serialisation conflict: the

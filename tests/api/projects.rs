@@ -996,6 +996,36 @@ async fn the_expert_dashboard_and_curation() {
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
 }
 
+/// Undoing a selection leaves the project open again but its payment on record: the history
+/// is kept and the delete refused (on SQLite a `RESTRICT` refusal comes from a trigger, once
+/// a 500 here).
+#[actix_web::test]
+async fn a_project_with_payment_records_is_not_deleted() {
+    let m = Market::open().await;
+    let company = m.company("acme").await;
+    let ana = m.expert("ana").await;
+    let id = m.published_project(&company, 300.0, &[&ana]).await;
+    m.apply(&ana, id, [100.0, 100.0, 100.0]).await;
+    let select = format!("/api/projects/{id}/select/{}", ana.id);
+    let r = m.send(&company, Method::POST, &select, None).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let cancel = format!("/api/projects/{id}/selection/cancel");
+    let r = m.send(&company, Method::POST, &cancel, None).await;
+    assert_eq!(r.status(), StatusCode::OK);
+
+    let path = format!("/api/projects/{id}");
+    let r = m.send(&company, Method::DELETE, &path, None).await;
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    assert_eq!(code(&json(r).await), "PROJECT_HAS_PAYMENTS");
+    let r = m.as_admin(Method::DELETE, &path, None).await;
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    assert_eq!(code(&json(r).await), "PROJECT_HAS_PAYMENTS");
+    let sql = "SELECT COUNT(*) FROM projects WHERE id = $1";
+    assert_eq!(m.count(sql, id).await, 1);
+    let sql = "SELECT COUNT(*) FROM milestones WHERE project_id = $1";
+    assert!(m.count(sql, id).await > 0, "the delete's cascade was rolled back");
+}
+
 #[actix_web::test]
 async fn concurrent_cancellations_undo_a_selection_once() {
     let m = Market::open().await;
