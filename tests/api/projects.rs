@@ -1009,6 +1009,29 @@ async fn a_project_with_payment_records_is_not_deleted() {
     let select = format!("/api/projects/{id}/select/{}", ana.id);
     let r = m.send(&company, Method::POST, &select, None).await;
     assert_eq!(r.status(), StatusCode::OK);
+    // The milestone a payment was prepared for stays while the payment is on record.
+    let milestone = m
+        .count(
+            "SELECT MIN(milestone_id) FROM payments WHERE project_id = $1",
+            id,
+        )
+        .await;
+    let r = m
+        .send(
+            &company,
+            Method::DELETE,
+            &format!("/api/milestones/{milestone}"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    assert_eq!(code(&json(r).await), "INVALID_STATE");
+    assert_eq!(
+        m.count("SELECT COUNT(*) FROM milestones WHERE id = $1", milestone)
+            .await,
+        1
+    );
+
     let cancel = format!("/api/projects/{id}/selection/cancel");
     let r = m.send(&company, Method::POST, &cancel, None).await;
     assert_eq!(r.status(), StatusCode::OK);
@@ -1023,7 +1046,10 @@ async fn a_project_with_payment_records_is_not_deleted() {
     let sql = "SELECT COUNT(*) FROM projects WHERE id = $1";
     assert_eq!(m.count(sql, id).await, 1);
     let sql = "SELECT COUNT(*) FROM milestones WHERE project_id = $1";
-    assert!(m.count(sql, id).await > 0, "the delete's cascade was rolled back");
+    assert!(
+        m.count(sql, id).await > 0,
+        "the delete's cascade was rolled back"
+    );
 }
 
 #[actix_web::test]
