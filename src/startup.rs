@@ -114,7 +114,12 @@ impl Application {
             crm_worker: crm_service.worker(),
             webhook_http: Arc::new(webhook_http(&settings)?),
             realtime,
+            sessions: Arc::default(),
         };
+        // Sessions are kept in memory only where every instance shares their epoch (Redis).
+        if state.cache.backend() == "redis" {
+            crate::store::session_cache::start(&state.db, state.sessions.clone());
+        }
         crate::workflows::jobs::start_all(&state);
 
         let listener = match TcpListener::bind(settings.bind_addr) {

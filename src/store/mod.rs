@@ -35,6 +35,7 @@ pub mod projects;
 pub mod reputation;
 pub mod reset;
 pub mod reviews;
+pub mod session_cache;
 pub mod sessions;
 pub mod skills;
 pub mod timers;

@@ -248,6 +248,9 @@ pub async fn reset_password(
     )
     .await?;
     tx.commit().await?;
+    crate::workflows::auth::sessions_ended(state, found.user_id)
+        .await
+        .map_err(anyhow::Error::from)?;
     Ok(())
 }
 
@@ -275,6 +278,9 @@ pub async fn change_password(
     )
     .await?;
     tx.commit().await?;
+    crate::workflows::auth::sessions_ended(state, user.id)
+        .await
+        .map_err(anyhow::Error::from)?;
     Ok(())
 }
 
@@ -500,6 +506,9 @@ pub async fn switch_role(state: &AppState, user: &User, role: Role) -> FlowResul
     }
     let mut conn = state.db.conn().await?;
     users::set_active_role(conn.exec(), user.id, role, state.clock.now()).await?;
+    crate::workflows::auth::sessions_ended(state, user.id)
+        .await
+        .map_err(anyhow::Error::from)?;
     users::find(conn.exec(), user.id)
         .await?
         .ok_or_else(|| FlowError::not_found("User not found"))
@@ -549,6 +558,9 @@ pub async fn update_own_account(
         .await?
         .ok_or_else(|| FlowError::not_found("User not found"))?;
     tx.commit().await?;
+    crate::workflows::auth::sessions_ended(state, user.id)
+        .await
+        .map_err(anyhow::Error::from)?;
     state.outbox.wake();
     Ok(user)
 }

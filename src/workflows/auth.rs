@@ -12,10 +12,11 @@ use chrono::{DateTime, Utc};
 use crate::domain::access_token::{Bearer, TokenRejection};
 use crate::domain::token::{constant_time_eq, hash_token, random_token};
 use crate::domain::user::Role;
+use crate::integrations::cache::CacheError;
 use crate::state::AppState;
 use crate::store::sessions::{self, NewSession, Session};
 use crate::store::users::User;
-use crate::store::{LockScope, StoreError, users};
+use crate::store::{LockScope, StoreError, session_cache, users};
 
 pub use crate::domain::access_token::AccessClaims;
 
@@ -116,9 +117,10 @@ pub async fn start_session(
     let mut tx = state.db.begin().await?;
     // Concurrent logins of one user queue here, so the cap holds under a burst.
     tx.lock(LockScope::User, user.id).await?;
+    let mut excess = 0;
     if user.active_role != Role::Empresa {
         let live = sessions::live_of_user(tx.exec(), user.id, now).await?;
-        let excess = (live.len() + 1).saturating_sub(max_sessions);
+        excess = (live.len() + 1).saturating_sub(max_sessions);
         for old in live.iter().take(excess) {
             sessions::revoke(tx.exec(), old.id, revoke_reason::SESSION_LIMIT, now).await?;
         }
@@ -138,6 +140,9 @@ pub async fn start_session(
     .await?;
     users::touch_login(tx.exec(), user.id, now).await?;
     tx.commit().await?;
+    if excess > 0 {
+        sessions_ended(state, user.id).await?;
+    }
 
     let (access_token, claims) = sign_access(state, user, &client_session_id, sid, cookie_flavour)?;
     Ok(Issued {
@@ -175,13 +180,10 @@ pub async fn authenticate(
     let now = state.clock.now();
     let claims = state.tokens.read(token, now).map_err(AuthError::from)?;
     let user_id = claims.user_id().ok_or(AuthError::Invalid)?;
-    let mut conn = state.db.conn().await?;
-    // One round trip: the session, its user and the roles.
-    let (session, user) = users::find_by_session(conn.exec(), claims.sid)
+    let (session, user) = session_with_user(state, claims.sid)
         .await?
         .filter(|(s, _)| s.user_id == user_id)
         .ok_or(AuthError::Invalid)?;
-    drop(conn);
     check_live(&session, now)?;
     check_standing(&user, now)?;
     Ok((claims, session, user))
@@ -194,16 +196,67 @@ pub async fn still_valid(
     session_id: i64,
     user_id: i64,
 ) -> Result<User, SessionError> {
-    let mut conn = state.db.conn().await?;
-    let (session, user) = users::find_by_session(conn.exec(), session_id)
+    let (session, user) = session_with_user(state, session_id)
         .await?
         .filter(|(s, _)| s.user_id == user_id)
         .ok_or(AuthError::Invalid)?;
-    drop(conn);
     let now = state.clock.now();
     check_live(&session, now)?;
     check_standing(&user, now)?;
     Ok(user)
+}
+
+/// A session with its user and roles: from memory when this instance holds it, else in one
+/// round trip (then kept, unless a change was announced meanwhile). Liveness and standing are
+/// the caller's to check, against the clock, either way.
+async fn session_with_user(
+    state: &AppState,
+    session_id: i64,
+) -> Result<Option<(Session, User)>, SessionError> {
+    let mut held = None;
+    if state.sessions.is_listening() {
+        let epoch = state
+            .cache
+            .get(session_cache::EPOCH_KEY)
+            .await?
+            .unwrap_or_default();
+        if let Some(found) = state.sessions.get(session_id, &epoch) {
+            return Ok(Some(found));
+        }
+        held = state.sessions.read_start().map(|start| (start, epoch));
+    }
+    let found = {
+        let mut conn = state.db.conn().await?;
+        users::find_by_session(conn.exec(), session_id).await?
+    };
+    if let (Some((start, epoch)), Some((session, user))) = (held, &found) {
+        state
+            .sessions
+            .store(start, epoch, session.clone(), user.clone());
+    }
+    Ok(found)
+}
+
+/// After the commit that ended sessions of `user_id` (or cut its rights), before answering:
+/// no instance serves a session it read before from memory any more (the epoch changes), and
+/// this one forgets the user's sessions at once.
+pub async fn sessions_ended(state: &AppState, user_id: i64) -> Result<(), CacheError> {
+    state.sessions.forget_user(user_id);
+    new_epoch(state).await
+}
+
+/// [`sessions_ended`] for one session.
+pub async fn session_ended(state: &AppState, session_id: i64) -> Result<(), CacheError> {
+    state.sessions.forget_session(session_id);
+    new_epoch(state).await
+}
+
+async fn new_epoch(state: &AppState) -> Result<(), CacheError> {
+    let epoch = random_token(12);
+    state
+        .cache
+        .set(session_cache::EPOCH_KEY, &epoch, session_cache::EPOCH_TTL)
+        .await
 }
 
 /// The live session a refresh token belongs to, checked against the client's session id
@@ -226,6 +279,7 @@ pub async fn session_of_refresh(
                 state.clock.now(),
             )
             .await?;
+            session_ended(state, session_id).await?;
         }
         return Err(AuthError::Revoked.into());
     }
@@ -299,6 +353,7 @@ pub async fn end_session(
         state.clock.now(),
     )
     .await?;
+    session_ended(state, session_id).await?;
     if let Some(token) = refresh_token {
         blacklist(state, &hash_token(token), None).await?;
     }
@@ -320,6 +375,7 @@ pub async fn end_session_of_refresh(
             state.clock.now(),
         )
         .await?;
+        session_ended(state, session.id).await?;
     }
     blacklist(state, &hash, None).await?;
     Ok(())

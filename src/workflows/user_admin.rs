@@ -215,6 +215,9 @@ pub async fn set_status(
     user_admin::record_action(tx.exec(), admin_id, Some(id), None, "status", status, now).await?;
     let user = target(&mut tx, id).await?;
     tx.commit().await?;
+    crate::workflows::auth::sessions_ended(state, id)
+        .await
+        .map_err(anyhow::Error::from)?;
     Ok(user)
 }
 
@@ -252,6 +255,9 @@ pub async fn suspend(
     .await?;
     let user = target(&mut tx, id).await?;
     tx.commit().await?;
+    crate::workflows::auth::sessions_ended(state, id)
+        .await
+        .map_err(anyhow::Error::from)?;
     Ok(user)
 }
 
@@ -301,6 +307,9 @@ pub async fn change_password(
     )
     .await?;
     tx.commit().await?;
+    crate::workflows::auth::sessions_ended(state, id)
+        .await
+        .map_err(anyhow::Error::from)?;
     state.outbox.wake();
     Ok(())
 }
@@ -410,6 +419,9 @@ pub async fn set_roles(
     user_admin::record_action(tx.exec(), admin_id, Some(id), None, "roles", &details, now).await?;
     let user = target(&mut tx, id).await?;
     tx.commit().await?;
+    crate::workflows::auth::sessions_ended(state, id)
+        .await
+        .map_err(anyhow::Error::from)?;
     Ok(user)
 }
 
@@ -540,6 +552,9 @@ pub async fn confirm_deletion(
     .await?;
     let request = deletion_of(&mut tx, id).await?;
     tx.commit().await?;
+    crate::workflows::auth::sessions_ended(state, id)
+        .await
+        .map_err(anyhow::Error::from)?;
     state.outbox.wake();
     Ok(request)
 }
@@ -584,6 +599,9 @@ pub async fn delete(state: &AppState, admin_id: i64, id: i64) -> FlowResult<Dele
     user_admin::record_action(tx.exec(), admin_id, Some(id), None, "delete", "", now).await?;
     let request = deletion_of(&mut tx, id).await?;
     tx.commit().await?;
+    crate::workflows::auth::sessions_ended(state, id)
+        .await
+        .map_err(anyhow::Error::from)?;
     state.outbox.wake();
     remove_files(state, id, &chat_files).await;
     Ok(request)

@@ -971,3 +971,89 @@ async fn the_registration_session_refreshes_with_its_session_id() {
     assert_eq!(json(response).await["csrf_token"], ana.csrf_token.as_str());
     app.stop().await;
 }
+
+/// On PostgreSQL with Redis each instance keeps sessions in memory between requests; a change made on
+/// one instance holds on the other from its very next request: a logout, a change of the
+/// user's roles and a suspension, each right after the other instance served that session.
+#[actix_web::test]
+async fn an_instance_holding_a_session_sees_its_end_at_once() {
+    let app = spawn_app().await;
+    let database = match &app.state.settings.database {
+        marketplace::config::DatabaseTarget::Postgres(url) => url.clone(),
+        marketplace::config::DatabaseTarget::Sqlite(path) => format!("sqlite:{}", path.display()),
+    };
+    let secret = app.state.settings.jwt_secret.as_ref().expect("JWT secret");
+    let other = spawn_app_with(&[
+        ("DATABASE_URL", &database),
+        ("JWT_SECRET", secret.expose()),
+        ("CACHE_PREFIX", &app.state.settings.cache_prefix),
+    ])
+    .await;
+    let (_, admin) = crate::helpers::admin(&app, "root").await;
+    let user = register(&app, "twin", &["empresa", "experto"]).await;
+    // Kept in memory on PostgreSQL with Redis (the epoch shared); read every time otherwise.
+    let held = app.state.db.engine() == "postgres" && app.state.cache.backend() == "redis";
+    if held {
+        let listening = || other.state.sessions.is_listening().then_some(());
+        crate::helpers::wait_for(std::time::Duration::from_secs(10), listening)
+            .await
+            .expect("the other instance listens for session changes");
+    }
+
+    for round in 0..10 {
+        let token = login(&app, "twin", PASSWORD).await;
+        // Served twice by the other instance: the second from memory where it keeps sessions.
+        for _ in 0..2 {
+            assert_eq!(me(&other, &token).await.status(), 200, "round {round}");
+        }
+        assert_eq!(!other.state.sessions.is_empty(), held);
+        let logout = app
+            .client
+            .post(app.url("/api/auth/logout"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(logout.status(), 200);
+        let after = me(&other, &token).await;
+        assert_eq!(
+            after.status(),
+            401,
+            "round {round}: served after its logout"
+        );
+    }
+
+    let token = login(&app, "twin", PASSWORD).await;
+    assert_eq!(
+        json(me(&other, &token).await).await["roles"],
+        j!(["empresa", "experto"])
+    );
+    let roles = app
+        .client
+        .put(app.url(&format!("/api/admin/users/{}/roles", user.id)))
+        .bearer_auth(&admin)
+        .json(&j!({"roles": ["experto"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(roles.status(), 200);
+    assert_eq!(
+        json(me(&other, &token).await).await["roles"],
+        j!(["experto"])
+    );
+
+    let suspend = app
+        .client
+        .put(app.url(&format!("/api/admin/users/{}/suspend", user.id)))
+        .bearer_auth(&admin)
+        .json(&j!({"reason": "Chargebacks under review"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(suspend.status(), 200);
+    assert_eq!(
+        me(&other, &token).await.status(),
+        401,
+        "served after the suspension"
+    );
+}
