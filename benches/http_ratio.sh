@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Hot paths of the release server under `wrk -t2 -c32`, on PostgreSQL with Redis and on
-# SQLite, beside the database's own single-query ceiling (pgbench) and, with PEER=1, the
+# SQLite, beside the database's own ceiling for the same store calls (benches/sql_ceiling.rs) and
+# for one primary-key SELECT (pgbench), and, with PEER=1, the
 # reference stack of ../shared/perf-reference on the same machine and database server.
 #
 #   benches/http_ratio.sh            # needs wrk (apt-get install wrk); PostgreSQL and Redis up
@@ -20,6 +21,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/marketplace-target}"
 command -v wrk >/dev/null || { echo "wrk is required (apt-get install wrk)" >&2; exit 1; }
 
 cargo build --release --quiet
+cargo bench --no-run --quiet --bench sql_ceiling 2>/dev/null
 BIN="$CARGO_TARGET_DIR/release/marketplace"
 WORK="$(mktemp -d)"
 SERVER=""
@@ -82,7 +84,13 @@ prepare() {
   project="$(curl -sf -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
     -d '{"title":"Bench project","description":"Load","budget":1000,"deadline":"2099-01-01T00:00:00","skills_required":["Rust"],"project_type":"curated"}' \
     "$base/api/projects/" | json_field '["id"]')"
-  echo "$token $project"
+  echo "$token $project $(json_field '["user"]["id"]' <<<"$reg")"
+}
+
+# The same store calls on the same database without the server: the database's ceiling.
+ceiling() {
+  BENCH_SQL_DATABASE="$1" BENCH_USER_ID="$2" BENCH_PROJECT_ID="$3" BENCH_SECONDS="${DURATION%s}" \
+    BENCH_CONCURRENCY="$CONNECTIONS" cargo bench --quiet --bench sql_ceiling 2>/dev/null | grep -v '^$'
 }
 
 run_target() {
@@ -90,13 +98,14 @@ run_target() {
   start_server "$database" "$redis"
   # Database and cache paths export so `prepare`'s CLI calls reach the same database.
   export DATABASE_URL="$database"
-  read -r token project < <(prepare)
+  read -r token project user < <(prepare)
   echo "$label (release, WORKERS default, RUST_LOG=${RUST_LOG:-info})"
   load "GET /api/users/me" -H "Authorization: Bearer $token" "http://127.0.0.1:$PORT/api/users/me"
   load "GET /api/projects/{id} (company)" -H "Authorization: Bearer $token" "http://127.0.0.1:$PORT/api/projects/$project"
   load "unknown route" "http://127.0.0.1:$PORT/nowhere"
   stop_server
   unset DATABASE_URL
+  ceiling "$database" "$user" "$project"
 }
 
 DB="bench_$$"
