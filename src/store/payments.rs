@@ -40,16 +40,26 @@ pub struct Payment {
     pub updated_at: DateTime<Utc>,
 }
 
-macro_rules! select_payments {
-    ($($rest:expr),* $(,)?) => {
+macro_rules! payment_columns {
+    () => {
         concat!(
-            "SELECT y.id, y.project_id, y.milestone_id, y.company_id, y.expert_id, y.amount_minor, ",
+            "y.id, y.project_id, y.milestone_id, y.company_id, y.expert_id, y.amount_minor, ",
             "y.currency, y.processor_payment_intent_id, y.processor_charge_id, y.status, ",
             "y.commission_minor, y.expert_level_used, y.application_fee_minor, ",
             "y.expert_amount_minor, y.processor_transfer_id, y.payout_status, y.held_at, ",
             "y.released_at, y.refunded_at, y.payment_metadata, y.transfer_attempt_at, ",
             "y.capture_before, y.processor_refund_id, y.refund_reason, y.failure_reason, ",
-            "y.receipt_url, y.created_at, y.updated_at FROM payments y ",
+            "y.receipt_url, y.created_at, y.updated_at"
+        )
+    };
+}
+
+macro_rules! select_payments {
+    ($($rest:expr),* $(,)?) => {
+        concat!(
+            "SELECT ",
+            payment_columns!(),
+            " FROM payments y ",
             $($rest),*
         )
     };
@@ -96,6 +106,73 @@ pub async fn find(ex: Exec<'_>, id: i64) -> StoreResult<Option<Payment>> {
         .fetch_optional(c)
         .await)?,
     )
+}
+
+/// A payment read together with whether one processor event was applied already (`None`
+/// when the event is not stored).
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct PaymentForEvent {
+    #[sqlx(flatten)]
+    pub payment: Payment,
+    pub event_processed_at: Option<DateTime<Utc>>,
+}
+
+/// [`find`] and the processed mark of event `event_id`, in one query: what applying a
+/// processor event reads in the payment's actor.
+pub async fn find_for_event(
+    ex: Exec<'_>,
+    id: i64,
+    event_id: &str,
+) -> StoreResult<Option<PaymentForEvent>> {
+    Ok(
+        on_exec!(ex, c => sqlx::query_as::<_, PaymentForEvent>(concat!(
+        "SELECT ",
+        payment_columns!(),
+        ", (SELECT e.processed_at FROM processor_events e WHERE e.id = $2) AS event_processed_at",
+        " FROM payments y WHERE y.id = $1"
+    ))
+    .bind(id)
+    .bind(event_id)
+    .fetch_optional(c)
+    .await)?,
+    )
+}
+
+/// What the notices of a held payment name: the project's and milestone's titles and the
+/// expert (name from the expert profile, else the username), in one query.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct HoldNotice {
+    pub project_title: String,
+    pub milestone_title: Option<String>,
+    pub expert_id: Option<i64>,
+    pub expert_email: Option<String>,
+    pub expert_name: Option<String>,
+}
+
+/// The [`HoldNotice`] of a payment; `None` when its project is gone.
+pub async fn hold_notice(
+    ex: Exec<'_>,
+    project_id: i64,
+    milestone_id: Option<i64>,
+    expert_id: Option<i64>,
+) -> StoreResult<Option<HoldNotice>> {
+    Ok(on_exec!(ex, c => sqlx::query_as::<_, HoldNotice>(
+        "SELECT p.title AS project_title, m.title AS milestone_title, u.id AS expert_id,
+             u.email AS expert_email,
+             CASE WHEN u.id IS NULL THEN NULL ELSE COALESCE(
+                 (SELECT COALESCE(NULLIF(f.company_name, ''), NULLIF(f.full_name, ''))
+                  FROM profiles f WHERE f.user_id = u.id AND f.profile_type = 'experto'),
+                 u.username) END AS expert_name
+         FROM projects p
+         LEFT JOIN milestones m ON m.id = $2
+         LEFT JOIN users u ON u.id = $3
+         WHERE p.id = $1",
+    )
+    .bind(project_id)
+    .bind(milestone_id)
+    .bind(expert_id)
+    .fetch_optional(c)
+    .await)?)
 }
 
 pub async fn find_by_intent(ex: Exec<'_>, intent_id: &str) -> StoreResult<Option<Payment>> {

@@ -7,6 +7,7 @@
 //! (out of order) changes nothing.
 
 use chrono::{DateTime, Utc};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::domain::money::minor_to_number;
@@ -54,8 +55,9 @@ pub async fn receive(
         DEFAULT_TOLERANCE_SECS,
     )
     .map_err(Refused::from)?;
-    let event: Event = serde_json::from_slice(body).map_err(|_| Refused::NotAnEvent)?;
+    // Parsed once: the event is read from the document that is stored.
     let payload: Value = serde_json::from_slice(body).map_err(|_| Refused::NotAnEvent)?;
+    let event = Event::deserialize(&payload).map_err(|_| Refused::NotAnEvent)?;
     let created = DateTime::<Utc>::from_timestamp(event.created, 0);
     let mut conn = state.db.conn().await.map_err(FlowError::from)?;
     let new = processor_events::insert_new(
@@ -86,27 +88,63 @@ pub async fn apply(state: &AppState, event_id: &str) -> FlowResult<()> {
         let mut conn = state.db.conn().await?;
         processor_events::find(conn.exec(), event_id).await?
     };
-    let Some(stored) = stored.filter(|e| e.processed_at.is_none()) else {
-        return Ok(());
-    };
-    let event: Event = match serde_json::from_value(stored.payload.0.clone()) {
+    match stored.filter(|e| e.processed_at.is_none()) {
+        Some(stored) => apply_stored(state, stored).await,
+        None => Ok(()),
+    }
+}
+
+/// [`apply`] for an event already read (the sweep's): it is not read again. Whether it was
+/// applied meanwhile is checked in the payment's actor, and the processed mark is a
+/// conditional update, so a second application changes nothing.
+async fn apply_stored(state: &AppState, stored: StoredEvent) -> FlowResult<()> {
+    let event = match Event::deserialize(&stored.payload.0) {
         Ok(e) => e,
         Err(_) => return finish(state, &stored, None, Some("unreadable event")).await,
     };
     if !HANDLED.contains(&event.kind.as_str()) {
         return finish(state, &stored, None, Some("event type not used")).await;
     }
-    match payment_of(state, &event).await? {
-        Some(payment_id) => {
-            let id = event_id.to_owned();
-            escrow::in_payment_actor(state, payment_id, move |st| async move {
-                apply_to_payment(&st, &id, payment_id).await
-            })
-            .await
-        }
+    // Our id in the object's metadata: tried first, in that payment's actor, which reads the
+    // payment and the event's processed mark in one query.
+    let event = match metadata_payment_id(&event) {
+        Some(payment_id) => match in_actor(state, payment_id, &stored.id, event).await? {
+            Applied::Done => return Ok(()),
+            Applied::NoSuchPayment(event) => event,
+        },
+        None => event,
+    };
+    match payment_by_processor_ids(state, &event).await? {
+        Some(payment_id) => match in_actor(state, payment_id, &stored.id, event).await? {
+            Applied::Done => Ok(()),
+            Applied::NoSuchPayment(_) => {
+                finish(state, &stored, None, Some("no matching payment")).await
+            }
+        },
         None if is_account_level(&event.kind) => apply_account_event(state, &stored, &event).await,
         None => finish(state, &stored, None, Some("no matching payment")).await,
     }
+}
+
+/// What applying in a payment's actor came to.
+enum Applied {
+    /// Applied, or found applied already.
+    Done,
+    /// The payment does not exist: the event is handed back to look further.
+    NoSuchPayment(Event),
+}
+
+async fn in_actor(
+    state: &AppState,
+    payment_id: i64,
+    event_id: &str,
+    event: Event,
+) -> FlowResult<Applied> {
+    let id = event_id.to_owned();
+    escrow::in_payment_actor(state, payment_id, move |st| async move {
+        apply_to_payment(&st, &id, event, payment_id).await
+    })
+    .await
 }
 
 /// The event types with effects (the specification's table).
@@ -143,19 +181,18 @@ async fn finish(
     Ok(())
 }
 
-/// The payment an event is about: by our id in the object's metadata, else by the
-/// processor's ids we stored.
-async fn payment_of(state: &AppState, event: &Event) -> FlowResult<Option<i64>> {
-    let object = &event.data.object;
-    let by_metadata = object["metadata"]["payment_id"]
+/// Our payment id in the event object's metadata, when it carries one.
+fn metadata_payment_id(event: &Event) -> Option<i64> {
+    event.data.object["metadata"]["payment_id"]
         .as_str()
-        .and_then(|s| s.parse::<i64>().ok());
+        .and_then(|s| s.parse::<i64>().ok())
+}
+
+/// The payment an event is about by the processor's ids we stored (when our id in the
+/// object's metadata named none).
+async fn payment_by_processor_ids(state: &AppState, event: &Event) -> FlowResult<Option<i64>> {
+    let object = &event.data.object;
     let mut conn = state.db.conn().await?;
-    if let Some(id) = by_metadata
-        && payments::find(conn.exec(), id).await?.is_some()
-    {
-        return Ok(Some(id));
-    }
     let text = |key: &str| object[key].as_str().map(str::to_owned);
     let found = match event.kind.split('.').next().unwrap_or_default() {
         "payment_intent" => match text("id") {
@@ -189,18 +226,25 @@ async fn payment_of(state: &AppState, event: &Event) -> FlowResult<Option<i64>> 
 }
 
 /// Applies a payment's event in its actor: processor calls first, then one transaction with
-/// the effects and the processed mark.
-async fn apply_to_payment(state: &AppState, event_id: &str, payment_id: i64) -> FlowResult<()> {
-    let stored = {
+/// the effects and the processed mark. The payment and whether the event was applied
+/// meanwhile are read in one query.
+async fn apply_to_payment(
+    state: &AppState,
+    event_id: &str,
+    event: Event,
+    payment_id: i64,
+) -> FlowResult<Applied> {
+    let found = {
         let mut conn = state.db.conn().await?;
-        processor_events::find(conn.exec(), event_id).await?
+        payments::find_for_event(conn.exec(), payment_id, event_id).await?
     };
-    let Some(stored) = stored.filter(|e| e.processed_at.is_none()) else {
-        return Ok(());
+    let Some(found) = found else {
+        return Ok(Applied::NoSuchPayment(event));
     };
-    let event: Event = serde_json::from_value(stored.payload.0.clone())
-        .map_err(|e| anyhow::anyhow!("stored event {event_id} unreadable: {e}"))?;
-    let y = escrow::load(state, payment_id).await?;
+    if found.event_processed_at.is_some() {
+        return Ok(Applied::Done);
+    }
+    let y = found.payment;
     let now = state.clock.now();
     // What needs the network is asked before the transaction opens.
     let authorisation = match event.kind.as_str() {
@@ -244,11 +288,11 @@ async fn apply_to_payment(state: &AppState, event_id: &str, payment_id: i64) -> 
     if !processor_events::mark_processed(tx.exec(), event_id, Some(y.id), note, now).await? {
         // Applied meanwhile (another instance): leave its effects as they are.
         tx.rollback().await?;
-        return Ok(());
+        return Ok(Applied::Done);
     }
     tx.commit().await?;
     state.outbox.wake();
-    Ok(())
+    Ok(Applied::Done)
 }
 
 /// A chargeback lost on money authorised but never captured: the card holder got it back
@@ -286,21 +330,23 @@ async fn on_authorised(
     authorisation: Option<Authorised>,
     now: DateTime<Utc>,
 ) -> FlowResult<Note> {
-    let intent = event.payment_intent().map_err(bad_object)?;
-    if let Some(a) = authorisation
-        && escrow::is_authorised(&a.intent)
-    {
-        let held = escrow::hold_in_tx(
-            tx,
-            y,
-            &a.intent,
-            a.capture_before,
-            a.receipt_url.as_deref(),
-            now,
-        )
-        .await?;
-        return Ok((!held).then_some("payment no longer pending"));
-    }
+    // The transaction holds the project's lock already (taken in `apply_to_payment`).
+    let intent = match authorisation {
+        Some(a) if escrow::is_authorised(&a.intent) => {
+            let held = escrow::hold_locked_in_tx(
+                tx,
+                y,
+                &a.intent,
+                a.capture_before,
+                a.receipt_url.as_deref(),
+                now,
+            )
+            .await?;
+            return Ok((!held).then_some("payment no longer pending"));
+        }
+        Some(a) => a.intent,
+        None => event.payment_intent().map_err(bad_object)?,
+    };
     if event.kind == "payment_intent.amount_capturable_updated" {
         let mut metadata = y.payment_metadata.0.clone();
         metadata["amount_capturable"] = json!(intent.amount_capturable);
@@ -841,10 +887,12 @@ pub async fn sweep(state: &AppState, older_than: chrono::Duration) -> FlowResult
     };
     let mut applied = 0;
     for event in due {
-        match apply(state, &event.id).await {
+        // Read once above: not read again before it is applied.
+        let event_id = event.id.clone();
+        match apply_stored(state, event).await {
             Ok(()) => applied += 1,
             Err(error) => {
-                tracing::warn!(event_id = event.id, %error, "processor event not applied")
+                tracing::warn!(event_id, %error, "processor event not applied")
             }
         }
     }

@@ -30,6 +30,19 @@ pub(crate) async fn hold_in_tx(
     now: DateTime<Utc>,
 ) -> FlowResult<bool> {
     tx.lock(LockScope::Project, y.project_id).await?;
+    hold_locked_in_tx(tx, y, intent, capture_before, receipt_url, now).await
+}
+
+/// [`hold_in_tx`] in a transaction that holds the project's lock already. The notices'
+/// titles and the expert are read in one query.
+pub(crate) async fn hold_locked_in_tx(
+    tx: &mut Tx,
+    y: &Payment,
+    intent: &PaymentIntent,
+    capture_before: Option<DateTime<Utc>>,
+    receipt_url: Option<&str>,
+    now: DateTime<Utc>,
+) -> FlowResult<bool> {
     let mut metadata = y.payment_metadata.0.clone();
     metadata["amount_capturable"] = json!(intent.amount_capturable);
     let auth = Authorisation {
@@ -54,10 +67,17 @@ pub(crate) async fn hold_in_tx(
         milestones::transition(tx.exec(), m, "awaiting_payment", "pending", now).await?;
     }
     projects::transition(tx.exec(), y.project_id, "assigned", "in_progress", now).await?;
-    let parties = Parties::load(tx, y).await?;
+    let notice = payments::hold_notice(tx.exec(), y.project_id, y.milestone_id, y.expert_id)
+        .await?
+        .ok_or_else(|| FlowError::not_found("No such project"))?;
+    let expert = match (notice.expert_id, notice.expert_email, notice.expert_name) {
+        (Some(id), Some(email), Some(name)) => Some(users::Contact { id, email, name }),
+        _ => None,
+    };
+    let milestone_title = notice.milestone_title.unwrap_or_default();
     let mut notify = Vec::new();
     let mut mails = Vec::new();
-    if let Some(expert) = &parties.expert {
+    if let Some(expert) = &expert {
         notify.push(for_user(
             expert.id,
             "payment_held",
@@ -65,14 +85,20 @@ pub(crate) async fn hold_in_tx(
             &format!(
                 "{} for \"{}\" is held in escrow: you can start the milestone.",
                 money_text(y.amount_minor, &y.currency),
-                parties.project.title
+                notice.project_title
             ),
-            parties.data(y),
+            payment_data(y, &notice.project_title),
         ));
         mails.push(email(
             &expert.email,
             Template::PaymentHeld,
-            parties.mail(expert, y, y.amount_minor),
+            payment_mail(
+                expert,
+                y,
+                &notice.project_title,
+                &milestone_title,
+                y.amount_minor,
+            ),
         ));
     }
     let payload = json!({"payment_id": y.id, "project_id": y.project_id,

@@ -174,18 +174,40 @@ impl Parties {
 
     /// What notifications carry to point at the payment.
     pub fn data(&self, y: &Payment) -> Value {
-        json!({"payment_id": y.id, "project_id": y.project_id, "milestone_id": y.milestone_id,
-               "project_title": self.project.title, "amount": minor_to_number(y.amount_minor),
-               "currency": y.currency})
+        payment_data(y, &self.project.title)
     }
 
     /// The context of the payment e-mails.
     pub fn mail(&self, to: &users::Contact, y: &Payment, amount_minor: i64) -> Value {
-        json!({"name": to.name, "project_title": self.project.title,
-               "project_id": y.project_id, "milestone_title": self.milestone_title,
-               "amount": format_minor(amount_minor),
-               "currency": y.currency.to_uppercase()})
+        payment_mail(
+            to,
+            y,
+            &self.project.title,
+            &self.milestone_title,
+            amount_minor,
+        )
     }
+}
+
+/// [`Parties::data`] from the project's title alone.
+pub(crate) fn payment_data(y: &Payment, project_title: &str) -> Value {
+    json!({"payment_id": y.id, "project_id": y.project_id, "milestone_id": y.milestone_id,
+           "project_title": project_title, "amount": minor_to_number(y.amount_minor),
+           "currency": y.currency})
+}
+
+/// [`Parties::mail`] from the titles alone.
+pub(crate) fn payment_mail(
+    to: &users::Contact,
+    y: &Payment,
+    project_title: &str,
+    milestone_title: &str,
+    amount_minor: i64,
+) -> Value {
+    json!({"name": to.name, "project_title": project_title,
+           "project_id": y.project_id, "milestone_title": milestone_title,
+           "amount": format_minor(amount_minor),
+           "currency": y.currency.to_uppercase()})
 }
 
 // ---------------------------------------------------------------------------------------
