@@ -321,7 +321,15 @@ pub async fn no_route(req: actix_web::HttpRequest, routes: web::Data<KnownRoutes
 
 /// The mounted route templates and their methods, as the OpenAPI document lists them, matched
 /// once per unrouted request (built once: scanners hit unknown addresses at high rates).
-pub struct KnownRoutes(Vec<(actix_web::dev::ResourceDef, Vec<&'static str>)>);
+pub struct KnownRoutes(Vec<KnownRoute>);
+
+struct KnownRoute {
+    /// The template's text before its first parameter: a path without it cannot match, so
+    /// most unrouted paths are turned away without running a single pattern.
+    fixed_start: String,
+    def: actix_web::dev::ResourceDef,
+    methods: Vec<&'static str>,
+}
 
 impl KnownRoutes {
     pub fn new(doc: &utoipa::openapi::OpenApi) -> Self {
@@ -342,7 +350,11 @@ impl KnownRoutes {
                 .into_iter()
                 .filter_map(|(name, op)| op.is_some().then_some(name))
                 .collect();
-                (actix_web::dev::ResourceDef::new(template.as_str()), methods)
+                KnownRoute {
+                    fixed_start: template.split('{').next().unwrap_or_default().to_owned(),
+                    def: actix_web::dev::ResourceDef::new(template.as_str()),
+                    methods,
+                }
             })
             .collect();
         Self(routes)
@@ -352,9 +364,9 @@ impl KnownRoutes {
     /// `/api/projects/public` also matches `/api/projects/{id}`, which routing would try).
     pub fn methods_at(&self, path: &str) -> Vec<&'static str> {
         let mut methods = Vec::new();
-        for (def, answers) in &self.0 {
-            if def.is_match(path) {
-                for m in answers {
+        for route in &self.0 {
+            if path.starts_with(&route.fixed_start) && route.def.is_match(path) {
+                for m in &route.methods {
                     if !methods.contains(m) {
                         methods.push(*m);
                     }
