@@ -1042,6 +1042,27 @@ async fn an_instance_holding_a_session_sees_its_end_at_once() {
         j!(["experto"])
     );
 
+    // A change that ends nothing reaches the other instance through the database's
+    // announcement (the listener), not the epoch.
+    let verified = app
+        .client
+        .put(app.url(&format!("/api/admin/users/{}", user.id)))
+        .bearer_auth(&admin)
+        .json(&j!({"email_verified": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(verified.status(), 200);
+    let mut seen = false;
+    for _ in 0..100 {
+        if json(me(&other, &token).await).await["email_verified"] == true {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(seen, "the other instance kept serving the user as it was");
+
     let suspend = app
         .client
         .put(app.url(&format!("/api/admin/users/{}/suspend", user.id)))
