@@ -81,13 +81,7 @@ async fn run() -> anyhow::Result<()> {
         &db,
         concurrency,
         phase,
-        move |db| async move {
-            let mut conn = db.conn().await?;
-            users::find_by_session(conn.exec(), session_id)
-                .await?
-                .context("session")?;
-            Ok(())
-        },
+        move |db| async move { session(&db, session_id).await },
     )
     .await?;
     measure(
@@ -96,13 +90,8 @@ async fn run() -> anyhow::Result<()> {
         concurrency,
         phase,
         move |db| async move {
-            // As the service does it: a connection per query, given back in between.
-            {
-                let mut conn = db.conn().await?;
-                users::find_by_session(conn.exec(), session_id)
-                    .await?
-                    .context("session")?;
-            }
+            // As the service did it: a connection per query, given back in between.
+            session(&db, session_id).await?;
             let mut conn = db.conn().await?;
             projects::find_with_ties(conn.exec(), project_id, user_id)
                 .await?
@@ -112,6 +101,15 @@ async fn run() -> anyhow::Result<()> {
     )
     .await?;
     db.close().await;
+    Ok(())
+}
+
+/// What authenticating a request reads when the session is not in memory.
+async fn session(db: &Db, session_id: i64) -> anyhow::Result<()> {
+    let mut conn = db.conn().await?;
+    users::find_by_session(conn.exec(), session_id)
+        .await?
+        .context("session")?;
     Ok(())
 }
 

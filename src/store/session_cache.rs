@@ -121,7 +121,7 @@ impl SessionCache {
         inner.entries.remove(&session_id);
     }
 
-    /// How many sessions are held (for `/metrics`).
+    /// How many sessions are held.
     pub fn len(&self) -> usize {
         self.lock().entries.len()
     }

@@ -71,6 +71,7 @@ use crate::state::AppState;
 use crate::store::tokens::{self, Purpose};
 use crate::store::users::User;
 use crate::store::{StoreError, sessions};
+use crate::workflows::auth::sessions_ended;
 use crate::workflows::error::{FlowError, FlowResult};
 
 pub const VERIFICATION_TTL: Duration = Duration::hours(48);
@@ -95,6 +96,12 @@ pub enum AccountError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Other(#[from] anyhow::Error),
+}
+
+impl From<crate::integrations::cache::CacheError> for AccountError {
+    fn from(err: crate::integrations::cache::CacheError) -> Self {
+        Self::Other(err.into())
+    }
 }
 
 /// Creates a verification token for the user's current address and e-mails it.
@@ -248,9 +255,7 @@ pub async fn reset_password(
     )
     .await?;
     tx.commit().await?;
-    crate::workflows::auth::sessions_ended(state, found.user_id)
-        .await
-        .map_err(anyhow::Error::from)?;
+    sessions_ended(state, found.user_id).await?;
     Ok(())
 }
 
@@ -278,9 +283,7 @@ pub async fn change_password(
     )
     .await?;
     tx.commit().await?;
-    crate::workflows::auth::sessions_ended(state, user.id)
-        .await
-        .map_err(anyhow::Error::from)?;
+    sessions_ended(state, user.id).await?;
     Ok(())
 }
 
@@ -504,14 +507,15 @@ pub async fn switch_role(state: &AppState, user: &User, role: Role) -> FlowResul
             "You do not have this role",
         ));
     }
-    let mut conn = state.db.conn().await?;
-    users::set_active_role(conn.exec(), user.id, role, state.clock.now()).await?;
-    crate::workflows::auth::sessions_ended(state, user.id)
-        .await
-        .map_err(anyhow::Error::from)?;
-    users::find(conn.exec(), user.id)
-        .await?
-        .ok_or_else(|| FlowError::not_found("User not found"))
+    let user = {
+        let mut conn = state.db.conn().await?;
+        users::set_active_role(conn.exec(), user.id, role, state.clock.now()).await?;
+        users::find(conn.exec(), user.id)
+            .await?
+            .ok_or_else(|| FlowError::not_found("User not found"))?
+    };
+    sessions_ended(state, user.id).await?;
+    Ok(user)
 }
 
 /// Changes the user's own username and/or `is_active` in one transaction: 409
@@ -558,9 +562,7 @@ pub async fn update_own_account(
         .await?
         .ok_or_else(|| FlowError::not_found("User not found"))?;
     tx.commit().await?;
-    crate::workflows::auth::sessions_ended(state, user.id)
-        .await
-        .map_err(anyhow::Error::from)?;
+    sessions_ended(state, user.id).await?;
     state.outbox.wake();
     Ok(user)
 }

@@ -214,7 +214,8 @@ async fn session_with_user(
     session_id: i64,
 ) -> Result<Option<(Session, User)>, SessionError> {
     let mut held = None;
-    if state.sessions.is_listening() {
+    // `None` while the cache is not listening: then nothing is served or kept.
+    if let Some(start) = state.sessions.read_start() {
         let epoch = state
             .cache
             .get(session_cache::EPOCH_KEY)
@@ -223,7 +224,7 @@ async fn session_with_user(
         if let Some(found) = state.sessions.get(session_id, &epoch) {
             return Ok(Some(found));
         }
-        held = state.sessions.read_start().map(|start| (start, epoch));
+        held = Some((start, epoch));
     }
     let found = {
         let mut conn = state.db.conn().await?;

@@ -129,6 +129,12 @@ impl FlowError {
     }
 }
 
+impl From<crate::integrations::cache::CacheError> for FlowError {
+    fn from(err: crate::integrations::cache::CacheError) -> Self {
+        Self::Internal(err.into())
+    }
+}
+
 impl From<actors::ActorError> for FlowError {
     fn from(err: actors::ActorError) -> Self {
         match err {

@@ -17,6 +17,7 @@ use crate::store::events::{self, NewEvent};
 use crate::store::user_admin::{self, BaseUpdate};
 use crate::store::users::{self, User};
 use crate::store::{LockScope, Tx, sessions};
+use crate::workflows::auth::sessions_ended;
 use crate::workflows::emails::email;
 use crate::workflows::error::{FieldError, FlowError, FlowResult};
 use crate::workflows::{notify, passwords};
@@ -215,9 +216,7 @@ pub async fn set_status(
     user_admin::record_action(tx.exec(), admin_id, Some(id), None, "status", status, now).await?;
     let user = target(&mut tx, id).await?;
     tx.commit().await?;
-    crate::workflows::auth::sessions_ended(state, id)
-        .await
-        .map_err(anyhow::Error::from)?;
+    sessions_ended(state, id).await?;
     Ok(user)
 }
 
@@ -255,9 +254,7 @@ pub async fn suspend(
     .await?;
     let user = target(&mut tx, id).await?;
     tx.commit().await?;
-    crate::workflows::auth::sessions_ended(state, id)
-        .await
-        .map_err(anyhow::Error::from)?;
+    sessions_ended(state, id).await?;
     Ok(user)
 }
 
@@ -307,9 +304,7 @@ pub async fn change_password(
     )
     .await?;
     tx.commit().await?;
-    crate::workflows::auth::sessions_ended(state, id)
-        .await
-        .map_err(anyhow::Error::from)?;
+    sessions_ended(state, id).await?;
     state.outbox.wake();
     Ok(())
 }
@@ -419,9 +414,7 @@ pub async fn set_roles(
     user_admin::record_action(tx.exec(), admin_id, Some(id), None, "roles", &details, now).await?;
     let user = target(&mut tx, id).await?;
     tx.commit().await?;
-    crate::workflows::auth::sessions_ended(state, id)
-        .await
-        .map_err(anyhow::Error::from)?;
+    sessions_ended(state, id).await?;
     Ok(user)
 }
 
@@ -552,9 +545,7 @@ pub async fn confirm_deletion(
     .await?;
     let request = deletion_of(&mut tx, id).await?;
     tx.commit().await?;
-    crate::workflows::auth::sessions_ended(state, id)
-        .await
-        .map_err(anyhow::Error::from)?;
+    sessions_ended(state, id).await?;
     state.outbox.wake();
     Ok(request)
 }
@@ -599,9 +590,7 @@ pub async fn delete(state: &AppState, admin_id: i64, id: i64) -> FlowResult<Dele
     user_admin::record_action(tx.exec(), admin_id, Some(id), None, "delete", "", now).await?;
     let request = deletion_of(&mut tx, id).await?;
     tx.commit().await?;
-    crate::workflows::auth::sessions_ended(state, id)
-        .await
-        .map_err(anyhow::Error::from)?;
+    sessions_ended(state, id).await?;
     state.outbox.wake();
     remove_files(state, id, &chat_files).await;
     Ok(request)
