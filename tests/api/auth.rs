@@ -978,10 +978,7 @@ async fn the_registration_session_refreshes_with_its_session_id() {
 #[actix_web::test]
 async fn an_instance_holding_a_session_sees_its_end_at_once() {
     let app = spawn_app().await;
-    let database = match &app.state.settings.database {
-        marketplace::config::DatabaseTarget::Postgres(url) => url.clone(),
-        marketplace::config::DatabaseTarget::Sqlite(path) => format!("sqlite:{}", path.display()),
-    };
+    let database = app.database_url();
     let secret = app.state.settings.jwt_secret.as_ref().expect("JWT secret");
     let other = spawn_app_with(&[
         ("DATABASE_URL", &database),

@@ -101,6 +101,16 @@ impl TestApp {
         format!("{}{}", self.address, path)
     }
 
+    /// This instance's `DATABASE_URL`, for a second instance on the same database.
+    pub fn database_url(&self) -> String {
+        match &self.state.settings.database {
+            marketplace::config::DatabaseTarget::Postgres(url) => url.clone(),
+            marketplace::config::DatabaseTarget::Sqlite(path) => {
+                format!("sqlite:{}", path.display())
+            }
+        }
+    }
+
     pub async fn get(&self, path: &str) -> reqwest::Response {
         self.client
             .get(self.url(path))

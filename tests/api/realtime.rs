@@ -268,10 +268,7 @@ async fn a_member_on_another_instance_receives_a_message_once() {
     }
     let m = Market::open().await;
     let d = deal(&m, "twin", [100.0, 100.0, 100.0]).await;
-    let database = match &m.app.state.settings.database {
-        marketplace::config::DatabaseTarget::Postgres(url) => url.clone(),
-        marketplace::config::DatabaseTarget::Sqlite(path) => format!("sqlite:{}", path.display()),
-    };
+    let database = m.app.database_url();
     let other = crate::helpers::spawn_app_with(&[
         ("DATABASE_URL", &database),
         ("CACHE_PREFIX", &m.app.state.settings.cache_prefix),
@@ -592,10 +589,7 @@ async fn a_member_connected_to_another_instance_gets_no_chat_email() {
     }
     let m = Market::open().await;
     let d = deal(&m, "present", [100.0, 100.0, 100.0]).await;
-    let database = match &m.app.state.settings.database {
-        marketplace::config::DatabaseTarget::Postgres(url) => url.clone(),
-        marketplace::config::DatabaseTarget::Sqlite(path) => format!("sqlite:{}", path.display()),
-    };
+    let database = m.app.database_url();
     let other = crate::helpers::spawn_app_with(&[
         ("DATABASE_URL", &database),
         ("CACHE_PREFIX", &m.app.state.settings.cache_prefix),

@@ -4,7 +4,6 @@
 //! with `state.clock.advance`; the timer job runs at once with `state.jobs.trigger`.
 
 use chrono::{DateTime, Utc};
-use marketplace::config::DatabaseTarget;
 use marketplace::workflows::escrow_jobs;
 use marketplace::workflows::timers::TIMERS;
 use reqwest::{Method, StatusCode};
@@ -593,10 +592,7 @@ async fn an_unfunded_milestone_reminds_the_company_and_lets_the_expert_end_the_e
 /// A second instance of the service on the same database and the same processor sandbox.
 async fn second_instance(m: &Market) -> TestApp {
     let sandbox = m.app.state.processor.sandbox.as_ref().expect("the sandbox");
-    let database = match &m.app.state.settings.database {
-        DatabaseTarget::Postgres(url) => url.clone(),
-        DatabaseTarget::Sqlite(path) => format!("sqlite:{}", path.display()),
-    };
+    let database = m.app.database_url();
     crate::helpers::spawn_app_with(&[
         ("DATABASE_URL", &database),
         ("PROCESSOR_SECRET_KEY", sandbox.secret_key().expose()),

@@ -891,10 +891,7 @@ async fn a_retry_survives_a_restart() {
     }
     // This instance's dispatcher stops; another instance on the same database takes over.
     m.app.state.jobs.stop_all();
-    let database = match &m.app.state.settings.database {
-        marketplace::config::DatabaseTarget::Sqlite(path) => format!("sqlite:{}", path.display()),
-        marketplace::config::DatabaseTarget::Postgres(url) => url.clone(),
-    };
+    let database = m.app.database_url();
     let ca = receiver::ca_file();
     let next = crate::helpers::spawn_app_with(&[
         ("DATABASE_URL", &database),
