@@ -46,41 +46,43 @@ pub async fn record(mut ex: Exec<'_>, event: NewEvent<'_>, now: DateTime<Utc>) -
     Ok(id)
 }
 
-/// Events not yet dispatched whose next attempt is due, oldest first.
-pub async fn due(ex: Exec<'_>, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Event>> {
-    Ok(on_exec!(ex, c => sqlx::query_as::<_, Event>(
-        "SELECT id, kind, aggregate, aggregate_id, payload, created_at, available_at, attempts
-         FROM events WHERE dispatched_at IS NULL AND available_at <= $1
-         ORDER BY id LIMIT $2",
+/// Claims up to `limit` due events, oldest first, until `lease_until`, in one statement. The
+/// update checks again that each event is due, so of several dispatchers (other instances)
+/// exactly one claims each attempt.
+pub async fn claim_due(
+    ex: Exec<'_>,
+    now: DateTime<Utc>,
+    lease_until: DateTime<Utc>,
+    limit: i64,
+) -> StoreResult<Vec<Event>> {
+    let mut claimed = on_exec!(ex, c => sqlx::query_as::<_, Event>(
+        "UPDATE events SET available_at = $1
+         WHERE id IN (SELECT id FROM events WHERE dispatched_at IS NULL AND available_at <= $2
+                      ORDER BY id LIMIT $3)
+           AND dispatched_at IS NULL AND available_at <= $2
+         RETURNING id, kind, aggregate, aggregate_id, payload, created_at, available_at, attempts",
     )
+    .bind(lease_until)
     .bind(now)
     .bind(limit)
     .fetch_all(c)
-    .await)?)
+    .await)?;
+    claimed.sort_by_key(|e| e.id);
+    Ok(claimed)
 }
 
-/// Claims an event for `lease_until`: a conditional update, so of several dispatchers (other
-/// instances) exactly one wins each attempt.
-pub async fn claim(ex: Exec<'_>, event: &Event, lease_until: DateTime<Utc>) -> StoreResult<bool> {
-    let done = on_exec!(ex, c => sqlx::query(
-        "UPDATE events SET available_at = $1
-         WHERE id = $2 AND available_at = $3 AND dispatched_at IS NULL",
+/// The consumers that already handled events with ids in `first..=last` (only events some
+/// consumer failed on have any): `(event id, consumer)`.
+pub async fn delivered_between(
+    ex: Exec<'_>,
+    first: i64,
+    last: i64,
+) -> StoreResult<Vec<(i64, String)>> {
+    Ok(on_exec!(ex, c => sqlx::query_as(
+        "SELECT event_id, consumer FROM event_deliveries WHERE event_id BETWEEN $1 AND $2",
     )
-    .bind(lease_until)
-    .bind(event.id)
-    .bind(event.available_at)
-    .execute(c)
-    .await
-    .map(|r| r.rows_affected()))?;
-    Ok(done == 1)
-}
-
-/// Consumers that already handled the event: they are never run again for it.
-pub async fn delivered_consumers(ex: Exec<'_>, event_id: i64) -> StoreResult<Vec<String>> {
-    Ok(on_exec!(ex, c => sqlx::query_scalar(
-        "SELECT consumer FROM event_deliveries WHERE event_id = $1",
-    )
-    .bind(event_id)
+    .bind(first)
+    .bind(last)
     .fetch_all(c)
     .await)?)
 }
@@ -104,13 +106,27 @@ pub async fn mark_delivered(
     Ok(())
 }
 
-pub async fn mark_dispatched(ex: Exec<'_>, event_id: i64, now: DateTime<Utc>) -> StoreResult<()> {
-    on_exec!(ex, c => sqlx::query("UPDATE events SET dispatched_at = $1 WHERE id = $2")
-        .bind(now)
-        .bind(event_id)
-        .execute(c)
-        .await
-        .map(|r| r.rows_affected()))?;
+/// Marks the events every consumer handled, in one statement.
+pub async fn mark_dispatched(
+    ex: Exec<'_>,
+    event_ids: &[i64],
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
+    if event_ids.is_empty() {
+        return Ok(());
+    }
+    let sql = format!(
+        "UPDATE events SET dispatched_at = $1 WHERE id IN ({})",
+        super::placeholders(2, event_ids.len())
+    );
+    on_exec!(ex, c => {
+        // Placeholders only: the values are bound.
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.as_str())).bind(now);
+        for id in event_ids {
+            query = query.bind(*id);
+        }
+        query.execute(c).await.map(|r| r.rows_affected())
+    })?;
     Ok(())
 }
 

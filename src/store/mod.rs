@@ -123,6 +123,15 @@ impl StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// `$first, $first+1, …`: `count` numbered placeholders for an `IN (…)` list whose values are
+/// bound one by one after the `first - 1` fixed ones (the same text suits both engines).
+pub fn placeholders(first: usize, count: usize) -> String {
+    (first..first + count)
+        .map(|n| format!("${n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Escapes a search term for `LIKE … ESCAPE '\'`: `%` and `_` are literal characters, not
 /// wildcards.
 pub fn escape_like(value: &str) -> String {
@@ -208,12 +217,33 @@ impl Tx {
         if let Tx::Postgres(t) = self {
             sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
                 .bind(scope as i32)
-                .bind(i32::try_from(id.rem_euclid(i64::from(i32::MAX))).unwrap_or_default())
+                .bind(lock_key(id))
                 .execute(&mut **t)
                 .await?;
         }
         Ok(())
     }
+
+    /// [`lock`](Self::lock) of every id in `ids`, in one statement, in ascending order (as
+    /// every transaction taking several of one scope must, lest two wait for each other).
+    pub async fn lock_all(&mut self, scope: LockScope, ids: &[i64]) -> StoreResult<()> {
+        if let Tx::Postgres(t) = self {
+            let mut keys: Vec<i32> = ids.iter().map(|id| lock_key(*id)).collect();
+            keys.sort_unstable();
+            keys.dedup();
+            sqlx::query("SELECT pg_advisory_xact_lock($1, k) FROM unnest($2::int4[]) AS k")
+                .bind(scope as i32)
+                .bind(keys)
+                .execute(&mut **t)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// An id as the second key of an advisory lock (an `int4`).
+fn lock_key(id: i64) -> i32 {
+    i32::try_from(id.rem_euclid(i64::from(i32::MAX))).unwrap_or_default()
 }
 
 /// Namespaces of advisory locks.

@@ -22,9 +22,11 @@ pub trait Consumer: Send + Sync + 'static {
     async fn handle(&self, event: &Event) -> anyhow::Result<()>;
 }
 
-/// How long a claimed event is reserved for the dispatcher that claimed it.
+/// How long a claimed batch is reserved for the dispatcher that claimed it: long enough for
+/// its consumers to get through `BATCH` events (a lease that runs out only repeats idempotent
+/// work), short enough that a crashed dispatcher's events wait little.
 const LEASE: Duration = Duration::seconds(60);
-const BATCH: i64 = 100;
+const BATCH: i64 = 50;
 
 #[derive(Clone)]
 pub struct Dispatcher {
@@ -51,23 +53,31 @@ impl Dispatcher {
         }
     }
 
-    /// Delivers every due event once (up to a batch).
+    /// Delivers every due event once (up to a batch). The batch is claimed, and its events
+    /// marked dispatched, in one statement each; a consumer's delivery is recorded only when
+    /// another failed on the same event (so the retry skips it). After a crash before the
+    /// mark, the lease runs out and the batch runs again: consumers are idempotent by event.
     pub async fn run_once(&self) -> StoreResult<Pass> {
         let mut conn = self.db.conn().await?;
-        let due = events::due(conn.exec(), self.clock.now(), BATCH).await?;
+        let now = self.clock.now();
+        let claimed = events::claim_due(conn.exec(), now, now + LEASE, BATCH).await?;
         let mut pass = Pass {
-            more: due.len() as i64 >= BATCH,
+            more: claimed.len() as i64 >= BATCH,
             ..Pass::default()
         };
-        for event in due {
-            if !events::claim(conn.exec(), &event, self.clock.now() + LEASE).await? {
-                continue; // another dispatcher has it
-            }
-            match self.deliver(&mut conn, &event).await? {
-                None => {
-                    events::mark_dispatched(conn.exec(), event.id, self.clock.now()).await?;
-                    pass.dispatched += 1;
-                }
+        let (Some(first), Some(last)) = (claimed.first(), claimed.last()) else {
+            return Ok(pass);
+        };
+        let delivered = events::delivered_between(conn.exec(), first.id, last.id).await?;
+        let mut dispatched = Vec::with_capacity(claimed.len());
+        for event in &claimed {
+            let done: Vec<&str> = delivered
+                .iter()
+                .filter(|(id, _)| *id == event.id)
+                .map(|(_, consumer)| consumer.as_str())
+                .collect();
+            match self.deliver(&mut conn, event, &done).await? {
+                None => dispatched.push(event.id),
                 Some(error) => {
                     let retry_at = self.clock.now() + backoff(event.attempts);
                     events::mark_failed(conn.exec(), event.id, &error, retry_at).await?;
@@ -75,26 +85,27 @@ impl Dispatcher {
                 }
             }
         }
+        events::mark_dispatched(conn.exec(), &dispatched, self.clock.now()).await?;
+        pass.dispatched = dispatched.len();
         Ok(pass)
     }
 
-    /// Runs the consumers that have not handled the event yet; the first error, if any.
+    /// Runs the consumers that have not handled the event yet; the first error, if any. When
+    /// one fails, those that succeeded are recorded so that the retry does not run them again.
     async fn deliver(
         &self,
         conn: &mut crate::store::Conn,
         event: &Event,
+        done: &[&str],
     ) -> StoreResult<Option<String>> {
-        let done = events::delivered_consumers(conn.exec(), event.id).await?;
+        let mut succeeded = Vec::new();
         let mut first_error = None;
         for consumer in self.consumers.iter() {
-            if !consumer.wants(&event.kind) || done.iter().any(|d| d == consumer.name()) {
+            if !consumer.wants(&event.kind) || done.contains(&consumer.name()) {
                 continue;
             }
             match consumer.handle(event).await {
-                Ok(()) => {
-                    events::mark_delivered(conn.exec(), event.id, consumer.name(), self.clock.now())
-                        .await?
-                }
+                Ok(()) => succeeded.push(consumer.name()),
                 Err(err) => {
                     tracing::warn!(
                         event_id = event.id,
@@ -105,6 +116,11 @@ impl Dispatcher {
                     );
                     first_error.get_or_insert_with(|| format!("{}: {err:#}", consumer.name()));
                 }
+            }
+        }
+        if first_error.is_some() {
+            for name in succeeded {
+                events::mark_delivered(conn.exec(), event.id, name, self.clock.now()).await?;
             }
         }
         Ok(first_error)
