@@ -115,6 +115,8 @@ impl Application {
             webhook_http: Arc::new(webhook_http(&settings)?),
             realtime,
             sessions: Arc::default(),
+            // Past this many waiting, a stored event is left to the sweep.
+            processor_events: Arc::new(crate::state::Queue::new(10_000)),
         };
         // Sessions are kept in memory only where every instance shares their epoch (Redis).
         if state.cache.backend() == "redis" {

@@ -48,4 +48,45 @@ pub struct AppState {
     /// Sessions with their users between requests (PostgreSQL; forgotten on every change the
     /// database announces, and at once here by the workflow that ends a session).
     pub sessions: Arc<crate::store::session_cache::SessionCache>,
+    /// Processor events stored by their receipt and waiting for the applier
+    /// (`workflows::processor_events`), oldest first.
+    pub processor_events: Arc<Queue<crate::store::processor_events::StoredEvent>>,
+}
+
+/// A bounded first-in first-out queue shared between threads.
+pub struct Queue<T> {
+    items: std::sync::Mutex<std::collections::VecDeque<T>>,
+    capacity: usize,
+}
+
+impl<T> Queue<T> {
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            items: std::sync::Mutex::default(),
+            capacity,
+        }
+    }
+
+    /// Appends `item`; `false` (and the item dropped) when the queue is full.
+    pub fn push(&self, item: T) -> bool {
+        let mut items = self.lock();
+        if items.len() >= self.capacity {
+            return false;
+        }
+        items.push_back(item);
+        true
+    }
+
+    /// Takes up to `n` items from the front.
+    pub fn take(&self, n: usize) -> Vec<T> {
+        let mut items = self.lock();
+        let n = n.min(items.len());
+        items.drain(..n).collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<T>> {
+        self.items
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }

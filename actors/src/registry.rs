@@ -130,6 +130,8 @@ struct Inner<K: ActorKey> {
     /// Created on first use; see the module documentation.
     arbiters: Mutex<Vec<Arbiter>>,
     next_actor_id: AtomicU64,
+    /// Held while a group of [`Registry::call_together`] is queued; see there.
+    group_queueing: Mutex<()>,
 }
 
 /// What the registry and its actors share.
@@ -138,6 +140,14 @@ struct Shared<K: ActorKey> {
     idle_timeout: Duration,
     actors: Mutex<HashMap<K, Entry<K>>>,
     counters: Arc<RegistryCounters>,
+}
+
+/// One key's part in a [`Registry::call_together`] group.
+struct Part<K> {
+    key: K,
+    joined: oneshot::Receiver<()>,
+    release: oneshot::Sender<()>,
+    holder: tokio::task::JoinHandle<Result<(), ActorError>>,
 }
 
 /// The registry's record of one live actor.
@@ -162,6 +172,7 @@ impl<K: ActorKey> Registry<K> {
                 arbiter_count: config.arbiters.max(1),
                 arbiters: Mutex::new(Vec::new()),
                 next_actor_id: AtomicU64::new(1),
+                group_queueing: Mutex::new(()),
             }),
         }
     }
@@ -216,6 +227,80 @@ impl<K: ActorKey> Registry<K> {
                     Err(_) => return Err(ActorError::Unavailable),
                 }
             }
+        }
+    }
+
+    /// Runs `job` while it holds the actors of `keys`: each runs a job of its own that waits
+    /// until `job` has finished, so for each key held `job` runs after the jobs queued before
+    /// it and alone, as if it were one job of that key. `job` itself runs on the caller's
+    /// task and is given the keys it holds: those whose actor took up its part within
+    /// `patience` (a busy actor is not waited for longer; its part, when its turn comes,
+    /// ends at once). Repeated keys count once.
+    ///
+    /// Two groups sharing keys cannot wait for each other: a group's parts are queued in one
+    /// critical section, so of any two groups one is ahead of the other in every actor they
+    /// share. (A job that calls `call_together` with its own key waits for itself, as with
+    /// [`call`](Self::call).)
+    ///
+    /// The parts are queued as soon as `call_together` is invoked, as with `call`; it must be
+    /// invoked inside a tokio runtime.
+    pub fn call_together<F, Fut, T>(
+        &self,
+        keys: &[K],
+        patience: Duration,
+        job: F,
+    ) -> impl Future<Output = T> + use<K, F, Fut, T>
+    where
+        F: FnOnce(Vec<K>) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let mut parts = Vec::with_capacity(keys.len());
+        {
+            let _queueing = self
+                .inner
+                .group_queueing
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            for key in keys {
+                if parts.iter().any(|p: &Part<K>| &p.key == key) {
+                    continue;
+                }
+                let (join, joined) = oneshot::channel::<()>();
+                let (release, released) = oneshot::channel::<()>();
+                let hold = self.call(key.clone(), move || async move {
+                    if join.send(()).is_ok() {
+                        // Sent or dropped: either way the group is done.
+                        let _ = released.await;
+                    }
+                });
+                parts.push(Part {
+                    key: key.clone(),
+                    joined,
+                    release,
+                    // Polled apart from the group, so that a part bounced by a stopped
+                    // actor is delivered again while the group waits for it.
+                    holder: tokio::spawn(hold),
+                });
+            }
+        }
+        let deadline = tokio::time::Instant::now() + patience;
+        async move {
+            let mut held = Vec::with_capacity(parts.len());
+            let mut releases = Vec::with_capacity(parts.len());
+            for part in parts {
+                // Not joined in time, or never (its actor panicked or is gone): not held. Its
+                // part finds the group gone when it starts.
+                if let Ok(Ok(())) = tokio::time::timeout_at(deadline, part.joined).await {
+                    held.push(part.key);
+                    releases.push((part.release, part.holder));
+                }
+            }
+            let value = job(held).await;
+            for (release, holder) in releases {
+                drop(release);
+                let _ = holder.await;
+            }
+            value
         }
     }
 

@@ -108,34 +108,20 @@ pub async fn find(ex: Exec<'_>, id: i64) -> StoreResult<Option<Payment>> {
     )
 }
 
-/// A payment read together with whether one processor event was applied already (`None`
-/// when the event is not stored).
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub struct PaymentForEvent {
-    #[sqlx(flatten)]
-    pub payment: Payment,
-    pub event_processed_at: Option<DateTime<Utc>>,
-}
-
-/// [`find`] and the processed mark of event `event_id`, in one query: what applying a
-/// processor event reads in the payment's actor.
-pub async fn find_for_event(
-    ex: Exec<'_>,
-    id: i64,
-    event_id: &str,
-) -> StoreResult<Option<PaymentForEvent>> {
-    Ok(
-        on_exec!(ex, c => sqlx::query_as::<_, PaymentForEvent>(concat!(
-        "SELECT ",
-        payment_columns!(),
-        ", (SELECT e.processed_at FROM processor_events e WHERE e.id = $2) AS event_processed_at",
-        " FROM payments y WHERE y.id = $1"
-    ))
-    .bind(id)
-    .bind(event_id)
-    .fetch_optional(c)
-    .await)?,
-    )
+/// The payments of `ids` that exist, in no particular order.
+pub async fn find_many(ex: Exec<'_>, ids: &[i64]) -> StoreResult<Vec<Payment>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql =
+        select_payments!("WHERE y.id IN ({})").replace("{}", &super::placeholders(1, ids.len()));
+    Ok(on_exec!(ex, c => {
+        let mut query = sqlx::query_as::<_, Payment>(sqlx::AssertSqlSafe(sql.as_str()));
+        for id in ids {
+            query = query.bind(*id);
+        }
+        query.fetch_all(c).await
+    })?)
 }
 
 /// What the notices of a held payment name: the project's and milestone's titles and the

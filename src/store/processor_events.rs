@@ -86,6 +86,62 @@ pub async fn mark_processed(
     Ok(done == 1)
 }
 
+/// Which of the events `ids` are applied already.
+pub async fn processed_among(ex: Exec<'_>, ids: &[&str]) -> StoreResult<Vec<String>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = format!(
+        "SELECT id FROM processor_events WHERE processed_at IS NOT NULL AND id IN ({})",
+        super::placeholders(1, ids.len())
+    );
+    Ok(on_exec!(ex, c => {
+        let mut query = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.as_str()));
+        for id in ids {
+            query = query.bind(*id);
+        }
+        query.fetch_all(c).await
+    })?)
+}
+
+/// An applied event's mark: the payment it concerned and, when it changed nothing worth
+/// knowing why, the reason.
+pub struct Processed<'a> {
+    pub event_id: &'a str,
+    pub payment_id: Option<i64>,
+    pub note: Option<&'a str>,
+}
+
+/// [`mark_processed`] of several events in one statement; how many were marked (an event
+/// marked already is left as it is).
+pub async fn mark_all_processed(
+    ex: Exec<'_>,
+    marks: &[Processed<'_>],
+    now: DateTime<Utc>,
+) -> StoreResult<u64> {
+    if marks.is_empty() {
+        return Ok(0);
+    }
+    // `VALUES` names its columns column1, column2, … on both engines.
+    let rows: Vec<String> = (0..marks.len())
+        .map(|i| format!("(${}, ${}, ${})", 2 + 3 * i, 3 + 3 * i, 4 + 3 * i))
+        .collect();
+    let sql = format!(
+        "UPDATE processor_events SET processed_at = $1, payment_id = v.column2, error = v.column3
+         FROM (VALUES {}) AS v
+         WHERE processor_events.id = v.column1 AND processor_events.processed_at IS NULL",
+        rows.join(", ")
+    );
+    Ok(on_exec!(ex, c => {
+        // Placeholders only: the values are bound.
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.as_str())).bind(now);
+        for mark in marks {
+            query = query.bind(mark.event_id).bind(mark.payment_id).bind(mark.note);
+        }
+        query.execute(c).await.map(|r| r.rows_affected())
+    })?)
+}
+
 /// Events received before `before` and not applied yet, oldest first.
 pub async fn unprocessed(
     ex: Exec<'_>,

@@ -27,6 +27,14 @@ pub fn start_all(state: &AppState) {
         MINUTE,
         |st| async move { escrow_jobs::retry_deferred_transfers(&st).await },
     );
+    // Woken by each receipt; the minute is only a floor.
+    every(
+        state,
+        processor_events::APPLY,
+        MINUTE,
+        MINUTE,
+        |st| async move { processor_events::apply_queued(&st).await },
+    );
     every(
         state,
         processor_events::SWEEP,

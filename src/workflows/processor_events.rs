@@ -1,6 +1,12 @@
 //! The processor's webhook events (DESIGN §4): the signature is checked first, the event is
 //! stored by its id and answered, and only then applied, once, in its payment's actor.
 //!
+//! Receipts queue what they stored for the applier (a periodic job they wake), which takes
+//! what waits in groups: the events of distinct payments are applied in all their actors at
+//! once and in one transaction, so a burst costs one commit and a few statements per event
+//! rather than a transaction each. A payment's events keep their order: a second event of a
+//! payment starts the next group. The sweep applies what a crash or a failure left behind.
+//!
 //! Applying writes the effects and marks the event processed in one transaction, so an event
 //! takes effect exactly once however often it is delivered or swept. Every effect is a
 //! conditional update from the states it may leave: an event older than the payment's state
@@ -39,13 +45,13 @@ pub enum Refused {
     NotAnEvent,
 }
 
-/// Verifies, parses and stores a delivery. `Ok(Some(id))` for a new event, to be applied
-/// with [`apply`]; `Ok(None)` for an id already stored.
+/// Verifies, parses and stores a delivery, then queues a new event for the applier.
+/// `Ok(true)` for a new event, `Ok(false)` for an id already stored.
 pub async fn receive(
     state: &AppState,
     signature: Option<&str>,
     body: &[u8],
-) -> Result<Option<String>, ReceiveError> {
+) -> Result<bool, ReceiveError> {
     let signature = signature.ok_or(Refused::MissingSignature)?;
     webhook::verify(
         signature,
@@ -59,18 +65,28 @@ pub async fn receive(
     let payload: Value = serde_json::from_slice(body).map_err(|_| Refused::NotAnEvent)?;
     let event = Event::deserialize(&payload).map_err(|_| Refused::NotAnEvent)?;
     let created = DateTime::<Utc>::from_timestamp(event.created, 0);
+    let now = state.clock.now();
     let mut conn = state.db.conn().await.map_err(FlowError::from)?;
-    let new = processor_events::insert_new(
-        conn.exec(),
-        &event.id,
-        &event.kind,
-        &payload,
-        created,
-        state.clock.now(),
-    )
-    .await
-    .map_err(FlowError::from)?;
-    Ok(new.then_some(event.id))
+    let new =
+        processor_events::insert_new(conn.exec(), &event.id, &event.kind, &payload, created, now)
+            .await
+            .map_err(FlowError::from)?;
+    drop(conn);
+    if new {
+        queue(
+            state,
+            StoredEvent {
+                id: event.id,
+                kind: event.kind,
+                payload: sqlx::types::Json(payload),
+                payment_id: None,
+                received_at: now,
+                processed_at: None,
+                error: None,
+            },
+        );
+    }
+    Ok(new)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -81,70 +97,200 @@ pub enum ReceiveError {
     Flow(#[from] FlowError),
 }
 
-/// Applies a stored event once, in the actor of the payment it concerns (account-level
-/// events need none). Safe to call again: an applied event is left alone.
-pub async fn apply(state: &AppState, event_id: &str) -> FlowResult<()> {
-    let stored = {
+/// The name of the applier's job, which applies the events receipts queue.
+pub const APPLY: &str = "processor_event_apply";
+
+/// At most this many events are applied together (in one transaction).
+const GROUP: usize = 64;
+
+/// Hands a newly stored event to the applier and wakes it. When too many are waiting, the
+/// event is left to the sweep.
+pub fn queue(state: &AppState, event: StoredEvent) {
+    if state.processor_events.push(event) {
+        state.jobs.wake(APPLY);
+    } else {
+        tracing::warn!("processor events queue full; the sweep applies the event");
+    }
+}
+
+/// The applier's run: applies what receipts queued, oldest first, group after group, until
+/// the queue is empty. Answers how many were applied.
+pub async fn apply_queued(state: &AppState) -> FlowResult<usize> {
+    let mut applied = 0;
+    loop {
+        let events = state.processor_events.take(GROUP);
+        if events.is_empty() {
+            return Ok(applied);
+        }
+        applied += apply_all(state, events).await;
+    }
+}
+
+/// The name of the sweep's periodic job.
+pub const SWEEP: &str = "processor_event_sweep";
+
+/// Applies events stored but not applied (a crash between storing and applying, or a
+/// failure while applying), oldest first. Answers how many were applied.
+pub async fn sweep(state: &AppState, older_than: chrono::Duration) -> FlowResult<usize> {
+    let due = {
         let mut conn = state.db.conn().await?;
-        processor_events::find(conn.exec(), event_id).await?
+        processor_events::unprocessed(conn.exec(), state.clock.now() - older_than, 100).await?
     };
-    match stored.filter(|e| e.processed_at.is_none()) {
-        Some(stored) => apply_stored(state, stored).await,
-        None => Ok(()),
-    }
+    Ok(apply_all(state, due).await)
 }
 
-/// [`apply`] for an event already read (the sweep's): it is not read again. Whether it was
-/// applied meanwhile is checked in the payment's actor, and the processed mark is a
-/// conditional update, so a second application changes nothing.
-async fn apply_stored(state: &AppState, stored: StoredEvent) -> FlowResult<()> {
-    let event = match Event::deserialize(&stored.payload.0) {
-        Ok(e) => e,
-        Err(_) => return finish(state, &stored, None, Some("unreadable event")).await,
-    };
-    if !HANDLED.contains(&event.kind.as_str()) {
-        return finish(state, &stored, None, Some("event type not used")).await;
-    }
-    // Our id in the object's metadata: tried first, in that payment's actor, which reads the
-    // payment and the event's processed mark in one query.
-    let event = match metadata_payment_id(&event) {
-        Some(payment_id) => match in_actor(state, payment_id, &stored.id, event).await? {
-            Applied::Done => return Ok(()),
-            Applied::NoSuchPayment(event) => event,
-        },
-        None => event,
-    };
-    match payment_by_processor_ids(state, &event).await? {
-        Some(payment_id) => match in_actor(state, payment_id, &stored.id, event).await? {
-            Applied::Done => Ok(()),
-            Applied::NoSuchPayment(_) => {
-                finish(state, &stored, None, Some("no matching payment")).await
-            }
-        },
-        None if is_account_level(&event.kind) => apply_account_event(state, &stored, &event).await,
-        None => finish(state, &stored, None, Some("no matching payment")).await,
-    }
-}
-
-/// What applying in a payment's actor came to.
-enum Applied {
-    /// Applied, or found applied already.
-    Done,
-    /// The payment does not exist: the event is handed back to look further.
-    NoSuchPayment(Event),
-}
-
-async fn in_actor(
-    state: &AppState,
-    payment_id: i64,
-    event_id: &str,
+/// An event with the payment it names.
+struct ForPayment {
+    event_id: String,
     event: Event,
-) -> FlowResult<Applied> {
-    let id = event_id.to_owned();
-    escrow::in_payment_actor(state, payment_id, move |st| async move {
-        apply_to_payment(&st, &id, event, payment_id).await
-    })
-    .await
+    payment_id: i64,
+}
+
+/// Applies stored events in the order given; answers how many were applied. Runs of events
+/// naming distinct payments in their metadata (the usual case) are applied together, the
+/// others one by one. A failure is logged and the event left for the sweep.
+async fn apply_all(state: &AppState, events: Vec<StoredEvent>) -> usize {
+    let mut applied = 0;
+    let mut group: Vec<ForPayment> = Vec::new();
+    for stored in events {
+        let event = match Event::deserialize(&stored.payload.0) {
+            Ok(event) if HANDLED.contains(&event.kind.as_str()) => event,
+            Ok(_) => {
+                applied += done(
+                    &stored.id,
+                    finish(state, &stored.id, "event type not used").await,
+                );
+                continue;
+            }
+            Err(_) => {
+                applied += done(
+                    &stored.id,
+                    finish(state, &stored.id, "unreadable event").await,
+                );
+                continue;
+            }
+        };
+        match metadata_payment_id(&event) {
+            Some(payment_id) => {
+                // A second event of a payment waits for the first to be applied.
+                if group.iter().any(|g| g.payment_id == payment_id) {
+                    applied += apply_group(state, std::mem::take(&mut group)).await;
+                }
+                group.push(ForPayment {
+                    event_id: stored.id,
+                    event,
+                    payment_id,
+                });
+            }
+            None => {
+                applied += apply_group(state, std::mem::take(&mut group)).await;
+                applied += done(&stored.id, apply_unnamed(state, &stored.id, event).await);
+            }
+        }
+    }
+    applied + apply_group(state, group).await
+}
+
+/// 1 when applied, else 0 and the failure logged.
+fn done(event_id: &str, result: FlowResult<()>) -> usize {
+    match result {
+        Ok(()) => 1,
+        Err(error) => {
+            tracing::warn!(event_id, %error, "processor event not applied");
+            0
+        }
+    }
+}
+
+/// Applies a group of events of distinct payments together; when that fails, one by one (a
+/// failure of one does not hold up the others). An event whose metadata names no payment is
+/// looked up by the processor's ids; one whose payment's actor is busy is queued in that
+/// actor, ahead of anything later for the payment, and applied there when its turn comes.
+async fn apply_group(state: &AppState, group: Vec<ForPayment>) -> usize {
+    if group.is_empty() {
+        return 0;
+    }
+    let outcome = match apply_together(state, &group, PATIENCE).await {
+        Ok(outcome) => outcome,
+        Err(error) if group.len() > 1 => {
+            tracing::warn!(%error, events = group.len(), "processor events not applied together; one by one");
+            let mut applied = 0;
+            for one in group {
+                applied += Box::pin(apply_group(state, vec![one])).await;
+            }
+            return applied;
+        }
+        Err(error) => {
+            tracing::warn!(event_id = group[0].event_id, %error, "processor event not applied");
+            return 0;
+        }
+    };
+    let mut applied = 0;
+    for (index, one) in group.into_iter().enumerate() {
+        if outcome.missing.contains(&index) {
+            applied += done(
+                &one.event_id,
+                apply_unnamed(state, &one.event_id, one.event).await,
+            );
+        } else if outcome.busy.contains(&index) {
+            apply_when_free(state, one);
+        } else {
+            applied += 1;
+        }
+    }
+    applied
+}
+
+/// Queues `one` in its payment's actor now (so it keeps its place before later events of
+/// the payment) and applies it there, in the background, when the actor is free.
+fn apply_when_free(state: &AppState, one: ForPayment) {
+    let st = state.clone();
+    let payment_id = one.payment_id;
+    let queued = state.payment_actors.call(payment_id, move || async move {
+        let group = [one];
+        let outcome = in_actors(&st, &group, &[payment_id]).await;
+        (group, outcome)
+    });
+    let st = state.clone();
+    tokio::spawn(async move {
+        match queued.await {
+            Ok(([one], Ok(outcome))) if !outcome.missing.is_empty() => {
+                let _ = done(
+                    &one.event_id,
+                    apply_unnamed(&st, &one.event_id, one.event).await,
+                );
+            }
+            Ok((_, Ok(_))) => {}
+            Ok(([one], Err(error))) => {
+                tracing::warn!(event_id = one.event_id, %error, "processor event not applied");
+            }
+            Err(error) => tracing::warn!(payment_id, %error, "processor event not applied"),
+        }
+    });
+}
+
+/// An event naming no payment of ours in its metadata: its payment is looked up by the
+/// processor's ids; account-level events need none.
+async fn apply_unnamed(state: &AppState, event_id: &str, event: Event) -> FlowResult<()> {
+    match payment_by_processor_ids(state, &event).await? {
+        Some(payment_id) => {
+            let one = [ForPayment {
+                event_id: event_id.to_owned(),
+                event,
+                payment_id,
+            }];
+            let outcome = apply_together(state, &one, ALONE).await?;
+            if !outcome.busy.is_empty() {
+                Err(FlowError::unavailable("The payment's actor stayed busy"))
+            } else if !outcome.missing.is_empty() {
+                finish(state, event_id, "no matching payment").await
+            } else {
+                Ok(())
+            }
+        }
+        None if is_account_level(&event.kind) => apply_account_event(state, event_id, &event).await,
+        None => finish(state, event_id, "no matching payment").await,
+    }
 }
 
 /// The event types with effects (the specification's table).
@@ -168,15 +314,10 @@ fn is_account_level(kind: &str) -> bool {
     kind.starts_with("payout.") || kind == "account.updated"
 }
 
-/// Marks an event processed without effects (or after account-level ones).
-async fn finish(
-    state: &AppState,
-    stored: &StoredEvent,
-    payment_id: Option<i64>,
-    note: Option<&str>,
-) -> FlowResult<()> {
+/// Marks an event processed without effects.
+async fn finish(state: &AppState, event_id: &str, note: &str) -> FlowResult<()> {
     let mut conn = state.db.conn().await?;
-    processor_events::mark_processed(conn.exec(), &stored.id, payment_id, note, state.clock.now())
+    processor_events::mark_processed(conn.exec(), event_id, None, Some(note), state.clock.now())
         .await?;
     Ok(())
 }
@@ -225,29 +366,116 @@ async fn payment_by_processor_ids(state: &AppState, event: &Event) -> FlowResult
     Ok(found.map(|y| y.id))
 }
 
-/// Applies a payment's event in its actor: processor calls first, then one transaction with
-/// the effects and the processed mark. The payment and whether the event was applied
-/// meanwhile are read in one query.
-async fn apply_to_payment(
+/// How long a group waits for a payment's actor busy with another job before it goes on
+/// without that payment's event.
+const PATIENCE: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// How long an event alone waits for its payment's actor.
+const ALONE: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// What applying a group came to, by the events' positions in it.
+#[derive(Debug, Default)]
+struct Outcome {
+    /// The payment does not exist: nothing was done.
+    missing: Vec<usize>,
+    /// The payment's actor was busy past the patience: nothing was done.
+    busy: Vec<usize>,
+}
+
+/// Applies events of distinct payments in all their payments' actors at once (those free
+/// within `patience`): see [`in_actors`].
+async fn apply_together(
     state: &AppState,
-    event_id: &str,
-    event: Event,
-    payment_id: i64,
-) -> FlowResult<Applied> {
-    let found = {
+    group: &[ForPayment],
+    patience: std::time::Duration,
+) -> FlowResult<Outcome> {
+    let ids: Vec<i64> = group.iter().map(|g| g.payment_id).collect();
+    escrow::in_payment_actors(state, &ids, patience, |held| async move {
+        in_actors(state, group, &held).await
+    })
+    .await
+}
+
+/// Applies the events whose payments' actors are held: what needs the processor first, then
+/// one transaction with every event's effects and processed mark. Events applied already are
+/// left alone.
+async fn in_actors(state: &AppState, group: &[ForPayment], held: &[i64]) -> FlowResult<Outcome> {
+    let mut outcome = Outcome::default();
+    let (found, applied) = {
+        let event_ids: Vec<&str> = group
+            .iter()
+            .filter(|g| held.contains(&g.payment_id))
+            .map(|g| g.event_id.as_str())
+            .collect();
         let mut conn = state.db.conn().await?;
-        payments::find_for_event(conn.exec(), payment_id, event_id).await?
+        let found = payments::find_many(conn.exec(), held).await?;
+        (
+            found,
+            processor_events::processed_among(conn.exec(), &event_ids).await?,
+        )
     };
-    let Some(found) = found else {
-        return Ok(Applied::NoSuchPayment(event));
-    };
-    if found.event_processed_at.is_some() {
-        return Ok(Applied::Done);
+    let mut work = Vec::with_capacity(group.len());
+    for (index, one) in group.iter().enumerate() {
+        if !held.contains(&one.payment_id) {
+            outcome.busy.push(index);
+            continue;
+        }
+        let Some(y) = found.iter().find(|y| y.id == one.payment_id) else {
+            outcome.missing.push(index);
+            continue;
+        };
+        if applied.contains(&one.event_id) {
+            continue;
+        }
+        // What needs the network is asked before the transaction opens.
+        let authorisation = ask_processor(state, &one.event, y).await?;
+        work.push((one, y, authorisation));
     }
-    let y = found.payment;
+    if work.is_empty() {
+        return Ok(outcome);
+    }
     let now = state.clock.now();
-    // What needs the network is asked before the transaction opens.
-    let authorisation = match event.kind.as_str() {
+    let mut tx = state.db.begin().await?;
+    let projects: Vec<i64> = work.iter().map(|(_, y, _)| y.project_id).collect();
+    tx.lock_all(LockScope::Project, &projects).await?;
+    // Applied meanwhile by another instance, which took the same locks: left as they are.
+    let pending: Vec<&str> = work
+        .iter()
+        .map(|(one, _, _)| one.event_id.as_str())
+        .collect();
+    let applied = processor_events::processed_among(tx.exec(), &pending).await?;
+    let mut marks = Vec::with_capacity(work.len());
+    for (one, y, authorisation) in work {
+        if applied.contains(&one.event_id) {
+            continue;
+        }
+        let note = effects(&mut tx, &one.event, y, authorisation, now).await?;
+        marks.push(processor_events::Processed {
+            event_id: &one.event_id,
+            payment_id: Some(y.id),
+            note,
+        });
+    }
+    let marked = processor_events::mark_all_processed(tx.exec(), &marks, now).await?;
+    if marked != marks.len() as u64 {
+        // Cannot happen under the locks; were it to, nothing of this group is kept.
+        tx.rollback().await?;
+        return Err(FlowError::Internal(anyhow::anyhow!(
+            "processor events applied meanwhile"
+        )));
+    }
+    tx.commit().await?;
+    state.outbox.wake();
+    Ok(outcome)
+}
+
+/// What applying `event` to `y` needs from the processor, asked before the transaction.
+async fn ask_processor(
+    state: &AppState,
+    event: &Event,
+    y: &Payment,
+) -> FlowResult<Option<Authorised>> {
+    Ok(match event.kind.as_str() {
         "payment_intent.succeeded" | "payment_intent.amount_capturable_updated"
             if y.status == "pending" || (y.status == "disputed" && y.held_at.is_none()) =>
         {
@@ -261,38 +489,37 @@ async fn apply_to_payment(
         }
         "charge.dispute.closed" => {
             if event.dispute().is_ok_and(|d| d.status == "lost") {
-                release_lost_authorisation(state, &y).await;
+                release_lost_authorisation(state, y).await;
             }
             None
         }
         _ => None,
-    };
+    })
+}
 
-    let mut tx = state.db.begin().await?;
-    tx.lock(LockScope::Project, y.project_id).await?;
-    let note = match event.kind.as_str() {
+/// The effects of `event` on `y`, in a transaction that holds the project's lock.
+async fn effects(
+    tx: &mut Tx,
+    event: &Event,
+    y: &Payment,
+    authorisation: Option<Authorised>,
+    now: DateTime<Utc>,
+) -> FlowResult<Note> {
+    match event.kind.as_str() {
         "payment_intent.succeeded" | "payment_intent.amount_capturable_updated" => {
-            on_authorised(&mut tx, &event, &y, authorisation, now).await?
+            on_authorised(tx, event, y, authorisation, now).await
         }
         "payment_intent.payment_failed" | "payment_intent.canceled" => {
-            on_intent_failed(&mut tx, &event, &y, now).await?
+            on_intent_failed(tx, event, y, now).await
         }
-        "charge.refunded" => on_charge_refunded(&mut tx, &y, now).await?,
-        "transfer.created" => on_transfer_created(&mut tx, &event, &y, now).await?,
-        "transfer.failed" => on_transfer_failed(&mut tx, &event, &y, now).await?,
-        "charge.dispute.created" => on_dispute_created(&mut tx, &event, &y, now).await?,
-        "charge.dispute.updated" => on_dispute_updated(&mut tx, &event, now).await?,
-        "charge.dispute.closed" => on_dispute_closed(&mut tx, &event, &y, now).await?,
-        _ => Some("event type not used"),
-    };
-    if !processor_events::mark_processed(tx.exec(), event_id, Some(y.id), note, now).await? {
-        // Applied meanwhile (another instance): leave its effects as they are.
-        tx.rollback().await?;
-        return Ok(Applied::Done);
+        "charge.refunded" => on_charge_refunded(tx, y, now).await,
+        "transfer.created" => on_transfer_created(tx, event, y, now).await,
+        "transfer.failed" => on_transfer_failed(tx, event, y, now).await,
+        "charge.dispute.created" => on_dispute_created(tx, event, y, now).await,
+        "charge.dispute.updated" => on_dispute_updated(tx, event, now).await,
+        "charge.dispute.closed" => on_dispute_closed(tx, event, y, now).await,
+        _ => Ok(Some("event type not used")),
     }
-    tx.commit().await?;
-    state.outbox.wake();
-    Ok(Applied::Done)
 }
 
 /// A chargeback lost on money authorised but never captured: the card holder got it back
@@ -784,11 +1011,7 @@ async fn alert_admins(
 
 /// `payout.paid` / `payout.failed` (the expert told, administrators too on failure) and
 /// `account.updated` (the connected account's status kept in step).
-async fn apply_account_event(
-    state: &AppState,
-    stored: &StoredEvent,
-    event: &Event,
-) -> FlowResult<()> {
+async fn apply_account_event(state: &AppState, event_id: &str, event: &Event) -> FlowResult<()> {
     let now = state.clock.now();
     let mut tx = state.db.begin().await?;
     if event.kind == "account.updated" {
@@ -866,35 +1089,11 @@ async fn apply_account_event(
         )
         .await?;
     }
-    if !processor_events::mark_processed(tx.exec(), &stored.id, None, None, now).await? {
+    if !processor_events::mark_processed(tx.exec(), event_id, None, None, now).await? {
         tx.rollback().await?;
         return Ok(());
     }
     tx.commit().await?;
     state.outbox.wake();
     Ok(())
-}
-
-/// The name of the sweep's periodic job.
-pub const SWEEP: &str = "processor_event_sweep";
-
-/// Applies events stored but not applied (a crash between storing and applying, or a
-/// failure while applying), oldest first. Answers how many were applied.
-pub async fn sweep(state: &AppState, older_than: chrono::Duration) -> FlowResult<usize> {
-    let due = {
-        let mut conn = state.db.conn().await?;
-        processor_events::unprocessed(conn.exec(), state.clock.now() - older_than, 100).await?
-    };
-    let mut applied = 0;
-    for event in due {
-        // Read once above: not read again before it is applied.
-        let event_id = event.id.clone();
-        match apply_stored(state, event).await {
-            Ok(()) => applied += 1,
-            Err(error) => {
-                tracing::warn!(event_id, %error, "processor event not applied")
-            }
-        }
-    }
-    Ok(applied)
 }

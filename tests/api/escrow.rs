@@ -608,6 +608,129 @@ async fn webhooks_verified_stored_once_and_never_backwards() {
     );
 }
 
+/// The `amount_capturable_updated` event that holds a deal's first payment, and a later
+/// cancellation of the same authorisation (which must come after it: applied first, it would
+/// fail the payment instead).
+async fn held_then_canceled(m: &Market, d: &Deal, tag: &str) -> (Value, Value) {
+    let y = payment(m, d.first_payment).await;
+    let intent = j!({"id": y["processor_payment_intent_id"], "object": "payment_intent",
+                     "amount": 1000, "amount_capturable": 1000, "amount_received": 0,
+                     "currency": "eur", "status": "requires_capture", "capture_method": "manual",
+                     "metadata": {"payment_id": d.first_payment.to_string()}});
+    let mut canceled = intent.clone();
+    canceled["status"] = j!("canceled");
+    (
+        event(
+            &format!("evt_{tag}_held"),
+            "payment_intent.amount_capturable_updated",
+            intent,
+        ),
+        event(
+            &format!("evt_{tag}_cancel"),
+            "payment_intent.canceled",
+            canceled,
+        ),
+    )
+}
+
+#[actix_web::test]
+async fn webhooks_of_many_payments_at_once_apply_each_once_and_in_order() {
+    let m = Market::open().await;
+    let mut deals = Vec::new();
+    for i in 0..5 {
+        deals.push(deal(&m, &format!("burst{i}"), [10.0, 10.0, 10.0]).await);
+    }
+    let mut pairs = Vec::new();
+    for (i, d) in deals.iter().enumerate() {
+        pairs.push(held_then_canceled(&m, d, &format!("burst{i}")).await);
+    }
+    // Every payment's events at once with every other's: the hold three times over, then
+    // (once the hold is stored) the cancellation.
+    let senders = pairs.iter().map(|(held, canceled)| {
+        let m = &m;
+        async move {
+            let holds = (0..3).map(|_| deliver(m, held, None));
+            for r in futures_util::future::join_all(holds).await {
+                assert_eq!(r.status(), StatusCode::OK);
+            }
+            assert_eq!(deliver(m, canceled, None).await.status(), StatusCode::OK);
+        }
+    });
+    futures_util::future::join_all(senders).await;
+    poll(&m, "the burst applied", || async {
+        (unprocessed_events(&m).await == 0).then_some(())
+    })
+    .await;
+    for d in &deals {
+        // Held once (the cancellation came after the hold, so it only alerts).
+        let y = payment(&m, d.first_payment).await;
+        assert_eq!(y["status"], "held", "{y}");
+        for (kind, expected) in [("payment.held", 1), ("payment.authorisation_lost", 1)] {
+            let sql = match kind {
+                "payment.held" => {
+                    "SELECT COUNT(*) FROM events WHERE kind = 'payment.held' AND aggregate_id = $1"
+                }
+                _ => {
+                    "SELECT COUNT(*) FROM events WHERE kind = 'payment.authorisation_lost' AND aggregate_id = $1"
+                }
+            };
+            assert_eq!(
+                m.count(sql, d.first_payment).await,
+                expected,
+                "{kind} of {}",
+                d.first_payment
+            );
+        }
+        assert_eq!(
+            m.count("SELECT COUNT(*) FROM processor_events WHERE payment_id = $1 AND processed_at IS NOT NULL", d.first_payment).await,
+            2
+        );
+        let _ = m.app.state.outbox.trigger().await;
+        assert_eq!(
+            notifications_of(&m.app, d.expert.id, "payment_held").await,
+            1
+        );
+    }
+}
+
+#[actix_web::test]
+async fn an_event_waits_for_the_job_its_payment_actor_is_running() {
+    let m = Market::open().await;
+    let busy = deal(&m, "busyactor", [10.0, 10.0, 10.0]).await;
+    let free = deal(&m, "freeactor", [10.0, 10.0, 10.0]).await;
+    let (busy_held, _) = held_then_canceled(&m, &busy, "busyactor").await;
+    let (free_held, _) = held_then_canceled(&m, &free, "freeactor").await;
+    // A job of the busy payment's actor that lasts until the test lets it end.
+    let (started, has_started) = tokio::sync::oneshot::channel::<()>();
+    let (end, ended) = tokio::sync::oneshot::channel::<()>();
+    let job = m
+        .app
+        .state
+        .payment_actors
+        .call(busy.first_payment, move || async move {
+            let _ = started.send(());
+            let _ = ended.await;
+        });
+    let job = tokio::spawn(job);
+    has_started.await.unwrap();
+    for held in [&busy_held, &free_held] {
+        assert_eq!(deliver(&m, held, None).await.status(), StatusCode::OK);
+    }
+    wait_payment(&m, free.first_payment, "the other payment held", |y| {
+        y["status"] == "held"
+    })
+    .await;
+    // Received, yet not applied while its payment's actor is busy.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(payment(&m, busy.first_payment).await["status"], "pending");
+    end.send(()).unwrap();
+    job.await.unwrap().unwrap();
+    wait_payment(&m, busy.first_payment, "held once the actor is free", |y| {
+        y["status"] == "held"
+    })
+    .await;
+}
+
 #[actix_web::test]
 async fn transfer_failure_payouts_and_refund_at_the_processor() {
     let m = Market::open().await;

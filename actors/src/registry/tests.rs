@@ -232,3 +232,103 @@ fn calls_answer_unavailable_once_the_system_has_stopped() {
         }
     });
 }
+
+#[actix_rt::test]
+async fn a_group_runs_as_one_job_of_each_of_its_keys() {
+    let registry = Registry::new("registry-test-together", config(Duration::from_secs(60), 2));
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let entry = |log: &Arc<Mutex<Vec<String>>>, text: String| {
+        log.lock().expect("log lock").push(text);
+    };
+    // A slow job of key 1 queued before the group, one of key 2 queued after it.
+    let before = {
+        let log = Arc::clone(&log);
+        registry.call(1u32, move || async move {
+            sleep(Duration::from_millis(30)).await;
+            log.lock().expect("log lock").push("before 1".to_owned());
+        })
+    };
+    let group = registry.call_together(&[1, 2, 2], DEADLINE, {
+        let log = Arc::clone(&log);
+        move |held: Vec<u32>| async move {
+            assert_eq!(held, [1, 2]);
+            entry(&log, "group starts".to_owned());
+            sleep(Duration::from_millis(30)).await;
+            entry(&log, "group ends".to_owned());
+            7
+        }
+    });
+    let after = {
+        let log = Arc::clone(&log);
+        registry.call(2u32, move || async move {
+            log.lock().expect("log lock").push("after 2".to_owned());
+        })
+    };
+    let (before, group, after) = tokio::join!(before, group, after);
+    assert_eq!((before, group, after), (Ok(()), 7, Ok(())));
+    assert_eq!(
+        *log.lock().expect("log lock"),
+        ["before 1", "group starts", "group ends", "after 2"],
+        "the group ran beside a job of one of its keys"
+    );
+}
+
+#[actix_rt::test]
+async fn groups_sharing_keys_in_any_order_never_wait_for_each_other() {
+    let registry = Registry::new("registry-test-groups", config(Duration::from_secs(60), 2));
+    let running = Arc::new(AtomicUsize::new(0));
+    let groups: Vec<_> = (0..40u32)
+        .map(|i| {
+            let registry = registry.clone();
+            let running = Arc::clone(&running);
+            // Half take the keys forwards, half backwards.
+            let keys: Vec<u32> = if i % 2 == 0 {
+                vec![1, 2, 3]
+            } else {
+                vec![3, 2, 1]
+            };
+            tokio::spawn(async move {
+                registry
+                    .call_together(&keys, DEADLINE, move |held| async move {
+                        assert_eq!(held.len(), 3);
+                        // Groups sharing keys never overlap.
+                        assert_eq!(running.fetch_add(1, Ordering::SeqCst), 0);
+                        sleep(Duration::from_millis(1)).await;
+                        running.fetch_sub(1, Ordering::SeqCst);
+                        i
+                    })
+                    .await
+            })
+        })
+        .collect();
+    let done = timeout(DEADLINE, join_all(groups))
+        .await
+        .expect("groups waited for each other");
+    let mut values: Vec<u32> = done.into_iter().map(|r| r.expect("group task")).collect();
+    values.sort_unstable();
+    assert_eq!(values, (0..40).collect::<Vec<_>>());
+}
+
+#[actix_rt::test]
+async fn a_group_does_not_wait_past_its_patience_for_a_busy_actor() {
+    let registry = Registry::new("registry-test-patience", config(Duration::from_secs(60), 2));
+    let (end, ended) = oneshot::channel::<()>();
+    let busy = tokio::spawn(registry.call(1u32, move || async move {
+        let _ = ended.await;
+    }));
+    let held = registry
+        .call_together(
+            &[1, 2],
+            Duration::from_millis(50),
+            |held| async move { held },
+        )
+        .await;
+    assert_eq!(held, [2], "the busy actor was waited for");
+    // The busy actor's part, when its turn comes, ends at once: the next job runs.
+    end.send(()).expect("busy job waiting");
+    busy.await.expect("busy task").expect("busy job");
+    let next = timeout(DEADLINE, registry.call(1, || async { 5 }))
+        .await
+        .expect("the left-out part held the actor");
+    assert_eq!(next, Ok(5));
+}

@@ -109,7 +109,8 @@ async fn release_response(state: &AppState, r: Release) -> ReleaseResponse {
 
 /// The processor's webhook receiver. The signature (header `Stripe-Signature`) is checked
 /// first: missing or wrong → 400 and nothing is stored. A new event is stored by its id and
-/// answered at once; it is applied afterwards, in its payment's actor. A repeated id, or an
+/// answered at once; it is applied afterwards, in its payment's actor (with other events'
+/// in one transaction when several wait). A repeated id, or an
 /// event type the service does not use, is answered 200 and changes nothing.
 #[utoipa::path(
     tag = "payments",
@@ -130,16 +131,8 @@ pub async fn webhook(
         .get(SIGNATURE_HEADER)
         .and_then(|v| v.to_str().ok());
     match processor_events::receive(&state, signature, &body).await {
-        Ok(Some(event_id)) => {
-            let st = state.get_ref().clone();
-            actix_web::rt::spawn(async move {
-                if let Err(error) = processor_events::apply(&st, &event_id).await {
-                    tracing::warn!(event_id, %error, "processor event not applied yet");
-                }
-            });
-            Ok(HttpResponse::Ok().json(serde_json::json!({"received": true})))
-        }
-        Ok(None) => {
+        Ok(true) => Ok(HttpResponse::Ok().json(serde_json::json!({"received": true}))),
+        Ok(false) => {
             Ok(HttpResponse::Ok().json(serde_json::json!({"received": true, "duplicate": true})))
         }
         Err(ReceiveError::Refused(refused)) => {

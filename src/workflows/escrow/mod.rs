@@ -88,6 +88,26 @@ where
         .await?
 }
 
+/// Runs `job` while it holds the actors of `payment_ids` at once: for each payment held, as
+/// if it were one job of its actor (`actors::Registry::call_together`). `job` runs on the
+/// caller's task and is given the payments it holds: those whose actor was free within
+/// `patience`.
+pub async fn in_payment_actors<T, F, Fut>(
+    state: &AppState,
+    payment_ids: &[i64],
+    patience: std::time::Duration,
+    job: F,
+) -> T
+where
+    F: FnOnce(Vec<i64>) -> Fut,
+    Fut: Future<Output = T>,
+{
+    state
+        .payment_actors
+        .call_together(payment_ids, patience, job)
+        .await
+}
+
 /// A processor failure as the caller sees it: refused by the processor (409 with its code)
 /// or unreachable (503).
 pub fn processor_failure(what: &str, error: &ProcessorError) -> FlowError {
