@@ -115,8 +115,12 @@ impl Application {
             webhook_http: Arc::new(webhook_http(&settings)?),
             realtime,
             sessions: Arc::default(),
-            // Past this many waiting, a stored event is left to the sweep.
-            processor_events: Arc::new(crate::state::Queue::new(10_000)),
+            // Past this many waiting in a lane, a stored event is left to the sweep.
+            processor_events: Arc::new(
+                (0..crate::workflows::processor_events::LANES)
+                    .map(|_| crate::state::Queue::new(2_500))
+                    .collect(),
+            ),
         };
         // Sessions are kept in memory only where every instance shares their epoch (Redis).
         if state.cache.backend() == "redis" {

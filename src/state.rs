@@ -49,8 +49,9 @@ pub struct AppState {
     /// database announces, and at once here by the workflow that ends a session).
     pub sessions: Arc<crate::store::session_cache::SessionCache>,
     /// Processor events stored by their receipt and waiting for the applier
-    /// (`workflows::processor_events`), oldest first.
-    pub processor_events: Arc<Queue<crate::store::processor_events::StoredEvent>>,
+    /// (`workflows::processor_events`), oldest first, in lanes applied side by side (a
+    /// payment's events always in the same lane).
+    pub processor_events: Arc<Vec<Queue<crate::store::processor_events::StoredEvent>>>,
 }
 
 /// A bounded first-in first-out queue shared between threads.

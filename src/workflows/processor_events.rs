@@ -75,6 +75,7 @@ pub async fn receive(
     if new {
         queue(
             state,
+            metadata_payment_id(&event),
             StoredEvent {
                 id: event.id,
                 kind: event.kind,
@@ -103,27 +104,40 @@ pub const APPLY: &str = "processor_event_apply";
 /// At most this many events are applied together (in one transaction).
 const GROUP: usize = 64;
 
+/// Lanes of the applier, applied side by side: a lane's groups go one after the other, so a
+/// lane alone would wait on each statement in turn. A payment's events share a lane (by its
+/// id), which keeps them in order.
+pub const LANES: usize = 4;
+
 /// Hands a newly stored event to the applier and wakes it. When too many are waiting, the
 /// event is left to the sweep.
-pub fn queue(state: &AppState, event: StoredEvent) {
-    if state.processor_events.push(event) {
+fn queue(state: &AppState, payment_id: Option<i64>, event: StoredEvent) {
+    let lanes = &state.processor_events;
+    let lane = payment_id.map_or(0, |id| id.unsigned_abs() as usize % lanes.len());
+    if lanes[lane].push(event) {
         state.jobs.wake(APPLY);
     } else {
         tracing::warn!("processor events queue full; the sweep applies the event");
     }
 }
 
-/// The applier's run: applies what receipts queued, oldest first, group after group, until
-/// the queue is empty. Answers how many were applied.
+/// The applier's run: applies what receipts queued, every lane side by side, each oldest
+/// first and group after group, until the lanes are empty. Answers how many were applied.
 pub async fn apply_queued(state: &AppState) -> FlowResult<usize> {
-    let mut applied = 0;
-    loop {
-        let events = state.processor_events.take(GROUP);
-        if events.is_empty() {
-            return Ok(applied);
+    let lanes = state.processor_events.iter().map(|lane| async move {
+        let mut applied = 0;
+        loop {
+            let events = lane.take(GROUP);
+            if events.is_empty() {
+                return applied;
+            }
+            applied += apply_all(state, events).await;
         }
-        applied += apply_all(state, events).await;
-    }
+    });
+    Ok(futures_util::future::join_all(lanes)
+        .await
+        .into_iter()
+        .sum())
 }
 
 /// The name of the sweep's periodic job.
