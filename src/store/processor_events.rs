@@ -54,15 +54,6 @@ pub async fn insert_new(
     Ok(done == 1)
 }
 
-pub async fn find(ex: Exec<'_>, id: &str) -> StoreResult<Option<StoredEvent>> {
-    Ok(
-        on_exec!(ex, c => sqlx::query_as::<_, StoredEvent>(select_events!("WHERE id = $1"))
-        .bind(id)
-        .fetch_optional(c)
-        .await)?,
-    )
-}
-
 /// Marks the event applied (once: only while it is not). `error` keeps why an event changed
 /// nothing when that is worth knowing; the event is not retried.
 pub async fn mark_processed(

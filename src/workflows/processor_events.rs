@@ -571,7 +571,7 @@ async fn on_authorised(
     authorisation: Option<Authorised>,
     now: DateTime<Utc>,
 ) -> FlowResult<Note> {
-    // The transaction holds the project's lock already (taken in `apply_to_payment`).
+    // The transaction holds the project's lock already (taken in `in_actors`).
     let intent = match authorisation {
         Some(a) if escrow::is_authorised(&a.intent) => {
             let held = escrow::hold_locked_in_tx(
