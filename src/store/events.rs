@@ -46,6 +46,41 @@ pub async fn record(mut ex: Exec<'_>, event: NewEvent<'_>, now: DateTime<Utc>) -
     Ok(id)
 }
 
+/// Writes events in one statement, in the order given (their ids increase in that order).
+pub async fn record_all(
+    ex: Exec<'_>,
+    events: &[NewEvent<'_>],
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let rows: Vec<String> = (0..events.len())
+        .map(|i| {
+            let n = 2 + 4 * i;
+            format!("(${n}, ${}, ${}, ${}, $1, $1, 0)", n + 1, n + 2, n + 3)
+        })
+        .collect();
+    let sql = format!(
+        "INSERT INTO events (kind, aggregate, aggregate_id, payload, created_at, available_at, attempts)
+         VALUES {}",
+        rows.join(", ")
+    );
+    on_exec!(ex, c => {
+        // Placeholders only: the values are bound.
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.as_str())).bind(now);
+        for event in events {
+            query = query
+                .bind(event.kind)
+                .bind(event.aggregate)
+                .bind(event.aggregate_id)
+                .bind(Json(&event.payload));
+        }
+        query.execute(c).await.map(|_| ())
+    })?;
+    Ok(())
+}
+
 /// Claims up to `limit` due events, oldest first, until `lease_until`, in one statement. The
 /// update checks again that each event is due, so of several dispatchers (other instances)
 /// exactly one claims each attempt.

@@ -137,7 +137,21 @@ pub async fn transition(
     to: &str,
     now: DateTime<Utc>,
 ) -> StoreResult<bool> {
-    let done = on_exec!(ex, c => sqlx::query(
+    Ok(transition_all(ex, &[id], from, to, now).await? == 1)
+}
+
+/// Moves the milestones of `ids` that are `from` to `to`, in one statement; how many moved.
+pub async fn transition_all(
+    ex: Exec<'_>,
+    ids: &[i64],
+    from: &str,
+    to: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<u64> {
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let sql = format!(
         "UPDATE milestones SET status = $1, updated_at = $2,
              started_at = CASE WHEN $1 = 'in_progress' AND started_at IS NULL THEN $2 ELSE started_at END,
              approved_at = CASE WHEN $1 = 'approved' THEN $2 ELSE approved_at END,
@@ -145,16 +159,20 @@ pub async fn transition(
              cancelled_at = CASE WHEN $1 = 'cancelled' THEN $2 ELSE cancelled_at END,
              awaiting_payment_at = CASE WHEN $1 = 'awaiting_payment' THEN $2 ELSE awaiting_payment_at END,
              funding_reminded_at = CASE WHEN $1 = 'awaiting_payment' THEN NULL ELSE funding_reminded_at END
-         WHERE id = $3 AND status = $4",
-    )
-    .bind(to)
-    .bind(now)
-    .bind(id)
-    .bind(from)
-    .execute(c)
-    .await
-    .map(|r| r.rows_affected()))?;
-    Ok(done == 1)
+         WHERE status = $3 AND id IN ({})",
+        super::placeholders(4, ids.len())
+    );
+    Ok(on_exec!(ex, c => {
+        // Placeholders only: the ids are bound.
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.as_str()))
+            .bind(to)
+            .bind(now)
+            .bind(from);
+        for id in ids {
+            query = query.bind(*id);
+        }
+        query.execute(c).await.map(|r| r.rows_affected())
+    })?)
 }
 
 /// Starts the funding clock of a milestone that just became `awaiting_payment`: the company

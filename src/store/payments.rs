@@ -125,9 +125,10 @@ pub async fn find_many(ex: Exec<'_>, ids: &[i64]) -> StoreResult<Vec<Payment>> {
 }
 
 /// What the notices of a held payment name: the project's and milestone's titles and the
-/// expert (name from the expert profile, else the username), in one query.
+/// expert (name from the expert profile, else the username).
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct HoldNotice {
+    pub payment_id: i64,
     pub project_title: String,
     pub milestone_title: Option<String>,
     pub expert_id: Option<i64>,
@@ -135,30 +136,34 @@ pub struct HoldNotice {
     pub expert_name: Option<String>,
 }
 
-/// The [`HoldNotice`] of a payment; `None` when its project is gone.
-pub async fn hold_notice(
-    ex: Exec<'_>,
-    project_id: i64,
-    milestone_id: Option<i64>,
-    expert_id: Option<i64>,
-) -> StoreResult<Option<HoldNotice>> {
-    Ok(on_exec!(ex, c => sqlx::query_as::<_, HoldNotice>(
-        "SELECT p.title AS project_title, m.title AS milestone_title, u.id AS expert_id,
-             u.email AS expert_email,
+/// The [`HoldNotice`]s of payments `ids`, in one query, in no particular order; a payment
+/// whose project is gone has none.
+pub async fn hold_notices(ex: Exec<'_>, ids: &[i64]) -> StoreResult<Vec<HoldNotice>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = format!(
+        "SELECT y.id AS payment_id, p.title AS project_title, m.title AS milestone_title,
+             u.id AS expert_id, u.email AS expert_email,
              CASE WHEN u.id IS NULL THEN NULL ELSE COALESCE(
                  (SELECT COALESCE(NULLIF(f.company_name, ''), NULLIF(f.full_name, ''))
                   FROM profiles f WHERE f.user_id = u.id AND f.profile_type = 'experto'),
                  u.username) END AS expert_name
-         FROM projects p
-         LEFT JOIN milestones m ON m.id = $2
-         LEFT JOIN users u ON u.id = $3
-         WHERE p.id = $1",
-    )
-    .bind(project_id)
-    .bind(milestone_id)
-    .bind(expert_id)
-    .fetch_optional(c)
-    .await)?)
+         FROM payments y
+         JOIN projects p ON p.id = y.project_id
+         LEFT JOIN milestones m ON m.id = y.milestone_id
+         LEFT JOIN users u ON u.id = y.expert_id
+         WHERE y.id IN ({})",
+        super::placeholders(1, ids.len())
+    );
+    Ok(on_exec!(ex, c => {
+        // Placeholders only: the ids are bound.
+        let mut query = sqlx::query_as::<_, HoldNotice>(sqlx::AssertSqlSafe(sql.as_str()));
+        for id in ids {
+            query = query.bind(*id);
+        }
+        query.fetch_all(c).await
+    })?)
 }
 
 pub async fn find_by_intent(ex: Exec<'_>, intent_id: &str) -> StoreResult<Option<Payment>> {
@@ -272,30 +277,55 @@ pub struct Authorisation<'a> {
     pub receipt_url: Option<&'a str>,
 }
 
-/// `pending` → `held`: the company's money is authorised and waits in escrow.
-pub async fn mark_held(
+/// A payment to hold, with its authorisation and its metadata as they are to be stored.
+#[derive(Debug, Clone)]
+pub struct ToHold<'a> {
+    pub id: i64,
+    pub auth: Authorisation<'a>,
+    pub metadata: &'a Value,
+}
+
+/// `pending` → `held` for each of `payments`, in one statement: the company's money is
+/// authorised and waits in escrow. Answers the ids of those held (a payment no longer
+/// `pending` is left as it is), in no particular order.
+pub async fn mark_all_held(
     ex: Exec<'_>,
-    id: i64,
-    auth: &Authorisation<'_>,
-    metadata: &Value,
+    payments: &[ToHold<'_>],
     now: DateTime<Utc>,
-) -> StoreResult<bool> {
-    changed!(
-        ex,
-        sqlx::query(
-            "UPDATE payments SET status = 'held', held_at = $1, updated_at = $1,
-                 processor_charge_id = COALESCE($2, processor_charge_id),
-                 capture_before = COALESCE($3, capture_before),
-                 receipt_url = COALESCE($4, receipt_url), payment_metadata = $5
-             WHERE id = $6 AND status = 'pending'",
-        )
-        .bind(now)
-        .bind(auth.charge_id)
-        .bind(auth.capture_before)
-        .bind(auth.receipt_url)
-        .bind(Json(metadata))
-        .bind(id)
-    )
+) -> StoreResult<Vec<i64>> {
+    if payments.is_empty() {
+        return Ok(Vec::new());
+    }
+    // `VALUES` names its columns column1, column2, … on both engines.
+    let rows: Vec<String> = (0..payments.len())
+        .map(|i| {
+            let n = 2 + 5 * i;
+            format!("(${n}, ${}, ${}, ${}, ${})", n + 1, n + 2, n + 3, n + 4)
+        })
+        .collect();
+    let sql = format!(
+        "UPDATE payments SET status = 'held', held_at = $1, updated_at = $1,
+             processor_charge_id = COALESCE(v.column2, processor_charge_id),
+             capture_before = COALESCE(v.column3, capture_before),
+             receipt_url = COALESCE(v.column4, receipt_url), payment_metadata = v.column5
+         FROM (VALUES {}) AS v
+         WHERE payments.id = v.column1 AND payments.status = 'pending'
+         RETURNING id",
+        rows.join(", ")
+    );
+    Ok(on_exec!(ex, c => {
+        // Placeholders only: the values are bound.
+        let mut query = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.as_str())).bind(now);
+        for y in payments {
+            query = query
+                .bind(y.id)
+                .bind(y.auth.charge_id)
+                .bind(y.auth.capture_before)
+                .bind(y.auth.receipt_url)
+                .bind(Json(y.metadata));
+        }
+        query.fetch_all(c).await
+    })?)
 }
 
 /// A payment frozen by a dispute before it was funded was authorised meanwhile: the

@@ -233,20 +233,38 @@ pub async fn transition(
     to: &str,
     now: DateTime<Utc>,
 ) -> StoreResult<bool> {
-    let done = on_exec!(ex, c => sqlx::query(
+    Ok(transition_all(ex, &[id], from, to, now).await? == 1)
+}
+
+/// Moves the projects of `ids` that are `from` to `to`, in one statement; how many moved.
+pub async fn transition_all(
+    ex: Exec<'_>,
+    ids: &[i64],
+    from: &str,
+    to: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<u64> {
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let sql = format!(
         "UPDATE projects SET status = $1, updated_at = $2,
              cancelled_at = CASE WHEN $1 = 'cancelled' THEN $2 ELSE cancelled_at END,
              completed_at = CASE WHEN $1 = 'completed' THEN $2 ELSE completed_at END
-         WHERE id = $3 AND status = $4",
-    )
-    .bind(to)
-    .bind(now)
-    .bind(id)
-    .bind(from)
-    .execute(c)
-    .await
-    .map(|r| r.rows_affected()))?;
-    Ok(done == 1)
+         WHERE status = $3 AND id IN ({})",
+        super::placeholders(4, ids.len())
+    );
+    Ok(on_exec!(ex, c => {
+        // Placeholders only: the ids are bound.
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.as_str()))
+            .bind(to)
+            .bind(now)
+            .bind(from);
+        for id in ids {
+            query = query.bind(*id);
+        }
+        query.execute(c).await.map(|r| r.rows_affected())
+    })?)
 }
 
 /// Sends a project for validation: `pending_publication`, validation `pending`, submitted now.

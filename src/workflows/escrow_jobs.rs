@@ -13,7 +13,7 @@ use utoipa::ToSchema;
 use crate::state::AppState;
 use crate::store::payments::{self, Payment};
 use crate::workflows::error::{FlowError, FlowResult};
-use crate::workflows::escrow::{self, charge_details, hold_in_tx, in_payment_actor, record};
+use crate::workflows::escrow::{self, Hold, charge_details, hold_in_tx, in_payment_actor, record};
 use crate::workflows::notify::for_admins;
 
 /// Job names, as `state.jobs` knows them.
@@ -216,16 +216,15 @@ async fn reconcile_one(state: &AppState, payment_id: i64) -> FlowResult<Option<C
     let now = state.clock.now();
     let mut tx = state.db.begin().await?;
     let to = match (y.status.as_str(), intent.status.as_str()) {
-        ("pending", "requires_capture" | "succeeded") => hold_in_tx(
-            &mut tx,
-            &y,
-            &intent,
-            capture_before,
-            receipt.as_deref(),
-            now,
-        )
-        .await?
-        .then_some("held"),
+        ("pending", "requires_capture" | "succeeded") => {
+            let hold = Hold {
+                payment: &y,
+                intent: &intent,
+                capture_before,
+                receipt_url: receipt.as_deref(),
+            };
+            hold_in_tx(&mut tx, hold, now).await?.then_some("held")
+        }
         ("pending", "canceled") => payments::fail_pending(tx.exec(), y.id, "canceled", now)
             .await?
             .then_some("failed"),

@@ -459,17 +459,27 @@ async fn in_actors(state: &AppState, group: &[ForPayment], held: &[i64]) -> Flow
         .collect();
     let applied = processor_events::processed_among(tx.exec(), &pending).await?;
     let mut marks = Vec::with_capacity(work.len());
-    for (one, y, authorisation) in work {
+    // Holds (the usual event) are applied together: those waiting are applied before any
+    // other event's effects, so the effects keep the group's order.
+    let mut holds: Vec<(usize, escrow::Hold)> = Vec::new();
+    for (one, y, authorisation) in &work {
         if applied.contains(&one.event_id) {
             continue;
         }
-        let note = effects(&mut tx, &one.event, y, authorisation, now).await?;
         marks.push(processor_events::Processed {
             event_id: &one.event_id,
             payment_id: Some(y.id),
-            note,
+            note: None,
         });
+        let mark = marks.len() - 1;
+        if let Some(hold) = as_hold(y, authorisation.as_ref()) {
+            holds.push((mark, hold));
+            continue;
+        }
+        hold_waiting(&mut tx, &mut holds, &mut marks, now).await?;
+        marks[mark].note = effects(&mut tx, &one.event, y, authorisation.as_ref(), now).await?;
     }
+    hold_waiting(&mut tx, &mut holds, &mut marks, now).await?;
     let marked = processor_events::mark_all_processed(tx.exec(), &marks, now).await?;
     if marked != marks.len() as u64 {
         // Cannot happen under the locks; were it to, nothing of this group is kept.
@@ -481,6 +491,38 @@ async fn in_actors(state: &AppState, group: &[ForPayment], held: &[i64]) -> Flow
     tx.commit().await?;
     state.outbox.wake();
     Ok(outcome)
+}
+
+/// The hold an authorisation asks for: the processor authorised the money of a payment that
+/// waits for it (`ask_processor` reads the authorisation only for such a payment).
+fn as_hold<'a>(y: &'a Payment, authorisation: Option<&'a Authorised>) -> Option<escrow::Hold<'a>> {
+    authorisation
+        .filter(|a| escrow::is_authorised(&a.intent))
+        .map(|a| escrow::Hold {
+            payment: y,
+            intent: &a.intent,
+            capture_before: a.capture_before,
+            receipt_url: a.receipt_url.as_deref(),
+        })
+}
+
+/// Applies the `holds` waiting, together, and notes on their events' marks those whose
+/// payment was no longer pending.
+async fn hold_waiting(
+    tx: &mut Tx,
+    holds: &mut Vec<(usize, escrow::Hold<'_>)>,
+    marks: &mut [processor_events::Processed<'_>],
+    now: DateTime<Utc>,
+) -> FlowResult<()> {
+    if holds.is_empty() {
+        return Ok(());
+    }
+    let (at, holds): (Vec<usize>, Vec<escrow::Hold>) = std::mem::take(holds).into_iter().unzip();
+    let held = escrow::hold_all_locked_in_tx(tx, &holds, now).await?;
+    for (mark, held) in at.into_iter().zip(held) {
+        marks[mark].note = (!held).then_some("payment no longer pending");
+    }
+    Ok(())
 }
 
 /// What applying `event` to `y` needs from the processor, asked before the transaction.
@@ -511,12 +553,13 @@ async fn ask_processor(
     })
 }
 
-/// The effects of `event` on `y`, in a transaction that holds the project's lock.
+/// The effects of `event` on `y`, in a transaction that holds the project's lock (holds are
+/// applied together, by [`hold_waiting`]).
 async fn effects(
     tx: &mut Tx,
     event: &Event,
     y: &Payment,
-    authorisation: Option<Authorised>,
+    authorisation: Option<&Authorised>,
     now: DateTime<Utc>,
 ) -> FlowResult<Note> {
     match event.kind.as_str() {
@@ -562,35 +605,28 @@ struct Authorised {
     receipt_url: Option<String>,
 }
 
-/// `payment_intent.succeeded` / `amount_capturable_updated`: `held` from `pending`, whichever
-/// comes first (DESIGN §5); afterwards only the capturable amount is noted.
+/// `payment_intent.succeeded` / `amount_capturable_updated` that holds nothing: the payment
+/// is past `pending` (`held` from `pending`, whichever comes first, is [`hold_waiting`]'s,
+/// DESIGN §5) or the intent not authorised, so only the capturable amount is noted.
 async fn on_authorised(
     tx: &mut Tx,
     event: &Event,
     y: &Payment,
-    authorisation: Option<Authorised>,
+    authorisation: Option<&Authorised>,
     now: DateTime<Utc>,
 ) -> FlowResult<Note> {
-    // The transaction holds the project's lock already (taken in `in_actors`).
-    let intent = match authorisation {
-        Some(a) if escrow::is_authorised(&a.intent) => {
-            let held = escrow::hold_locked_in_tx(
-                tx,
-                y,
-                &a.intent,
-                a.capture_before,
-                a.receipt_url.as_deref(),
-                now,
-            )
-            .await?;
-            return Ok((!held).then_some("payment no longer pending"));
-        }
-        Some(a) => a.intent,
-        None => event.payment_intent().map_err(bad_object)?,
-    };
     if event.kind == "payment_intent.amount_capturable_updated" {
+        let capturable = match authorisation {
+            Some(a) => a.intent.amount_capturable,
+            None => {
+                event
+                    .payment_intent()
+                    .map_err(bad_object)?
+                    .amount_capturable
+            }
+        };
         let mut metadata = y.payment_metadata.0.clone();
-        metadata["amount_capturable"] = json!(intent.amount_capturable);
+        metadata["amount_capturable"] = json!(capturable);
         payments::set_metadata(tx.exec(), y.id, &metadata, now).await?;
     }
     Ok(Some("payment already past pending"))

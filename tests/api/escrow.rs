@@ -6,7 +6,9 @@
 use std::time::Duration;
 
 use marketplace::integrations::processor::webhook::{SIGNATURE_HEADER, sign};
+use marketplace::store::processor_events;
 use marketplace::workflows::escrow_jobs;
+use marketplace::workflows::processor_events as processor_events_flow;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json as j};
 
@@ -727,6 +729,91 @@ async fn an_event_waits_for_the_job_its_payment_actor_is_running() {
         y["status"] == "held"
     })
     .await;
+}
+
+/// Stored events applied as one group (the sweep takes them together): two holds with a
+/// declined card and a late note of an amount between them. Each takes effect once, as it
+/// would alone.
+#[actix_web::test]
+async fn a_group_of_stored_events_applies_each_as_it_would_alone() {
+    let m = Market::open().await;
+    let mut deals = Vec::new();
+    for i in 0..4 {
+        deals.push(deal(&m, &format!("group{i}"), [10.0, 10.0, 10.0]).await);
+    }
+    let mut held = Vec::new();
+    for (i, d) in deals.iter().enumerate() {
+        held.push(held_then_canceled(&m, d, &format!("group{i}")).await.0);
+    }
+    // Payment 3 is held before the group.
+    assert_eq!(deliver(&m, &held[3], None).await.status(), StatusCode::OK);
+    wait_payment(&m, deals[3].first_payment, "payment 3 held", |y| {
+        y["status"] == "held"
+    })
+    .await;
+    let mut declined = held[2].clone();
+    declined["id"] = j!("evt_group2_declined");
+    declined["type"] = j!("payment_intent.payment_failed");
+    declined["data"]["object"]["status"] = j!("requires_payment_method");
+    declined["data"]["object"]["last_payment_error"] = j!({"code": "card_declined"});
+    let mut late = held[3].clone();
+    late["id"] = j!("evt_group3_late");
+    late["data"]["object"]["amount_capturable"] = j!(900);
+    let group = [&held[0], &declined, &late, &held[1]];
+    {
+        let now = m.app.clock.now();
+        let mut conn = m.app.db.conn().await.unwrap();
+        for e in group {
+            let (id, kind) = (e["id"].as_str().unwrap(), e["type"].as_str().unwrap());
+            let stored = processor_events::insert_new(conn.exec(), id, kind, e, None, now).await;
+            assert!(stored.unwrap());
+        }
+    }
+    let applied = processor_events_flow::sweep(&m.app.state, chrono::Duration::zero()).await;
+    assert_eq!(applied.unwrap(), 4);
+    assert_eq!(unprocessed_events(&m).await, 0);
+    let held_events =
+        "SELECT COUNT(*) FROM events WHERE kind = 'payment.held' AND aggregate_id = $1";
+    for d in &deals[..2] {
+        let y = payment(&m, d.first_payment).await;
+        assert_eq!(y["status"], "held", "{y}");
+        assert!(y["held_at"].is_string(), "{y}");
+        assert_eq!(y["payment_metadata"]["amount_capturable"], 1000);
+        assert_eq!(m.count(held_events, d.first_payment).await, 1);
+        let milestone_pending =
+            "SELECT COUNT(*) FROM milestones m JOIN payments y ON y.milestone_id = m.id
+                                 WHERE y.id = $1 AND m.status = 'pending'";
+        assert_eq!(m.count(milestone_pending, d.first_payment).await, 1);
+        let in_progress = "SELECT COUNT(*) FROM projects WHERE id = $1 AND status = 'in_progress'";
+        assert_eq!(m.count(in_progress, d.project_id).await, 1);
+    }
+    // The holds' notices went out in the group's order.
+    let first = "SELECT id FROM events WHERE kind = 'payment.held' AND aggregate_id = $1";
+    assert!(
+        m.count(first, deals[0].first_payment).await < m.count(first, deals[1].first_payment).await
+    );
+    let failed = payment(&m, deals[2].first_payment).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert_eq!(m.count(held_events, deals[2].first_payment).await, 0);
+    // Held already: only the amount is noted, nothing held twice.
+    let again = payment(&m, deals[3].first_payment).await;
+    assert_eq!(again["status"], "held");
+    assert_eq!(again["payment_metadata"]["amount_capturable"], 900);
+    assert_eq!(m.count(held_events, deals[3].first_payment).await, 1);
+    let noted = "SELECT COUNT(*) FROM processor_events WHERE id = 'evt_group3_late'
+                 AND payment_id = $1 AND error = 'payment already past pending'";
+    assert_eq!(m.count(noted, deals[3].first_payment).await, 1);
+    let _ = m.app.state.outbox.trigger().await;
+    for d in &deals[..2] {
+        assert_eq!(
+            notifications_of(&m.app, d.expert.id, "payment_held").await,
+            1
+        );
+    }
+    assert_eq!(
+        notifications_of(&m.app, deals[2].company.id, "payment_failed").await,
+        1
+    );
 }
 
 #[actix_web::test]

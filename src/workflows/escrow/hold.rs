@@ -2,19 +2,28 @@
 //! money becomes `held` (webhook, `sync-status`).
 
 use chrono::{DateTime, Utc};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::*;
 use crate::integrations::mail::Template;
 use crate::integrations::processor::PaymentIntent;
 use crate::state::AppState;
-use crate::store::milestones;
+use crate::store::events::NewEvent;
 use crate::store::payments::{self, Authorisation, NewPayment, Payment};
 use crate::store::projects::{self};
 use crate::store::{LockScope, Tx};
+use crate::store::{events, milestones};
 use crate::workflows::emails::email;
 use crate::workflows::error::{FlowError, FlowResult};
 use crate::workflows::notify::for_user;
+
+/// An authorisation the processor reported for a payment: what holding it stores.
+pub(crate) struct Hold<'a> {
+    pub payment: &'a Payment,
+    pub intent: &'a PaymentIntent,
+    pub capture_before: Option<DateTime<Utc>>,
+    pub receipt_url: Option<&'a str>,
+}
 
 /// `pending` → `held` from what the processor says of the intent (`requires_capture`, or
 /// `succeeded` when captured already): `held_at`, the charge, the milestone `awaiting_payment`
@@ -23,58 +32,104 @@ use crate::workflows::notify::for_user;
 /// frozen by a dispute before it was funded only keeps the authorisation).
 pub(crate) async fn hold_in_tx(
     tx: &mut Tx,
-    y: &Payment,
-    intent: &PaymentIntent,
-    capture_before: Option<DateTime<Utc>>,
-    receipt_url: Option<&str>,
+    hold: Hold<'_>,
     now: DateTime<Utc>,
 ) -> FlowResult<bool> {
-    tx.lock(LockScope::Project, y.project_id).await?;
-    hold_locked_in_tx(tx, y, intent, capture_before, receipt_url, now).await
+    tx.lock(LockScope::Project, hold.payment.project_id).await?;
+    Ok(hold_all_locked_in_tx(tx, &[hold], now).await?[0])
 }
 
-/// [`hold_in_tx`] in a transaction that holds the project's lock already. The notices'
-/// titles and the expert are read in one query.
-pub(crate) async fn hold_locked_in_tx(
+/// [`hold_in_tx`] of several payments (distinct) in a transaction that holds their projects'
+/// locks already. Each step is one statement for all of them: a group of webhook events costs
+/// what one does. Answers, for each, whether it was held.
+pub(crate) async fn hold_all_locked_in_tx(
     tx: &mut Tx,
-    y: &Payment,
-    intent: &PaymentIntent,
-    capture_before: Option<DateTime<Utc>>,
-    receipt_url: Option<&str>,
+    holds: &[Hold<'_>],
     now: DateTime<Utc>,
-) -> FlowResult<bool> {
-    let mut metadata = y.payment_metadata.0.clone();
-    metadata["amount_capturable"] = json!(intent.amount_capturable);
-    let auth = Authorisation {
-        charge_id: intent.latest_charge_id(),
-        capture_before,
-        receipt_url,
-    };
-    if y.status == "disputed" {
-        // Frozen by a dispute before it was funded: the money is kept for the decision.
-        if payments::record_authorisation_while_disputed(tx.exec(), y.id, &auth, &metadata, now)
-            .await?
-            && let Some(m) = y.milestone_id
-        {
-            milestones::transition(tx.exec(), m, "awaiting_payment", "pending", now).await?;
+) -> FlowResult<Vec<bool>> {
+    let metadata: Vec<Value> = holds
+        .iter()
+        .map(|h| {
+            let mut metadata = h.payment.payment_metadata.0.clone();
+            metadata["amount_capturable"] = json!(h.intent.amount_capturable);
+            metadata
+        })
+        .collect();
+    let mut to_hold = Vec::with_capacity(holds.len());
+    for (h, metadata) in holds.iter().zip(&metadata) {
+        let auth = Authorisation {
+            charge_id: h.intent.latest_charge_id(),
+            capture_before: h.capture_before,
+            receipt_url: h.receipt_url,
+        };
+        let y = h.payment;
+        if y.status == "disputed" {
+            // Frozen by a dispute before it was funded: the money is kept for the decision.
+            if payments::record_authorisation_while_disputed(tx.exec(), y.id, &auth, metadata, now)
+                .await?
+                && let Some(m) = y.milestone_id
+            {
+                milestones::transition(tx.exec(), m, "awaiting_payment", "pending", now).await?;
+            }
+            continue;
         }
-        return Ok(false);
+        to_hold.push(payments::ToHold {
+            id: y.id,
+            auth,
+            metadata,
+        });
     }
-    if !payments::mark_held(tx.exec(), y.id, &auth, &metadata, now).await? {
-        return Ok(false);
+    let held_ids = payments::mark_all_held(tx.exec(), &to_hold, now).await?;
+    let held: Vec<&Payment> = holds
+        .iter()
+        .map(|h| h.payment)
+        .filter(|y| held_ids.contains(&y.id))
+        .collect();
+    if held.is_empty() {
+        return Ok(vec![false; holds.len()]);
     }
-    if let Some(m) = y.milestone_id {
-        milestones::transition(tx.exec(), m, "awaiting_payment", "pending", now).await?;
-    }
-    projects::transition(tx.exec(), y.project_id, "assigned", "in_progress", now).await?;
-    let notice = payments::hold_notice(tx.exec(), y.project_id, y.milestone_id, y.expert_id)
-        .await?
-        .ok_or_else(|| FlowError::not_found("No such project"))?;
-    let expert = match (notice.expert_id, notice.expert_email, notice.expert_name) {
-        (Some(id), Some(email), Some(name)) => Some(users::Contact { id, email, name }),
+    let milestone_ids: Vec<i64> = held.iter().filter_map(|y| y.milestone_id).collect();
+    milestones::transition_all(
+        tx.exec(),
+        &milestone_ids,
+        "awaiting_payment",
+        "pending",
+        now,
+    )
+    .await?;
+    let mut project_ids: Vec<i64> = held.iter().map(|y| y.project_id).collect();
+    project_ids.sort_unstable();
+    project_ids.dedup();
+    projects::transition_all(tx.exec(), &project_ids, "assigned", "in_progress", now).await?;
+    let notices = payments::hold_notices(tx.exec(), &held_ids).await?;
+    let events = held
+        .iter()
+        .map(|y| {
+            let notice = notices
+                .iter()
+                .find(|n| n.payment_id == y.id)
+                .ok_or_else(|| FlowError::not_found("No such project"))?;
+            Ok(held_event(y, notice))
+        })
+        .collect::<FlowResult<Vec<_>>>()?;
+    events::record_all(tx.exec(), &events, now).await?;
+    Ok(holds
+        .iter()
+        .map(|h| held_ids.contains(&h.payment.id))
+        .collect())
+}
+
+/// The `payment.held` event of `y`: the expert's notification and e-mail.
+fn held_event(y: &Payment, notice: &payments::HoldNotice) -> NewEvent<'static> {
+    let expert = match (notice.expert_id, &notice.expert_email, &notice.expert_name) {
+        (Some(id), Some(email), Some(name)) => Some(users::Contact {
+            id,
+            email: email.clone(),
+            name: name.clone(),
+        }),
         _ => None,
     };
-    let milestone_title = notice.milestone_title.unwrap_or_default();
+    let milestone_title = notice.milestone_title.as_deref().unwrap_or_default();
     let mut notify = Vec::new();
     let mut mails = Vec::new();
     if let Some(expert) = &expert {
@@ -96,15 +151,18 @@ pub(crate) async fn hold_locked_in_tx(
                 expert,
                 y,
                 &notice.project_title,
-                &milestone_title,
+                milestone_title,
                 y.amount_minor,
             ),
         ));
     }
-    let payload = json!({"payment_id": y.id, "project_id": y.project_id,
-                         "milestone_id": y.milestone_id, "notify": notify, "email": mails});
-    record(tx, "payment.held", y.id, payload, now).await?;
-    Ok(true)
+    NewEvent {
+        kind: "payment.held",
+        aggregate: "payment",
+        aggregate_id: Some(y.id),
+        payload: json!({"payment_id": y.id, "project_id": y.project_id,
+                        "milestone_id": y.milestone_id, "notify": notify, "email": mails}),
+    }
 }
 
 /// The authorisation's details from the intent's charge: when it lapses, its receipt.
@@ -155,15 +213,13 @@ pub async fn sync_status(state: &AppState, payment_id: i64) -> FlowResult<Paymen
         if is_authorised(&intent) {
             let (capture_before, receipt) = charge_details(&st, &intent).await;
             let mut tx = st.db.begin().await?;
-            hold_in_tx(
-                &mut tx,
-                &y,
-                &intent,
+            let hold = Hold {
+                payment: &y,
+                intent: &intent,
                 capture_before,
-                receipt.as_deref(),
-                now,
-            )
-            .await?;
+                receipt_url: receipt.as_deref(),
+            };
+            hold_in_tx(&mut tx, hold, now).await?;
             tx.commit().await?;
             st.outbox.wake();
         } else if intent.status == "canceled" {
