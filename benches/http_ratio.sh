@@ -8,7 +8,9 @@
 #   PEER=1 benches/http_ratio.sh     # also the reference (python venv with its packages)
 #
 # Settings: DURATION (10s), CONNECTIONS (32), PG (postgres://postgres@127.0.0.1:5432),
-# REDIS (redis://127.0.0.1:6379), PEER_VENV (/tmp/peer-venv).
+# REDIS (redis://127.0.0.1:6379), PEER_VENV (/tmp/peer-venv); BIN (a server binary to measure
+# instead of building this checkout's, e.g. to compare two builds in one sitting) and
+# CEILING=0 (skip the database ceilings).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,9 +22,12 @@ PORT=18080
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/marketplace-target}"
 command -v wrk >/dev/null || { echo "wrk is required (apt-get install wrk)" >&2; exit 1; }
 
-cargo build --release --quiet
-cargo bench --no-run --quiet --bench sql_ceiling 2>/dev/null
-BIN="$CARGO_TARGET_DIR/release/marketplace"
+CEILING="${CEILING:-1}"
+if [ -z "${BIN:-}" ]; then
+  cargo build --release --quiet
+  BIN="$CARGO_TARGET_DIR/release/marketplace"
+fi
+[ "$CEILING" = 1 ] && cargo bench --no-run --quiet --bench sql_ceiling 2>/dev/null
 WORK="$(mktemp -d)"
 SERVER=""
 cleanup() { [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null; rm -rf "$WORK"; }
@@ -105,7 +110,7 @@ run_target() {
   load "unknown route" "http://127.0.0.1:$PORT/nowhere"
   stop_server
   unset DATABASE_URL
-  ceiling "$database" "$user" "$project"
+  if [ "$CEILING" = 1 ]; then ceiling "$database" "$user" "$project"; fi
 }
 
 DB="bench_$$"
@@ -114,7 +119,7 @@ trap 'cleanup; psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $DB" >/dev/null 
 run_target "postgres + redis" "$PG/$DB" "$REDIS"
 run_target "sqlite + memory" "sqlite:$WORK/bench.db" ""
 
-if command -v pgbench >/dev/null; then
+if [ "$CEILING" = 1 ] && command -v pgbench >/dev/null; then
   echo "PostgreSQL ceiling: one primary-key SELECT per transaction (pgbench, same machine)"
   echo "SELECT id, email FROM users WHERE id = 1;" >"$WORK/select.sql"
   pgbench -n -c"$CONNECTIONS" -j2 -T"${DURATION%s}" -f "$WORK/select.sql" "$PG/$DB" 2>/dev/null \
