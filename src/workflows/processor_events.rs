@@ -441,13 +441,23 @@ async fn in_actors(state: &AppState, group: &[ForPayment], held: &[i64]) -> Flow
         if applied.contains(&one.event_id) {
             continue;
         }
-        // What needs the network is asked before the transaction opens.
-        let authorisation = ask_processor(state, &one.event, y).await?;
-        work.push((one, y, authorisation));
+        work.push((one, y));
     }
     if work.is_empty() {
         return Ok(outcome);
     }
+    // What needs the network is asked before the transaction opens, for every event at once
+    // (a charge's details are one call each).
+    let asked = futures_util::future::try_join_all(
+        work.iter()
+            .map(|(one, y)| ask_processor(state, &one.event, y)),
+    )
+    .await?;
+    let work: Vec<_> = work
+        .into_iter()
+        .zip(asked)
+        .map(|((one, y), authorisation)| (one, y, authorisation))
+        .collect();
     let now = state.clock.now();
     let mut tx = state.db.begin().await?;
     let projects: Vec<i64> = work.iter().map(|(_, y, _)| y.project_id).collect();
