@@ -57,22 +57,69 @@ pub async fn insert(
     n: &NewNotification<'_>,
     now: DateTime<Utc>,
 ) -> StoreResult<Option<i64>> {
+    Ok(insert_all(ex, std::slice::from_ref(n), now)
+        .await?
+        .first()
+        .map(|stored| stored.id))
+}
+
+/// A notification [`insert_all`] stored.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Stored {
+    pub id: i64,
+    pub user_id: i64,
+    #[sqlx(rename = "type")]
+    pub kind: String,
+}
+
+/// Stores notifications in one statement (atomic without a transaction); those already
+/// stored for their `(user, type, event)` and those of users that no longer exist are left
+/// out of the answer, in no particular order.
+pub async fn insert_all(
+    ex: Exec<'_>,
+    all: &[NewNotification<'_>],
+    now: DateTime<Utc>,
+) -> StoreResult<Vec<Stored>> {
+    if all.is_empty() {
+        return Ok(Vec::new());
+    }
+    // `VALUES` names its columns column1, column2, … on both engines.
+    let rows: Vec<String> = (0..all.len())
+        .map(|i| {
+            let n = 2 + 6 * i;
+            format!(
+                "(${n}, ${}, ${}, ${}, ${}, ${})",
+                n + 1,
+                n + 2,
+                n + 3,
+                n + 4,
+                n + 5
+            )
+        })
+        .collect();
     // The WHERE clause also lets SQLite parse `ON CONFLICT` after an `INSERT … SELECT`.
-    Ok(on_exec!(ex, c => sqlx::query_scalar(
+    let sql = format!(
         "INSERT INTO notifications (user_id, type, title, message, data, is_read, event_id, created_at)
-         SELECT $1, $2, $3, $4, $5, FALSE, $6, $7
-         WHERE EXISTS (SELECT 1 FROM users WHERE id = $1)
-         ON CONFLICT DO NOTHING RETURNING id",
-    )
-    .bind(n.user_id)
-    .bind(n.kind)
-    .bind(n.title)
-    .bind(n.message)
-    .bind(Json(n.data))
-    .bind(n.event_id)
-    .bind(now)
-    .fetch_optional(c)
-    .await)?)
+         SELECT v.column1, v.column2, v.column3, v.column4, v.column5, FALSE, v.column6, $1
+         FROM (VALUES {}) AS v
+         WHERE EXISTS (SELECT 1 FROM users WHERE users.id = v.column1)
+         ON CONFLICT DO NOTHING RETURNING id, user_id, type",
+        rows.join(", ")
+    );
+    Ok(on_exec!(ex, c => {
+        // Placeholders only: the values are bound.
+        let mut query = sqlx::query_as::<_, Stored>(sqlx::AssertSqlSafe(sql.as_str())).bind(now);
+        for n in all {
+            query = query
+                .bind(n.user_id)
+                .bind(n.kind)
+                .bind(n.title)
+                .bind(n.message)
+                .bind(Json(n.data))
+                .bind(n.event_id);
+        }
+        query.fetch_all(c).await
+    })?)
 }
 
 /// One notification of `user_id` (another user's is not found).

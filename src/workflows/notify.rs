@@ -207,53 +207,50 @@ impl NotificationConsumer {
         self
     }
 
-    /// Stores the event's notifications in one transaction; how many were new.
+    /// Stores the event's notifications in one statement; how many were new.
     pub async fn store(&self, event: &Event) -> StoreResult<usize> {
         let entries = entries_of(event);
         if entries.is_empty() {
             return Ok(0);
         }
         let now = self.clock.now();
-        let mut tx = self.db.begin().await?;
+        let mut conn = self.db.conn().await?;
         let admins = if entries.iter().any(|e| e.to_admins) {
-            notifications::administrator_ids(tx.exec()).await?
+            notifications::administrator_ids(conn.exec()).await?
         } else {
             Vec::new()
         };
         let empty = json!({});
-        let mut stored = 0;
-        let mut frames = Vec::new();
+        let mut all = Vec::new();
         for entry in &entries {
-            let recipients = entry.user_id.into_iter().chain(
-                entry
-                    .to_admins
-                    .then(|| admins.iter().copied())
-                    .into_iter()
-                    .flatten(),
-            );
-            for user_id in recipients {
-                let id = notify(
-                    tx.exec(),
+            let admins: &[i64] = if entry.to_admins { &admins } else { &[] };
+            for &user_id in entry.user_id.iter().chain(admins) {
+                all.push(NewNotification {
                     user_id,
-                    &entry.kind,
-                    &entry.title,
-                    &entry.message,
-                    entry.data.as_ref().unwrap_or(&empty),
-                    Some(event.id),
-                    now,
-                )
-                .await?;
-                if let Some(id) = id {
-                    stored += 1;
-                    let data = entry.data.clone().unwrap_or_else(|| json!({}));
-                    frames.push((
-                        user_id,
-                        frame(id, &entry.kind, &entry.title, &entry.message, &data, now),
-                    ));
-                }
+                    kind: &entry.kind,
+                    title: &entry.title,
+                    message: &entry.message,
+                    data: entry.data.as_ref().unwrap_or(&empty),
+                    event_id: Some(event.id),
+                });
             }
         }
-        tx.commit().await?;
+        let mut stored = notifications::insert_all(conn.exec(), &all, now).await?;
+        drop(conn);
+        // Pushed in the order stored; a user has one notification of a kind per event.
+        stored.sort_by_key(|n| n.id);
+        let frames: Vec<(i64, String)> = stored
+            .iter()
+            .filter_map(|s| {
+                let n = all
+                    .iter()
+                    .find(|n| n.user_id == s.user_id && n.kind == s.kind)?;
+                Some((
+                    s.user_id,
+                    frame(s.id, n.kind, n.title, n.message, n.data, now),
+                ))
+            })
+            .collect();
         if let Some(realtime) = &self.realtime {
             for (user_id, frame) in frames {
                 // Stored is what counts: a frame lost here is found by the client's next
@@ -263,7 +260,7 @@ impl NotificationConsumer {
                 }
             }
         }
-        Ok(stored)
+        Ok(stored.len())
     }
 }
 
