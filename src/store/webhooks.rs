@@ -26,6 +26,26 @@ pub async fn find(ex: Exec<'_>, user_id: i64) -> StoreResult<Option<WebhookConfi
     .await)?)
 }
 
+/// Of `user_ids`, those whose webhook is enabled and has an address, in one query.
+pub async fn active_among(ex: Exec<'_>, user_ids: &[i64]) -> StoreResult<Vec<i64>> {
+    if user_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = format!(
+        "SELECT user_id FROM webhook_configs
+         WHERE enabled AND url IS NOT NULL AND user_id IN ({})",
+        super::placeholders(1, user_ids.len())
+    );
+    Ok(on_exec!(ex, c => {
+        // Placeholders only: the ids are bound.
+        let mut query = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.as_str()));
+        for id in user_ids {
+            query = query.bind(*id);
+        }
+        query.fetch_all(c).await
+    })?)
+}
+
 /// Creates or replaces the configuration; `new_secret` is used only when none exists yet.
 pub async fn upsert(
     ex: Exec<'_>,

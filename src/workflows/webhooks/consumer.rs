@@ -70,12 +70,11 @@ impl Consumer for WebhookConsumer {
         }
         let mut conn = self.db.conn().await?;
         let now = self.clock.now();
+        let users: Vec<i64> = recipients.iter().map(|r| r.user_id).collect();
+        let active = webhooks::active_among(conn.exec(), &users).await?;
         let mut queued = 0;
         for r in recipients {
-            let Some(config) = webhooks::find(conn.exec(), r.user_id).await? else {
-                continue;
-            };
-            if !config.enabled || config.url.is_none() {
+            if !active.contains(&r.user_id) {
                 continue;
             }
             let id = message_id(event.id, r.user_id, r.event_type);
