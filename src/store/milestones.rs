@@ -148,10 +148,8 @@ pub async fn transition_all(
     to: &str,
     now: DateTime<Utc>,
 ) -> StoreResult<u64> {
-    if ids.is_empty() {
-        return Ok(0);
-    }
-    let sql = format!(
+    super::transition_rows(
+        ex,
         "UPDATE milestones SET status = $1, updated_at = $2,
              started_at = CASE WHEN $1 = 'in_progress' AND started_at IS NULL THEN $2 ELSE started_at END,
              approved_at = CASE WHEN $1 = 'approved' THEN $2 ELSE approved_at END,
@@ -160,19 +158,12 @@ pub async fn transition_all(
              awaiting_payment_at = CASE WHEN $1 = 'awaiting_payment' THEN $2 ELSE awaiting_payment_at END,
              funding_reminded_at = CASE WHEN $1 = 'awaiting_payment' THEN NULL ELSE funding_reminded_at END
          WHERE status = $3 AND id IN ({})",
-        super::placeholders(4, ids.len())
-    );
-    Ok(on_exec!(ex, c => {
-        // Placeholders only: the ids are bound.
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.as_str()))
-            .bind(to)
-            .bind(now)
-            .bind(from);
-        for id in ids {
-            query = query.bind(*id);
-        }
-        query.execute(c).await.map(|r| r.rows_affected())
-    })?)
+        ids,
+        from,
+        to,
+        now,
+    )
+    .await
 }
 
 /// Starts the funding clock of a milestone that just became `awaiting_payment`: the company

@@ -132,6 +132,34 @@ pub fn placeholders(first: usize, count: usize) -> String {
         .join(", ")
 }
 
+/// Moves the rows of `ids` from `from` to `to` with `update`, an `UPDATE … SET status = $1,
+/// updated_at = $2 … WHERE status = $3 AND id IN ({})` whose list is filled here; how many
+/// moved. The one statement of every set-based transition (`milestones`, `projects`).
+pub(crate) async fn transition_rows(
+    ex: Exec<'_>,
+    update: &str,
+    ids: &[i64],
+    from: &str,
+    to: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> StoreResult<u64> {
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let sql = update.replace("{}", &placeholders(4, ids.len()));
+    Ok(on_exec!(ex, c => {
+        // Placeholders only: the values are bound.
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.as_str()))
+            .bind(to)
+            .bind(now)
+            .bind(from);
+        for id in ids {
+            query = query.bind(*id);
+        }
+        query.execute(c).await.map(|r| r.rows_affected())
+    })?)
+}
+
 /// Escapes a search term for `LIKE … ESCAPE '\'`: `%` and `_` are literal characters, not
 /// wildcards.
 pub fn escape_like(value: &str) -> String {

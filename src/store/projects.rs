@@ -244,27 +244,18 @@ pub async fn transition_all(
     to: &str,
     now: DateTime<Utc>,
 ) -> StoreResult<u64> {
-    if ids.is_empty() {
-        return Ok(0);
-    }
-    let sql = format!(
+    super::transition_rows(
+        ex,
         "UPDATE projects SET status = $1, updated_at = $2,
              cancelled_at = CASE WHEN $1 = 'cancelled' THEN $2 ELSE cancelled_at END,
              completed_at = CASE WHEN $1 = 'completed' THEN $2 ELSE completed_at END
          WHERE status = $3 AND id IN ({})",
-        super::placeholders(4, ids.len())
-    );
-    Ok(on_exec!(ex, c => {
-        // Placeholders only: the ids are bound.
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.as_str()))
-            .bind(to)
-            .bind(now)
-            .bind(from);
-        for id in ids {
-            query = query.bind(*id);
-        }
-        query.execute(c).await.map(|r| r.rows_affected())
-    })?)
+        ids,
+        from,
+        to,
+        now,
+    )
+    .await
 }
 
 /// Sends a project for validation: `pending_publication`, validation `pending`, submitted now.
