@@ -55,16 +55,11 @@ pub async fn record_all(
     if events.is_empty() {
         return Ok(());
     }
-    let rows: Vec<String> = (0..events.len())
-        .map(|i| {
-            let n = 2 + 4 * i;
-            format!("(${n}, ${}, ${}, ${}, $1, $1, 0)", n + 1, n + 2, n + 3)
-        })
-        .collect();
+    // Selected from `VALUES` (column1, … on both engines), in the order given.
     let sql = format!(
         "INSERT INTO events (kind, aggregate, aggregate_id, payload, created_at, available_at, attempts)
-         VALUES {}",
-        rows.join(", ")
+         SELECT v.column1, v.column2, v.column3, v.column4, $1, $1, 0 FROM (VALUES {}) AS v",
+        super::value_rows(2, events.len(), 4)
     );
     on_exec!(ex, c => {
         // Placeholders only: the values are bound.

@@ -132,6 +132,16 @@ pub fn placeholders(first: usize, count: usize) -> String {
         .join(", ")
 }
 
+/// `($first, …), (…), …`: `rows` tuples of `columns` numbered placeholders for a multi-row
+/// `VALUES` list whose values are bound row by row after the `first - 1` fixed ones. `VALUES`
+/// names its columns column1, column2, … on both engines.
+pub fn value_rows(first: usize, rows: usize, columns: usize) -> String {
+    (0..rows)
+        .map(|row| format!("({})", placeholders(first + row * columns, columns)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Moves the rows of `ids` from `from` to `to` with `update`, an `UPDATE … SET status = $1,
 /// updated_at = $2 … WHERE status = $3 AND id IN ({})` whose list is filled here; how many
 /// moved. The one statement of every set-based transition (`milestones`, `projects`).
@@ -392,5 +402,17 @@ impl Db {
             Db::Postgres(p) => p.close().await,
             Db::Sqlite(p) => p.close().await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn value_rows_number_each_row_after_the_fixed_values() {
+        assert_eq!(placeholders(3, 2), "$3, $4");
+        assert_eq!(value_rows(2, 2, 3), "($2, $3, $4), ($5, $6, $7)");
+        assert_eq!(value_rows(1, 1, 1), "($1)");
     }
 }

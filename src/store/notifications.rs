@@ -83,20 +83,6 @@ pub async fn insert_all(
     if all.is_empty() {
         return Ok(Vec::new());
     }
-    // `VALUES` names its columns column1, column2, … on both engines.
-    let rows: Vec<String> = (0..all.len())
-        .map(|i| {
-            let n = 2 + 6 * i;
-            format!(
-                "(${n}, ${}, ${}, ${}, ${}, ${})",
-                n + 1,
-                n + 2,
-                n + 3,
-                n + 4,
-                n + 5
-            )
-        })
-        .collect();
     // The WHERE clause also lets SQLite parse `ON CONFLICT` after an `INSERT … SELECT`.
     let sql = format!(
         "INSERT INTO notifications (user_id, type, title, message, data, is_read, event_id, created_at)
@@ -104,7 +90,7 @@ pub async fn insert_all(
          FROM (VALUES {}) AS v
          WHERE EXISTS (SELECT 1 FROM users WHERE users.id = v.column1)
          ON CONFLICT DO NOTHING RETURNING id, user_id, type",
-        rows.join(", ")
+        super::value_rows(2, all.len(), 6)
     );
     Ok(on_exec!(ex, c => {
         // Placeholders only: the values are bound.

@@ -296,13 +296,6 @@ pub async fn mark_all_held(
     if payments.is_empty() {
         return Ok(Vec::new());
     }
-    // `VALUES` names its columns column1, column2, … on both engines.
-    let rows: Vec<String> = (0..payments.len())
-        .map(|i| {
-            let n = 2 + 5 * i;
-            format!("(${n}, ${}, ${}, ${}, ${})", n + 1, n + 2, n + 3, n + 4)
-        })
-        .collect();
     let sql = format!(
         "UPDATE payments SET status = 'held', held_at = $1, updated_at = $1,
              processor_charge_id = COALESCE(v.column2, processor_charge_id),
@@ -311,7 +304,7 @@ pub async fn mark_all_held(
          FROM (VALUES {}) AS v
          WHERE payments.id = v.column1 AND payments.status = 'pending'
          RETURNING id",
-        rows.join(", ")
+        super::value_rows(2, payments.len(), 5)
     );
     Ok(on_exec!(ex, c => {
         // Placeholders only: the values are bound.

@@ -113,15 +113,11 @@ pub async fn mark_all_processed(
     if marks.is_empty() {
         return Ok(0);
     }
-    // `VALUES` names its columns column1, column2, … on both engines.
-    let rows: Vec<String> = (0..marks.len())
-        .map(|i| format!("(${}, ${}, ${})", 2 + 3 * i, 3 + 3 * i, 4 + 3 * i))
-        .collect();
     let sql = format!(
         "UPDATE processor_events SET processed_at = $1, payment_id = v.column2, error = v.column3
          FROM (VALUES {}) AS v
          WHERE processor_events.id = v.column1 AND processor_events.processed_at IS NULL",
-        rows.join(", ")
+        super::value_rows(2, marks.len(), 3)
     );
     Ok(on_exec!(ex, c => {
         // Placeholders only: the values are bound.
