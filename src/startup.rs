@@ -121,6 +121,9 @@ impl Application {
                     .map(|_| crate::state::Queue::new(2_500))
                     .collect(),
             ),
+            // Past this many waiting to be stored, a receipt is answered 503 (the processor
+            // delivers it again).
+            processor_receipts: Arc::new(crate::state::Queue::new(2_500)),
         };
         // Sessions are kept in memory only where every instance shares their epoch (Redis).
         if state.cache.backend() == "redis" {

@@ -52,6 +52,17 @@ pub struct AppState {
     /// (`workflows::processor_events`), oldest first, in lanes applied side by side (a
     /// payment's events always in the same lane).
     pub processor_events: Arc<Vec<Queue<crate::store::processor_events::StoredEvent>>>,
+    /// Processor events received and waiting for the receipts' writer
+    /// (`workflows::processor_events`), which stores those waiting together in one statement
+    /// and answers each after that commit: `Some(new)`, or `None` when it was not stored.
+    pub processor_receipts:
+        Arc<Queue<Asked<crate::store::processor_events::NewEvent, Option<bool>>>>,
+}
+
+/// An item handed to a job, with where the job answers it.
+pub struct Asked<T, A> {
+    pub item: T,
+    pub answer: tokio::sync::oneshot::Sender<A>,
 }
 
 /// A bounded first-in first-out queue shared between threads.

@@ -30,28 +30,51 @@ macro_rules! select_events {
     };
 }
 
+/// A processor event as received, before it is stored.
+#[derive(Debug, Clone)]
+pub struct NewEvent {
+    pub id: String,
+    pub kind: String,
+    pub payload: Value,
+    /// When the processor created it (the event's `created`).
+    pub created: Option<DateTime<Utc>>,
+}
+
 /// Stores the event unless its id is known. `true` when it is new.
-pub async fn insert_new(
+pub async fn insert_new(ex: Exec<'_>, event: &NewEvent, now: DateTime<Utc>) -> StoreResult<bool> {
+    Ok(!insert_all_new(ex, std::slice::from_ref(event), now)
+        .await?
+        .is_empty())
+}
+
+/// Stores, in one statement, each of `events` whose id is not known yet; answers the ids
+/// stored now. An id twice in `events` is stored once (and answered once).
+pub async fn insert_all_new(
     ex: Exec<'_>,
-    id: &str,
-    kind: &str,
-    payload: &Value,
-    created: Option<DateTime<Utc>>,
+    events: &[NewEvent],
     now: DateTime<Utc>,
-) -> StoreResult<bool> {
-    let done = on_exec!(ex, c => sqlx::query(
-        "INSERT INTO processor_events (id, type, payload, received_at, processor_created_at)
-         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING",
-    )
-    .bind(id)
-    .bind(kind)
-    .bind(Json(payload))
-    .bind(now)
-    .bind(created)
-    .execute(c)
-    .await
-    .map(|r| r.rows_affected()))?;
-    Ok(done == 1)
+) -> StoreResult<Vec<String>> {
+    if events.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = format!(
+        "INSERT INTO processor_events (id, type, payload, processor_created_at, received_at)
+         VALUES {} ON CONFLICT (id) DO NOTHING RETURNING id",
+        super::value_rows(1, events.len(), 5)
+    );
+    Ok(on_exec!(ex, c => {
+        // Placeholders only: the values are bound.
+        let mut query = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.as_str()));
+        for event in events {
+            query = query
+                .bind(event.id.as_str())
+                .bind(event.kind.as_str())
+                .bind(Json(&event.payload))
+                .bind(event.created)
+                .bind(now);
+        }
+        query.fetch_all(c).await
+    })?)
 }
 
 /// Marks the event applied (once: only while it is not). `error` keeps why an event changed

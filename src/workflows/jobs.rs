@@ -27,7 +27,14 @@ pub fn start_all(state: &AppState) {
         MINUTE,
         |st| async move { escrow_jobs::retry_deferred_transfers(&st).await },
     );
-    // Woken by each receipt; the minute is only a floor.
+    // Both woken by each receipt; the minute is only a floor.
+    every(
+        state,
+        processor_events::RECEIPTS,
+        MINUTE,
+        MINUTE,
+        |st| async move { processor_events::store_receipts(&st).await },
+    );
     every(
         state,
         processor_events::APPLY,

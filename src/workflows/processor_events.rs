@@ -1,7 +1,9 @@
 //! The processor's webhook events (DESIGN §4): the signature is checked first, the event is
 //! stored by its id and answered, and only then applied, once, in its payment's actor.
 //!
-//! Receipts queue what they stored for the applier (a periodic job they wake), which takes
+//! Receipts hand their events to the receipts' writer (a job they wake), which stores those
+//! waiting in one statement and one commit, answers each receipt after that commit, and
+//! queues the new events for the applier (another job it wakes), which takes
 //! what waits in groups: the events of distinct payments are applied in all their actors at
 //! once and in one transaction, so a burst costs one commit and a few statements per event
 //! rather than a transaction each. A payment's events keep their order: a second event of a
@@ -12,19 +14,22 @@
 //! conditional update from the states it may leave: an event older than the payment's state
 //! (out of order) changes nothing.
 
+use std::collections::HashSet;
+
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tokio::sync::oneshot;
 
 use crate::domain::money::minor_to_number;
 use crate::domain::project::format_minor;
 use crate::integrations::mail::Template;
 use crate::integrations::processor::webhook::{self, DEFAULT_TOLERANCE_SECS};
 use crate::integrations::processor::{Event, PaymentIntent};
-use crate::state::AppState;
+use crate::state::{AppState, Asked};
 use crate::store::disputes::{self, Chargeback};
 use crate::store::payments::{self, Payment};
-use crate::store::processor_events::{self, StoredEvent};
+use crate::store::processor_events::{self, NewEvent, StoredEvent};
 use crate::store::{LockScope, Tx, milestones, profiles, users};
 use crate::workflows::disputes as settled;
 use crate::workflows::emails::email;
@@ -45,8 +50,9 @@ pub enum Refused {
     NotAnEvent,
 }
 
-/// Verifies, parses and stores a delivery, then queues a new event for the applier.
-/// `Ok(true)` for a new event, `Ok(false)` for an id already stored.
+/// Verifies and parses a delivery, then hands it to the receipts' writer and waits until it
+/// is stored (a new event is then queued for the applier). `Ok(true)` for a new event,
+/// `Ok(false)` for an id already stored.
 pub async fn receive(
     state: &AppState,
     signature: Option<&str>,
@@ -64,30 +70,28 @@ pub async fn receive(
     // Parsed once: the event is read from the document that is stored.
     let payload: Value = serde_json::from_slice(body).map_err(|_| Refused::NotAnEvent)?;
     let event = Event::deserialize(&payload).map_err(|_| Refused::NotAnEvent)?;
-    let created = DateTime::<Utc>::from_timestamp(event.created, 0);
-    let now = state.clock.now();
-    let mut conn = state.db.conn().await.map_err(FlowError::from)?;
-    let new =
-        processor_events::insert_new(conn.exec(), &event.id, &event.kind, &payload, created, now)
-            .await
-            .map_err(FlowError::from)?;
-    drop(conn);
-    if new {
-        queue(
-            state,
-            metadata_payment_id(&event),
-            StoredEvent {
-                id: event.id,
-                kind: event.kind,
-                payload: sqlx::types::Json(payload),
-                payment_id: None,
-                received_at: now,
-                processed_at: None,
-                error: None,
-            },
-        );
+    let event = NewEvent {
+        created: DateTime::<Utc>::from_timestamp(event.created, 0),
+        id: event.id,
+        kind: event.kind,
+        payload,
+    };
+    let (answer, stored) = oneshot::channel();
+    let not_stored = || FlowError::unavailable("The event could not be stored; deliver it again");
+    if !state.processor_receipts.push(Asked {
+        item: event,
+        answer,
+    }) {
+        tracing::warn!("processor receipts queue full; the delivery is refused");
+        return Err(not_stored().into());
     }
-    Ok(new)
+    state.jobs.wake(RECEIPTS);
+    // No answer (the writer failed, or is stopped): not known to be stored, so the processor
+    // is asked to deliver it again; a copy stored after all is then found by its id.
+    match tokio::time::timeout(RECEIPT_PATIENCE, stored).await {
+        Ok(Ok(Some(new))) => Ok(new),
+        _ => Err(not_stored().into()),
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +100,62 @@ pub enum ReceiveError {
     Refused(#[from] Refused),
     #[error(transparent)]
     Flow(#[from] FlowError),
+}
+
+/// The name of the receipts' writer, a job each receipt wakes.
+pub const RECEIPTS: &str = "processor_event_receipts";
+
+/// How long a receipt waits for its event to be stored before it is refused (503).
+const RECEIPT_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The receipts' writer: stores the events waiting in [`AppState::processor_receipts`]
+/// together, one statement and one commit for up to [`GROUP`] of them, so concurrent
+/// receipts share a commit; queues the new ones for the applier, then answers each receipt.
+/// Of several receipts of one id, the first is the new one. A failed write answers its
+/// receipts `None` (refused, delivered again) and the writer goes on with the next ones.
+/// Answers how many events were stored.
+pub async fn store_receipts(state: &AppState) -> FlowResult<usize> {
+    let mut stored = 0;
+    let mut failure = None;
+    loop {
+        let (events, answers): (Vec<_>, Vec<_>) = state
+            .processor_receipts
+            .take(GROUP)
+            .into_iter()
+            .map(|asked| (asked.item, asked.answer))
+            .unzip();
+        if events.is_empty() {
+            break;
+        }
+        let now = state.clock.now();
+        let written = match state.db.conn().await {
+            Ok(mut conn) => processor_events::insert_all_new(conn.exec(), &events, now)
+                .await
+                .map_err(FlowError::from),
+            Err(e) => Err(e.into()),
+        };
+        let mut new_ids: HashSet<String> = match written {
+            Ok(ids) => ids.into_iter().collect(),
+            Err(e) => {
+                tracing::error!(error = %e, events = events.len(), "processor events not stored");
+                for answer in answers {
+                    let _ = answer.send(None);
+                }
+                failure = Some(e);
+                continue;
+            }
+        };
+        stored += new_ids.len();
+        for (event, answer) in events.into_iter().zip(answers) {
+            let new = new_ids.remove(&event.id);
+            if new {
+                queue(state, event, now);
+            }
+            // The processor may have stopped waiting; the event is stored all the same.
+            let _ = answer.send(Some(new));
+        }
+    }
+    failure.map_or(Ok(stored), Err)
 }
 
 /// The name of the applier's job, which applies the events receipts queue.
@@ -111,9 +171,19 @@ pub const LANES: usize = 4;
 
 /// Hands a newly stored event to the applier and wakes it. When too many are waiting, the
 /// event is left to the sweep.
-fn queue(state: &AppState, payment_id: Option<i64>, event: StoredEvent) {
+fn queue(state: &AppState, event: NewEvent, received_at: DateTime<Utc>) {
     let lanes = &state.processor_events;
-    let lane = payment_id.map_or(0, |id| id.unsigned_abs() as usize % lanes.len());
+    let lane = metadata_payment_id(&event.payload["data"]["object"])
+        .map_or(0, |id| id.unsigned_abs() as usize % lanes.len());
+    let event = StoredEvent {
+        id: event.id,
+        kind: event.kind,
+        payload: sqlx::types::Json(event.payload),
+        payment_id: None,
+        received_at,
+        processed_at: None,
+        error: None,
+    };
     if lanes[lane].push(event) {
         state.jobs.wake(APPLY);
     } else {
@@ -184,7 +254,7 @@ async fn apply_all(state: &AppState, events: Vec<StoredEvent>) -> usize {
                 continue;
             }
         };
-        match metadata_payment_id(&event) {
+        match metadata_payment_id(&event.data.object) {
             Some(payment_id) => {
                 // A second event of a payment waits for the first to be applied.
                 if group.iter().any(|g| g.payment_id == payment_id) {
@@ -336,9 +406,9 @@ async fn finish(state: &AppState, event_id: &str, note: &str) -> FlowResult<()> 
     Ok(())
 }
 
-/// Our payment id in the event object's metadata, when it carries one.
-fn metadata_payment_id(event: &Event) -> Option<i64> {
-    event.data.object["metadata"]["payment_id"]
+/// Our payment id in the metadata of an event's object, when it carries one.
+fn metadata_payment_id(object: &Value) -> Option<i64> {
+    object["metadata"]["payment_id"]
         .as_str()
         .and_then(|s| s.parse::<i64>().ok())
 }

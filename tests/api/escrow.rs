@@ -768,8 +768,13 @@ async fn a_group_of_stored_events_applies_each_as_it_would_alone() {
         let now = m.app.clock.now();
         let mut conn = m.app.db.conn().await.unwrap();
         for e in group {
-            let (id, kind) = (e["id"].as_str().unwrap(), e["type"].as_str().unwrap());
-            let stored = processor_events::insert_new(conn.exec(), id, kind, e, None, now).await;
+            let event = processor_events::NewEvent {
+                id: e["id"].as_str().unwrap().into(),
+                kind: e["type"].as_str().unwrap().into(),
+                payload: e.clone(),
+                created: None,
+            };
+            let stored = processor_events::insert_new(conn.exec(), &event, now).await;
             assert!(stored.unwrap());
         }
     }
@@ -818,6 +823,98 @@ async fn a_group_of_stored_events_applies_each_as_it_would_alone() {
         notifications_of(&m.app, deals[2].company.id, "payment_failed").await,
         1
     );
+}
+
+/// Deliveries of one new event at once: stored once, one answered as new and the others as
+/// duplicates, applied once.
+#[actix_web::test]
+async fn concurrent_deliveries_of_one_event_store_it_once() {
+    let m = Market::open().await;
+    let d = deal(&m, "same", [10.0, 10.0, 10.0]).await;
+    let (held, _) = held_then_canceled(&m, &d, "same").await;
+    let answers = futures_util::future::join_all((0..12).map(|_| deliver(&m, &held, None))).await;
+    let mut duplicates = 0;
+    for r in answers {
+        assert_eq!(r.status(), StatusCode::OK);
+        let body = json(r).await;
+        assert_eq!(body["received"], true, "{body}");
+        duplicates += usize::from(body["duplicate"] == true);
+    }
+    assert_eq!(duplicates, 11);
+    assert_eq!(
+        m.count(
+            "SELECT COUNT(*) FROM processor_events WHERE id = 'evt_same_held' AND $1 = $1",
+            0
+        )
+        .await,
+        1
+    );
+    wait_payment(&m, d.first_payment, "held", |y| y["status"] == "held").await;
+    poll(&m, "the event applied", || async {
+        (unprocessed_events(&m).await == 0).then_some(())
+    })
+    .await;
+    let held_events =
+        "SELECT COUNT(*) FROM events WHERE kind = 'payment.held' AND aggregate_id = $1";
+    assert_eq!(m.count(held_events, d.first_payment).await, 1);
+}
+
+/// The receipts' writer stores the receipts waiting in one write and answers each: of two
+/// receipts of one new id the first is new and the second a duplicate, an id stored before is
+/// a duplicate; the new events are handed to the applier.
+#[actix_web::test]
+async fn the_receipts_writer_answers_a_batch_with_one_id_twice() {
+    use marketplace::state::Asked;
+    use tokio::sync::oneshot;
+
+    let m = Market::open().await;
+    let deals = [
+        deal(&m, "batch0", [10.0, 10.0, 10.0]).await,
+        deal(&m, "batch1", [10.0, 10.0, 10.0]).await,
+    ];
+    let (known, _) = held_then_canceled(&m, &deals[0], "batch0").await;
+    assert_eq!(deliver(&m, &known, None).await.status(), StatusCode::OK);
+    let (new, _) = held_then_canceled(&m, &deals[1], "batch1").await;
+
+    // Queued without waking the writer, then one run of it: one batch.
+    let mut answers = Vec::new();
+    for e in [&new, &new, &known] {
+        let (answer, stored) = oneshot::channel();
+        let item = processor_events::NewEvent {
+            id: e["id"].as_str().unwrap().into(),
+            kind: e["type"].as_str().unwrap().into(),
+            payload: e.clone(),
+            created: None,
+        };
+        assert!(m.app.state.processor_receipts.push(Asked { item, answer }));
+        answers.push(stored);
+    }
+    m.app
+        .state
+        .jobs
+        .trigger(processor_events_flow::RECEIPTS)
+        .await
+        .unwrap();
+    let mut said = Vec::new();
+    for stored in answers {
+        said.push(stored.await.unwrap());
+    }
+    assert_eq!(said, [Some(true), Some(false), Some(false)]);
+    let stored = "SELECT COUNT(*) FROM processor_events
+                  WHERE id IN ('evt_batch0_held', 'evt_batch1_held') AND $1 = $1";
+    assert_eq!(m.count(stored, 0).await, 2);
+    for d in &deals {
+        wait_payment(&m, d.first_payment, "held", |y| y["status"] == "held").await;
+    }
+    poll(&m, "both events applied", || async {
+        (unprocessed_events(&m).await == 0).then_some(())
+    })
+    .await;
+    let held_events =
+        "SELECT COUNT(*) FROM events WHERE kind = 'payment.held' AND aggregate_id = $1";
+    for d in &deals {
+        assert_eq!(m.count(held_events, d.first_payment).await, 1);
+    }
 }
 
 #[actix_web::test]
