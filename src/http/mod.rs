@@ -25,10 +25,13 @@ pub mod ws;
 pub use error::{ApiError, ApiResult};
 pub use openapi::ApiDoc;
 
-/// Mounts every route of the service.
+/// Mounts every route of the service. The router tries each route's pattern in this order
+/// until one matches, so the busiest fixed path comes first: the processor's webhooks, which
+/// arrive in bursts, would otherwise pay for every `{id}` pattern mounted before them.
 pub fn configure(cfg: &mut ServiceConfig) {
     use routes::{auth, invitations, users};
-    cfg.service(system::health)
+    cfg.service(routes::payments::webhook)
+        .service(system::health)
         .service(system::metrics)
         .service(system::openapi)
         .service(system::actor_metrics)
@@ -195,8 +198,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
     // Payments: literal paths before `/api/payments/{payment_id}`.
     {
         use routes::payments;
-        cfg.service(payments::webhook)
-            .service(payments::initiate)
+        cfg.service(payments::initiate)
             .service(payments::release)
             .service(payments::release_and_charge_next)
             .service(payments::sync_status)
