@@ -147,12 +147,12 @@ pub async fn mark_dispatched(
     }
     let sql = format!(
         "UPDATE events SET dispatched_at = $1 WHERE id IN ({})",
-        super::placeholders(2, event_ids.len())
+        super::placeholders(2, super::list_len(event_ids.len()))
     );
     on_exec!(ex, c => {
         // Placeholders only: the values are bound.
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.as_str())).bind(now);
-        for id in event_ids {
+        for id in super::padded(event_ids) {
             query = query.bind(*id);
         }
         query.execute(c).await.map(|r| r.rows_affected())

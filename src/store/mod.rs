@@ -123,6 +123,23 @@ impl StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// How many entries a statement's list is written with for `n` values: `n` rounded up to a
+/// power of two, the spare places filled by [`padded`]. A statement taking a list then has a
+/// few texts whatever the list's length, each prepared once per connection and kept in its
+/// cache of prepared statements; one text per length (every group of processor events is a
+/// different length) would be prepared again and again, each pushing others out of the cache.
+pub fn list_len(n: usize) -> usize {
+    n.next_power_of_two()
+}
+
+/// `items`, then items again from the first, up to [`list_len`] entries: what is bound to a
+/// padded list. Only for lists read as sets, where an entry twice changes nothing: `IN (…)`,
+/// `UPDATE … FROM (VALUES …)` (a row matched twice is updated once, with the same values),
+/// `INSERT … ON CONFLICT DO NOTHING`.
+pub fn padded<T>(items: &[T]) -> impl Iterator<Item = &T> {
+    items.iter().cycle().take(list_len(items.len()))
+}
+
 /// `$first, $first+1, …`: `count` numbered placeholders for an `IN (…)` list whose values are
 /// bound one by one after the `first - 1` fixed ones (the same text suits both engines).
 pub fn placeholders(first: usize, count: usize) -> String {
@@ -156,14 +173,14 @@ pub(crate) async fn transition_rows(
     if ids.is_empty() {
         return Ok(0);
     }
-    let sql = update.replace("{}", &placeholders(4, ids.len()));
+    let sql = update.replace("{}", &placeholders(4, list_len(ids.len())));
     Ok(on_exec!(ex, c => {
         // Placeholders only: the values are bound.
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.as_str()))
             .bind(to)
             .bind(now)
             .bind(from);
-        for id in ids {
+        for id in padded(ids) {
             query = query.bind(*id);
         }
         query.execute(c).await.map(|r| r.rows_affected())
@@ -414,5 +431,18 @@ mod tests {
         assert_eq!(placeholders(3, 2), "$3, $4");
         assert_eq!(value_rows(2, 2, 3), "($2, $3, $4), ($5, $6, $7)");
         assert_eq!(value_rows(1, 1, 1), "($1)");
+    }
+
+    #[test]
+    fn padded_lists_repeat_their_entries_up_to_a_power_of_two() {
+        assert_eq!(list_len(1), 1);
+        assert_eq!(list_len(5), 8);
+        assert_eq!(list_len(64), 64);
+        assert_eq!(
+            padded(&[1, 2, 3]).copied().collect::<Vec<_>>(),
+            [1, 2, 3, 1]
+        );
+        assert_eq!(padded(&[7]).count(), 1);
+        assert_eq!(padded::<i64>(&[]).count(), 0);
     }
 }

@@ -113,11 +113,11 @@ pub async fn find_many(ex: Exec<'_>, ids: &[i64]) -> StoreResult<Vec<Payment>> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let sql =
-        select_payments!("WHERE y.id IN ({})").replace("{}", &super::placeholders(1, ids.len()));
+    let sql = select_payments!("WHERE y.id IN ({})")
+        .replace("{}", &super::placeholders(1, super::list_len(ids.len())));
     Ok(on_exec!(ex, c => {
         let mut query = sqlx::query_as::<_, Payment>(sqlx::AssertSqlSafe(sql.as_str()));
-        for id in ids {
+        for id in super::padded(ids) {
             query = query.bind(*id);
         }
         query.fetch_all(c).await
@@ -154,12 +154,12 @@ pub async fn hold_notices(ex: Exec<'_>, ids: &[i64]) -> StoreResult<Vec<HoldNoti
          LEFT JOIN milestones m ON m.id = y.milestone_id
          LEFT JOIN users u ON u.id = y.expert_id
          WHERE y.id IN ({})",
-        super::placeholders(1, ids.len())
+        super::placeholders(1, super::list_len(ids.len()))
     );
     Ok(on_exec!(ex, c => {
         // Placeholders only: the ids are bound.
         let mut query = sqlx::query_as::<_, HoldNotice>(sqlx::AssertSqlSafe(sql.as_str()));
-        for id in ids {
+        for id in super::padded(ids) {
             query = query.bind(*id);
         }
         query.fetch_all(c).await
@@ -304,12 +304,12 @@ pub async fn mark_all_held(
          FROM (VALUES {}) AS v
          WHERE payments.id = v.column1 AND payments.status = 'pending'
          RETURNING id",
-        super::value_rows(2, payments.len(), 5)
+        super::value_rows(2, super::list_len(payments.len()), 5)
     );
     Ok(on_exec!(ex, c => {
         // Placeholders only: the values are bound.
         let mut query = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.as_str())).bind(now);
-        for y in payments {
+        for y in super::padded(payments) {
             query = query
                 .bind(y.id)
                 .bind(y.auth.charge_id)

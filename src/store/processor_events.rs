@@ -60,12 +60,12 @@ pub async fn insert_all_new(
     let sql = format!(
         "INSERT INTO processor_events (id, type, payload, processor_created_at, received_at)
          VALUES {} ON CONFLICT (id) DO NOTHING RETURNING id",
-        super::value_rows(1, events.len(), 5)
+        super::value_rows(1, super::list_len(events.len()), 5)
     );
     Ok(on_exec!(ex, c => {
         // Placeholders only: the values are bound.
         let mut query = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.as_str()));
-        for event in events {
+        for event in super::padded(events) {
             query = query
                 .bind(event.id.as_str())
                 .bind(event.kind.as_str())
@@ -107,11 +107,11 @@ pub async fn processed_among(ex: Exec<'_>, ids: &[&str]) -> StoreResult<Vec<Stri
     }
     let sql = format!(
         "SELECT id FROM processor_events WHERE processed_at IS NOT NULL AND id IN ({})",
-        super::placeholders(1, ids.len())
+        super::placeholders(1, super::list_len(ids.len()))
     );
     Ok(on_exec!(ex, c => {
         let mut query = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.as_str()));
-        for id in ids {
+        for id in super::padded(ids) {
             query = query.bind(*id);
         }
         query.fetch_all(c).await
@@ -140,12 +140,12 @@ pub async fn mark_all_processed(
         "UPDATE processor_events SET processed_at = $1, payment_id = v.column2, error = v.column3
          FROM (VALUES {}) AS v
          WHERE processor_events.id = v.column1 AND processor_events.processed_at IS NULL",
-        super::value_rows(2, marks.len(), 3)
+        super::value_rows(2, super::list_len(marks.len()), 3)
     );
     Ok(on_exec!(ex, c => {
         // Placeholders only: the values are bound.
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.as_str())).bind(now);
-        for mark in marks {
+        for mark in super::padded(marks) {
             query = query.bind(mark.event_id).bind(mark.payment_id).bind(mark.note);
         }
         query.execute(c).await.map(|r| r.rows_affected())

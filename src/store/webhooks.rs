@@ -34,12 +34,12 @@ pub async fn active_among(ex: Exec<'_>, user_ids: &[i64]) -> StoreResult<Vec<i64
     let sql = format!(
         "SELECT user_id FROM webhook_configs
          WHERE enabled AND url IS NOT NULL AND user_id IN ({})",
-        super::placeholders(1, user_ids.len())
+        super::placeholders(1, super::list_len(user_ids.len()))
     );
     Ok(on_exec!(ex, c => {
         // Placeholders only: the ids are bound.
         let mut query = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.as_str()));
-        for id in user_ids {
+        for id in super::padded(user_ids) {
             query = query.bind(*id);
         }
         query.fetch_all(c).await

@@ -3,10 +3,10 @@
 //!
 //! Receipts hand their events to the receipts' writer (a job they wake), which stores those
 //! waiting in one statement and one commit, answers each receipt after that commit, and
-//! queues the new events for the applier (another job it wakes), which takes
-//! what waits in groups: the events of distinct payments are applied in all their actors at
-//! once and in one transaction, so a burst costs one commit and a few statements per event
-//! rather than a transaction each. A payment's events keep their order: a second event of a
+//! queues the new events for the applier (another job it wakes), which takes what waits in
+//! groups: the events of distinct payments are applied in all their actors at once and in
+//! one transaction, so a burst costs one commit and a few statements per event rather than a
+//! transaction each. A payment's events keep their order: a second event of a
 //! payment starts the next group. The sweep applies what a crash or a failure left behind.
 //!
 //! Applying writes the effects and marks the event processed in one transaction, so an event
@@ -193,6 +193,9 @@ fn queue(state: &AppState, event: NewEvent, received_at: DateTime<Utc>) {
 
 /// The applier's run: applies what receipts queued, every lane side by side, each oldest
 /// first and group after group, until the lanes are empty. Answers how many were applied.
+/// One job for all lanes on purpose: a lane that empties waits for the run to end, so in a
+/// burst its events gather into full groups. A job per lane (measured) applied each event
+/// sooner but in small groups, which cost more per event and applied fewer per second.
 pub async fn apply_queued(state: &AppState) -> FlowResult<usize> {
     let lanes = state.processor_events.iter().map(|lane| async move {
         let mut applied = 0;
