@@ -140,6 +140,26 @@ pub fn padded<T>(items: &[T]) -> impl Iterator<Item = &T> {
     items.iter().cycle().take(list_len(items.len()))
 }
 
+/// The pool's options for `url`. When neither the URL nor `PGSSLMODE` names an `sslmode`, a
+/// server on this host's loopback is reached without TLS: sqlx's default (`prefer`) speaks TLS
+/// whenever the server offers it, which on loopback protects nothing (the traffic never
+/// leaves the host) and costs both sides a large share of a busy service's CPU (measured in
+/// `benches/README.md`). Any other host keeps the default, and a named `sslmode` is obeyed.
+fn postgres_options(url: &str, sslmode_in_env: bool) -> StoreResult<PgConnectOptions> {
+    let options = PgConnectOptions::from_str(url)?;
+    let named = sslmode_in_env || url.contains("sslmode=");
+    let host = options.get_host().trim_matches(['[', ']']);
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    Ok(if loopback && !named {
+        options.ssl_mode(sqlx::postgres::PgSslMode::Disable)
+    } else {
+        options
+    })
+}
+
 /// `$first, $first+1, …`: `count` numbered placeholders for an `IN (…)` list whose values are
 /// bound one by one after the `first - 1` fixed ones (the same text suits both engines).
 pub fn placeholders(first: usize, count: usize) -> String {
@@ -341,7 +361,7 @@ impl Db {
     ) -> StoreResult<Self> {
         match target {
             DatabaseTarget::Postgres(url) => {
-                let options = PgConnectOptions::from_str(url)?;
+                let options = postgres_options(url, std::env::var_os("PGSSLMODE").is_some())?;
                 let pool = PgPoolOptions::new()
                     .max_connections(max_connections.unwrap_or(20))
                     .acquire_timeout(Duration::from_secs(10))
@@ -431,6 +451,24 @@ mod tests {
         assert_eq!(placeholders(3, 2), "$3, $4");
         assert_eq!(value_rows(2, 2, 3), "($2, $3, $4), ($5, $6, $7)");
         assert_eq!(value_rows(1, 1, 1), "($1)");
+    }
+
+    #[test]
+    fn postgres_on_loopback_is_reached_without_tls_unless_told() {
+        use sqlx::postgres::PgSslMode;
+        let mode = |url: &str, env: bool| postgres_options(url, env).unwrap().get_ssl_mode();
+        for url in [
+            "postgres://postgres@127.0.0.1:5432/test",
+            "postgres://u@localhost/db",
+            "postgres://u@[::1]:5432/db",
+        ] {
+            assert!(matches!(mode(url, false), PgSslMode::Disable), "{url}");
+            assert!(matches!(mode(url, true), PgSslMode::Prefer), "{url}");
+        }
+        let named = "postgres://u@127.0.0.1/db?sslmode=require";
+        assert!(matches!(mode(named, false), PgSslMode::Require));
+        let remote = "postgres://u@db.example.com/db";
+        assert!(matches!(mode(remote, false), PgSslMode::Prefer));
     }
 
     #[test]
