@@ -859,6 +859,37 @@ async fn concurrent_deliveries_of_one_event_store_it_once() {
     assert_eq!(m.count(held_events, d.first_payment).await, 1);
 }
 
+/// A receipt that could not be stored is answered 503 with nothing kept; delivered again, it
+/// is stored and applied.
+#[actix_web::test]
+async fn a_receipt_that_cannot_be_stored_is_refused_until_delivered_again() {
+    let m = Market::open().await;
+    let d = deal(&m, "unstored", [10.0, 10.0, 10.0]).await;
+    let (held, _) = held_then_canceled(&m, &d, "unstored").await;
+    let rename = |from: &'static str, to: &'static str| {
+        let m = &m;
+        async move {
+            let statement = format!("ALTER TABLE {from} RENAME TO {to}");
+            let mut conn = m.app.db.conn().await.unwrap();
+            marketplace::on_exec!(conn.exec(), c => sqlx::query(sqlx::AssertSqlSafe(statement)).execute(c).await.map(drop))
+                .unwrap();
+        }
+    };
+    rename("processor_events", "processor_events_away").await;
+    let r = deliver(&m, &held, None).await;
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(code(&json(r).await), "UNAVAILABLE");
+    rename("processor_events_away", "processor_events").await;
+    let stored = "SELECT COUNT(*) FROM processor_events WHERE id = 'evt_unstored_held' AND $1 = $1";
+    assert_eq!(m.count(stored, 0).await, 0);
+    assert_eq!(payment(&m, d.first_payment).await["status"], "pending");
+
+    let r = deliver(&m, &held, None).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(json(r).await, j!({"received": true}));
+    wait_payment(&m, d.first_payment, "held", |y| y["status"] == "held").await;
+}
+
 /// The receipts' writer stores the receipts waiting in one write and answers each: of two
 /// receipts of one new id the first is new and the second a duplicate, an id stored before is
 /// a duplicate; the new events are handed to the applier.

@@ -108,16 +108,19 @@ async fn release_response(state: &AppState, r: Release) -> ReleaseResponse {
 }
 
 /// The processor's webhook receiver. The signature (header `Stripe-Signature`) is checked
-/// first: missing or wrong → 400 and nothing is stored. A new event is stored by its id and
-/// answered at once; it is applied afterwards, in its payment's actor (with other events'
-/// in one transaction when several wait). A repeated id, or an
-/// event type the service does not use, is answered 200 and changes nothing.
+/// first: missing or wrong → 400 and nothing is stored. A new event is stored by its id (with
+/// the other receipts waiting, in one commit) and answered once stored; it is applied
+/// afterwards, in its payment's actor (with other events' in one transaction when several
+/// wait). A repeated id, or an event type the service does not use, is answered 200 and
+/// changes nothing. An event that could not be stored is answered 503, for the processor to
+/// deliver it again.
 #[utoipa::path(
     tag = "payments",
     request_body(content = Object, description = "The processor's event, as signed"),
     responses(
         (status = 200, description = "Stored (or known already)"),
         (status = 400, body = ErrorBody, description = "INVALID_SIGNATURE or INVALID_EVENT"),
+        (status = 503, body = ErrorBody, description = "UNAVAILABLE: not stored; deliver it again"),
     )
 )]
 #[post("/api/payments/webhooks/processor")]
