@@ -849,14 +849,25 @@ async fn concurrent_deliveries_of_one_event_store_it_once() {
         .await,
         1
     );
-    wait_payment(&m, d.first_payment, "held", |y| y["status"] == "held").await;
-    poll(&m, "the event applied", || async {
-        (unprocessed_events(&m).await == 0).then_some(())
+    each_held_once(&m, &[&d]).await;
+}
+
+/// Waits until the deals' first payments are held and every stored event is applied, then
+/// checks that each payment was held once.
+async fn each_held_once(m: &Market, deals: &[&Deal]) {
+    for d in deals {
+        wait_payment(m, d.first_payment, "held", |y| y["status"] == "held").await;
+    }
+    poll(m, "every event applied", || async {
+        (unprocessed_events(m).await == 0).then_some(())
     })
     .await;
     let held_events =
         "SELECT COUNT(*) FROM events WHERE kind = 'payment.held' AND aggregate_id = $1";
-    assert_eq!(m.count(held_events, d.first_payment).await, 1);
+    for d in deals {
+        let held = m.count(held_events, d.first_payment).await;
+        assert_eq!(held, 1, "payment.held of {}", d.first_payment);
+    }
 }
 
 /// A receipt that could not be stored is answered 503 with nothing kept; delivered again, it
@@ -887,7 +898,7 @@ async fn a_receipt_that_cannot_be_stored_is_refused_until_delivered_again() {
     let r = deliver(&m, &held, None).await;
     assert_eq!(r.status(), StatusCode::OK);
     assert_eq!(json(r).await, j!({"received": true}));
-    wait_payment(&m, d.first_payment, "held", |y| y["status"] == "held").await;
+    each_held_once(&m, &[&d]).await;
 }
 
 /// The receipts' writer stores the receipts waiting in one write and answers each: of two
@@ -934,18 +945,7 @@ async fn the_receipts_writer_answers_a_batch_with_one_id_twice() {
     let stored = "SELECT COUNT(*) FROM processor_events
                   WHERE id IN ('evt_batch0_held', 'evt_batch1_held') AND $1 = $1";
     assert_eq!(m.count(stored, 0).await, 2);
-    for d in &deals {
-        wait_payment(&m, d.first_payment, "held", |y| y["status"] == "held").await;
-    }
-    poll(&m, "both events applied", || async {
-        (unprocessed_events(&m).await == 0).then_some(())
-    })
-    .await;
-    let held_events =
-        "SELECT COUNT(*) FROM events WHERE kind = 'payment.held' AND aggregate_id = $1";
-    for d in &deals {
-        assert_eq!(m.count(held_events, d.first_payment).await, 1);
-    }
+    each_held_once(&m, &[&deals[0], &deals[1]]).await;
 }
 
 #[actix_web::test]
