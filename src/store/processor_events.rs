@@ -40,13 +40,6 @@ pub struct NewEvent {
     pub created: Option<DateTime<Utc>>,
 }
 
-/// Stores the event unless its id is known. `true` when it is new.
-pub async fn insert_new(ex: Exec<'_>, event: &NewEvent, now: DateTime<Utc>) -> StoreResult<bool> {
-    Ok(!insert_all_new(ex, std::slice::from_ref(event), now)
-        .await?
-        .is_empty())
-}
-
 /// Stores, in one statement, each of `events` whose id is not known yet; answers the ids
 /// stored now. An id twice in `events` is stored once (and answered once).
 pub async fn insert_all_new(

@@ -445,6 +445,16 @@ fn event(id: &str, kind: &str, object: Value) -> Value {
         "api_version": "2024-12-18.acacia", "data": {"object": object}})
 }
 
+/// A test event as the receiver hands it on to be stored.
+fn as_received(e: &Value) -> processor_events::NewEvent {
+    processor_events::NewEvent {
+        id: e["id"].as_str().unwrap().into(),
+        kind: e["type"].as_str().unwrap().into(),
+        payload: e.clone(),
+        created: None,
+    }
+}
+
 async fn stored_events(m: &Market) -> i64 {
     m.count("SELECT COUNT(*) FROM processor_events WHERE $1 = $1", 0)
         .await
@@ -767,16 +777,9 @@ async fn a_group_of_stored_events_applies_each_as_it_would_alone() {
     {
         let now = m.app.clock.now();
         let mut conn = m.app.db.conn().await.unwrap();
-        for e in group {
-            let event = processor_events::NewEvent {
-                id: e["id"].as_str().unwrap().into(),
-                kind: e["type"].as_str().unwrap().into(),
-                payload: e.clone(),
-                created: None,
-            };
-            let stored = processor_events::insert_new(conn.exec(), &event, now).await;
-            assert!(stored.unwrap());
-        }
+        let events: Vec<_> = group.into_iter().map(as_received).collect();
+        let stored = processor_events::insert_all_new(conn.exec(), &events, now).await;
+        assert_eq!(stored.unwrap().len(), group.len(), "every event new");
     }
     let applied = processor_events_flow::sweep(&m.app.state, chrono::Duration::zero()).await;
     assert_eq!(applied.unwrap(), 4);
@@ -922,12 +925,7 @@ async fn the_receipts_writer_answers_a_batch_with_one_id_twice() {
     let mut answers = Vec::new();
     for e in [&new, &new, &known] {
         let (answer, stored) = oneshot::channel();
-        let item = processor_events::NewEvent {
-            id: e["id"].as_str().unwrap().into(),
-            kind: e["type"].as_str().unwrap().into(),
-            payload: e.clone(),
-            created: None,
-        };
+        let item = as_received(e);
         assert!(m.app.state.processor_receipts.push(Asked { item, answer }));
         answers.push(stored);
     }
