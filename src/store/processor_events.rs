@@ -111,38 +111,55 @@ pub async fn processed_among(ex: Exec<'_>, ids: &[&str]) -> StoreResult<Vec<Stri
     })?)
 }
 
-/// An applied event's mark: the payment it concerned and, when it changed nothing worth
-/// knowing why, the reason.
-pub struct Processed<'a> {
-    pub event_id: &'a str,
-    pub payment_id: Option<i64>,
-    pub note: Option<&'a str>,
-}
-
-/// [`mark_processed`] of several events in one statement; how many were marked (an event
-/// marked already is left as it is).
-pub async fn mark_all_processed(
+/// Marks the events `claims` (each with the payment it concerns) applied, in one statement,
+/// before their effects are written in the same transaction; answers the ids marked now.
+/// An event marked already (applied meanwhile elsewhere) is left as it is and not answered.
+pub async fn claim_all(
     ex: Exec<'_>,
-    marks: &[Processed<'_>],
+    claims: &[(&str, i64)],
     now: DateTime<Utc>,
-) -> StoreResult<u64> {
-    if marks.is_empty() {
-        return Ok(0);
+) -> StoreResult<Vec<String>> {
+    if claims.is_empty() {
+        return Ok(Vec::new());
     }
     let sql = format!(
-        "UPDATE processor_events SET processed_at = $1, payment_id = v.column2, error = v.column3
+        "UPDATE processor_events SET processed_at = $1, payment_id = v.column2
          FROM (VALUES {}) AS v
-         WHERE processor_events.id = v.column1 AND processor_events.processed_at IS NULL",
-        super::value_rows(2, super::list_len(marks.len()), 3)
+         WHERE processor_events.id = v.column1 AND processor_events.processed_at IS NULL
+         RETURNING processor_events.id",
+        super::value_rows(2, super::list_len(claims.len()), 2)
     );
     Ok(on_exec!(ex, c => {
         // Placeholders only: the values are bound.
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.as_str())).bind(now);
-        for mark in super::padded(marks) {
-            query = query.bind(mark.event_id).bind(mark.payment_id).bind(mark.note);
+        let mut query = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.as_str())).bind(now);
+        for (event_id, payment_id) in super::padded(claims) {
+            query = query.bind(*event_id).bind(*payment_id);
         }
-        query.execute(c).await.map(|r| r.rows_affected())
+        query.fetch_all(c).await
     })?)
+}
+
+/// Keeps, on claimed events that changed nothing worth knowing why, the reason (`notes`:
+/// event id and reason), in one statement.
+pub async fn note_all(ex: Exec<'_>, notes: &[(&str, &str)]) -> StoreResult<()> {
+    if notes.is_empty() {
+        return Ok(());
+    }
+    let sql = format!(
+        "UPDATE processor_events SET error = v.column2
+         FROM (VALUES {}) AS v
+         WHERE processor_events.id = v.column1",
+        super::value_rows(1, super::list_len(notes.len()), 2)
+    );
+    on_exec!(ex, c => {
+        // Placeholders only: the values are bound.
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.as_str()));
+        for (event_id, note) in super::padded(notes) {
+            query = query.bind(*event_id).bind(*note);
+        }
+        query.execute(c).await.map(drop)
+    })?;
+    Ok(())
 }
 
 /// Events received before `before` and not applied yet, oldest first.

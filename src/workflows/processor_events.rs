@@ -535,42 +535,32 @@ async fn in_actors(state: &AppState, group: &[ForPayment], held: &[i64]) -> Flow
     let mut tx = state.db.begin().await?;
     let projects: Vec<i64> = work.iter().map(|(_, y, _)| y.project_id).collect();
     tx.lock_all(LockScope::Project, &projects).await?;
-    // Applied meanwhile by another instance, which took the same locks: left as they are.
-    let pending: Vec<&str> = work
+    // Claimed (marked applied) first: an event applied meanwhile by another instance, which
+    // took the same locks, is not claimed, and left as it is.
+    let claims: Vec<(&str, i64)> = work
         .iter()
-        .map(|(one, _, _)| one.event_id.as_str())
+        .map(|(one, y, _)| (one.event_id.as_str(), y.id))
         .collect();
-    let applied = processor_events::processed_among(tx.exec(), &pending).await?;
-    let mut marks = Vec::with_capacity(work.len());
+    let claimed = processor_events::claim_all(tx.exec(), &claims, now).await?;
+    let mut notes: Vec<(&str, &str)> = Vec::new();
     // Holds (the usual event) are applied together: those waiting are applied before any
     // other event's effects, so the effects keep the group's order.
-    let mut holds: Vec<(usize, escrow::Hold)> = Vec::new();
+    let mut holds: Vec<(&str, escrow::Hold)> = Vec::new();
     for (one, y, authorisation) in &work {
-        if applied.contains(&one.event_id) {
+        if !claimed.contains(&one.event_id) {
             continue;
         }
-        marks.push(processor_events::Processed {
-            event_id: &one.event_id,
-            payment_id: Some(y.id),
-            note: None,
-        });
-        let mark = marks.len() - 1;
         if let Some(hold) = as_hold(y, authorisation.as_ref()) {
-            holds.push((mark, hold));
+            holds.push((&one.event_id, hold));
             continue;
         }
-        hold_waiting(&mut tx, &mut holds, &mut marks, now).await?;
-        marks[mark].note = effects(&mut tx, &one.event, y, authorisation.as_ref(), now).await?;
+        hold_waiting(&mut tx, &mut holds, &mut notes, now).await?;
+        if let Some(note) = effects(&mut tx, &one.event, y, authorisation.as_ref(), now).await? {
+            notes.push((&one.event_id, note));
+        }
     }
-    hold_waiting(&mut tx, &mut holds, &mut marks, now).await?;
-    let marked = processor_events::mark_all_processed(tx.exec(), &marks, now).await?;
-    if marked != marks.len() as u64 {
-        // Cannot happen under the locks; were it to, nothing of this group is kept.
-        tx.rollback().await?;
-        return Err(FlowError::Internal(anyhow::anyhow!(
-            "processor events applied meanwhile"
-        )));
-    }
+    hold_waiting(&mut tx, &mut holds, &mut notes, now).await?;
+    processor_events::note_all(tx.exec(), &notes).await?;
     tx.commit().await?;
     state.outbox.wake();
     Ok(outcome)
@@ -589,21 +579,23 @@ fn as_hold<'a>(y: &'a Payment, authorisation: Option<&'a Authorised>) -> Option<
         })
 }
 
-/// Applies the `holds` waiting, together, and notes on their events' marks those whose
+/// Applies the `holds` waiting (by their events' ids), together, and notes the events whose
 /// payment was no longer pending.
-async fn hold_waiting(
+async fn hold_waiting<'a>(
     tx: &mut Tx,
-    holds: &mut Vec<(usize, escrow::Hold<'_>)>,
-    marks: &mut [processor_events::Processed<'_>],
+    holds: &mut Vec<(&'a str, escrow::Hold<'_>)>,
+    notes: &mut Vec<(&'a str, &'static str)>,
     now: DateTime<Utc>,
 ) -> FlowResult<()> {
     if holds.is_empty() {
         return Ok(());
     }
-    let (at, holds): (Vec<usize>, Vec<escrow::Hold>) = std::mem::take(holds).into_iter().unzip();
+    let (events, holds): (Vec<&str>, Vec<escrow::Hold>) = std::mem::take(holds).into_iter().unzip();
     let held = escrow::hold_all_locked_in_tx(tx, &holds, now).await?;
-    for (mark, held) in at.into_iter().zip(held) {
-        marks[mark].note = (!held).then_some("payment no longer pending");
+    for (event_id, held) in events.into_iter().zip(held) {
+        if !held {
+            notes.push((event_id, "payment no longer pending"));
+        }
     }
     Ok(())
 }

@@ -855,6 +855,53 @@ async fn concurrent_deliveries_of_one_event_store_it_once() {
     each_held_once(&m, &[&d]).await;
 }
 
+/// Applying claims its events first: only those not applied yet are marked and answered, so
+/// an event applied meanwhile elsewhere keeps its mark; a claimed event's note is kept.
+#[actix_web::test]
+async fn claiming_events_leaves_those_applied_meanwhile() {
+    let m = Market::open().await;
+    let d = deal(&m, "claim", [10.0, 10.0, 10.0]).await;
+    let y = d.first_payment;
+    let now = m.app.clock.now();
+    let received = |id: &str| processor_events::NewEvent {
+        id: id.into(),
+        kind: "payment_intent.canceled".into(),
+        payload: j!({"id": id}),
+        created: None,
+    };
+    let mut conn = m.app.db.conn().await.unwrap();
+    let events = [received("evt_claim_before"), received("evt_claim_now")];
+    let stored = processor_events::insert_all_new(conn.exec(), &events, now).await;
+    assert_eq!(stored.unwrap().len(), 2);
+    let elsewhere = processor_events::mark_processed(
+        conn.exec(),
+        "evt_claim_before",
+        Some(y),
+        Some("applied elsewhere"),
+        now,
+    );
+    assert!(elsewhere.await.unwrap());
+    drop(conn);
+
+    let mut tx = m.app.db.begin().await.unwrap();
+    let claims = [("evt_claim_before", y), ("evt_claim_now", y)];
+    let claimed = processor_events::claim_all(tx.exec(), &claims, now).await;
+    assert_eq!(claimed.unwrap(), vec!["evt_claim_now".to_owned()]);
+    let noted = [("evt_claim_now", "payment no longer pending")];
+    processor_events::note_all(tx.exec(), &noted).await.unwrap();
+    let again = processor_events::claim_all(tx.exec(), &claims, now).await;
+    assert!(again.unwrap().is_empty(), "claimed once");
+    tx.commit().await.unwrap();
+
+    let marked = "SELECT COUNT(*) FROM processor_events WHERE processed_at IS NOT NULL
+                  AND payment_id = $1 AND id = 'evt_claim_before' AND error = 'applied elsewhere'";
+    assert_eq!(m.count(marked, y).await, 1, "the earlier mark is kept");
+    let claimed = "SELECT COUNT(*) FROM processor_events WHERE processed_at IS NOT NULL
+                   AND payment_id = $1 AND id = 'evt_claim_now'
+                   AND error = 'payment no longer pending'";
+    assert_eq!(m.count(claimed, y).await, 1);
+}
+
 /// Waits until the deals' first payments are held and every stored event is applied, then
 /// checks that each payment was held once.
 async fn each_held_once(m: &Market, deals: &[&Deal]) {
