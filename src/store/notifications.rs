@@ -70,6 +70,7 @@ pub struct Stored {
     pub user_id: i64,
     #[sqlx(rename = "type")]
     pub kind: String,
+    pub event_id: Option<i64>,
 }
 
 /// Stores notifications in one statement (atomic without a transaction); those already
@@ -89,7 +90,7 @@ pub async fn insert_all(
          SELECT v.column1, v.column2, v.column3, v.column4, v.column5, FALSE, v.column6, $1
          FROM (VALUES {}) AS v
          WHERE EXISTS (SELECT 1 FROM users WHERE users.id = v.column1)
-         ON CONFLICT DO NOTHING RETURNING id, user_id, type",
+         ON CONFLICT DO NOTHING RETURNING id, user_id, type, event_id",
         super::value_rows(2, all.len(), 6)
     );
     Ok(on_exec!(ex, c => {

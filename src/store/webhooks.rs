@@ -26,6 +26,15 @@ pub async fn find(ex: Exec<'_>, user_id: i64) -> StoreResult<Option<WebhookConfi
     .await)?)
 }
 
+/// Whether any user's webhook is enabled and has an address.
+pub async fn any_active(ex: Exec<'_>) -> StoreResult<bool> {
+    Ok(on_exec!(ex, c => sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM webhook_configs WHERE enabled AND url IS NOT NULL)",
+    )
+    .fetch_one(c)
+    .await)?)
+}
+
 /// Of `user_ids`, those whose webhook is enabled and has an address, in one query.
 pub async fn active_among(ex: Exec<'_>, user_ids: &[i64]) -> StoreResult<Vec<i64>> {
     if user_ids.is_empty() {

@@ -184,6 +184,10 @@ fn entries_of(event: &Event) -> Vec<Entry> {
         .collect()
 }
 
+/// Most notifications stored in one statement (six values each, well within either engine's
+/// limit of bound values); a batch fanned out to many administrators takes several.
+const INSERTED_TOGETHER: usize = 1_000;
+
 /// Turns the `notify` array of any event into stored notifications, each pushed to its
 /// user's live sockets once stored.
 pub struct NotificationConsumer {
@@ -209,20 +213,28 @@ impl NotificationConsumer {
 
     /// Stores the event's notifications in one statement; how many were new.
     pub async fn store(&self, event: &Event) -> StoreResult<usize> {
-        let entries = entries_of(event);
+        self.store_all(&[event]).await
+    }
+
+    /// Stores the notifications of `events` in one statement; how many were new.
+    pub async fn store_all(&self, events: &[&Event]) -> StoreResult<usize> {
+        let entries: Vec<(i64, Entry)> = events
+            .iter()
+            .flat_map(|event| entries_of(event).into_iter().map(|e| (event.id, e)))
+            .collect();
         if entries.is_empty() {
             return Ok(0);
         }
         let now = self.clock.now();
         let mut conn = self.db.conn().await?;
-        let admins = if entries.iter().any(|e| e.to_admins) {
+        let admins = if entries.iter().any(|(_, e)| e.to_admins) {
             notifications::administrator_ids(conn.exec()).await?
         } else {
             Vec::new()
         };
         let empty = json!({});
         let mut all = Vec::new();
-        for entry in &entries {
+        for (event_id, entry) in &entries {
             let admins: &[i64] = if entry.to_admins { &admins } else { &[] };
             for &user_id in entry.user_id.iter().chain(admins) {
                 all.push(NewNotification {
@@ -231,20 +243,23 @@ impl NotificationConsumer {
                     title: &entry.title,
                     message: &entry.message,
                     data: entry.data.as_ref().unwrap_or(&empty),
-                    event_id: Some(event.id),
+                    event_id: Some(*event_id),
                 });
             }
         }
-        let mut stored = notifications::insert_all(conn.exec(), &all, now).await?;
+        let mut stored = Vec::with_capacity(all.len());
+        for rows in all.chunks(INSERTED_TOGETHER) {
+            stored.extend(notifications::insert_all(conn.exec(), rows, now).await?);
+        }
         drop(conn);
         // Pushed in the order stored; a user has one notification of a kind per event.
         stored.sort_by_key(|n| n.id);
         let frames: Vec<(i64, String)> = stored
             .iter()
             .filter_map(|s| {
-                let n = all
-                    .iter()
-                    .find(|n| n.user_id == s.user_id && n.kind == s.kind)?;
+                let n = all.iter().find(|n| {
+                    n.user_id == s.user_id && n.kind == s.kind && n.event_id == s.event_id
+                })?;
                 Some((
                     s.user_id,
                     frame(s.id, n.kind, n.title, n.message, n.data, now),
@@ -278,5 +293,16 @@ impl Consumer for NotificationConsumer {
     async fn handle(&self, event: &Event) -> anyhow::Result<()> {
         self.store(event).await?;
         Ok(())
+    }
+
+    /// A batch's notifications in one statement: stored all, or none (all retried).
+    async fn handle_all(&self, events: &[&Event]) -> Vec<anyhow::Result<()>> {
+        match self.store_all(events).await {
+            Ok(_) => events.iter().map(|_| Ok(())).collect(),
+            Err(e) => events
+                .iter()
+                .map(|_| Err(anyhow::anyhow!("notifications not stored: {e}")))
+                .collect(),
+        }
     }
 }

@@ -20,6 +20,25 @@ pub trait Consumer: Send + Sync + 'static {
     /// Whether this consumer acts on events of `kind`.
     fn wants(&self, kind: &str) -> bool;
     async fn handle(&self, event: &Event) -> anyhow::Result<()>;
+
+    /// Handles several events, in order, and answers one outcome each. One by one unless
+    /// the consumer can do the work of several together (fewer round trips).
+    async fn handle_all(&self, events: &[&Event]) -> Vec<anyhow::Result<()>> {
+        one_by_one(self, events).await
+    }
+}
+
+/// [`Consumer::handle`] of each of `events`, in order: what [`Consumer::handle_all`] does
+/// unless a consumer does better.
+pub async fn one_by_one<C: Consumer + ?Sized>(
+    consumer: &C,
+    events: &[&Event],
+) -> Vec<anyhow::Result<()>> {
+    let mut outcomes = Vec::with_capacity(events.len());
+    for event in events {
+        outcomes.push(consumer.handle(event).await);
+    }
+    outcomes
 }
 
 /// How long a claimed batch is reserved for the dispatcher that claimed it: long enough for
@@ -54,7 +73,8 @@ impl Dispatcher {
     }
 
     /// Delivers every due event once (up to a batch). The batch is claimed, and its events
-    /// marked dispatched, in one statement each; a consumer's delivery is recorded only when
+    /// marked dispatched, in one statement each; each consumer is handed the batch's events
+    /// it wants together (see [`Consumer::handle_all`]); a consumer's delivery is recorded only when
     /// another failed on the same event (so the retry skips it). After a crash before the
     /// mark, the lease runs out and the batch runs again: consumers are idempotent by event.
     pub async fn run_once(&self) -> StoreResult<Pass> {
@@ -69,62 +89,86 @@ impl Dispatcher {
             return Ok(pass);
         };
         let delivered = events::delivered_between(conn.exec(), first.id, last.id).await?;
+        let mut deliveries: Vec<Delivery> = claimed
+            .iter()
+            .map(|event| Delivery {
+                event,
+                done: delivered
+                    .iter()
+                    .filter(|(id, _)| *id == event.id)
+                    .map(|(_, consumer)| consumer.clone())
+                    .collect(),
+                succeeded: Vec::new(),
+                first_error: None,
+            })
+            .collect();
+        for consumer in self.consumers.iter() {
+            self.deliver(consumer.as_ref(), &mut deliveries).await;
+        }
         let mut dispatched = Vec::with_capacity(claimed.len());
-        for event in &claimed {
-            let done: Vec<&str> = delivered
-                .iter()
-                .filter(|(id, _)| *id == event.id)
-                .map(|(_, consumer)| consumer.as_str())
-                .collect();
-            match self.deliver(&mut conn, event, &done).await? {
-                None => dispatched.push(event.id),
-                Some(error) => {
-                    let retry_at = self.clock.now() + backoff(event.attempts);
-                    events::mark_failed(conn.exec(), event.id, &error, retry_at).await?;
-                    pass.failed += 1;
-                }
+        for delivery in deliveries {
+            let event = delivery.event;
+            let Some(error) = delivery.first_error else {
+                dispatched.push(event.id);
+                continue;
+            };
+            // Those that succeeded are recorded, so the retry does not run them again.
+            for name in delivery.succeeded {
+                events::mark_delivered(conn.exec(), event.id, name, self.clock.now()).await?;
             }
+            let retry_at = self.clock.now() + backoff(event.attempts);
+            events::mark_failed(conn.exec(), event.id, &error, retry_at).await?;
+            pass.failed += 1;
         }
         events::mark_dispatched(conn.exec(), &dispatched, self.clock.now()).await?;
         pass.dispatched = dispatched.len();
         Ok(pass)
     }
 
-    /// Runs the consumers that have not handled the event yet; the first error, if any. When
-    /// one fails, those that succeeded are recorded so that the retry does not run them again.
-    async fn deliver(
-        &self,
-        conn: &mut crate::store::Conn,
-        event: &Event,
-        done: &[&str],
-    ) -> StoreResult<Option<String>> {
-        let mut succeeded = Vec::new();
-        let mut first_error = None;
-        for consumer in self.consumers.iter() {
-            if !consumer.wants(&event.kind) || done.contains(&consumer.name()) {
-                continue;
-            }
-            match consumer.handle(event).await {
-                Ok(()) => succeeded.push(consumer.name()),
+    /// Hands `consumer` the events of the batch it wants and has not handled yet, together,
+    /// and notes on each delivery how it went.
+    async fn deliver(&self, consumer: &dyn Consumer, deliveries: &mut [Delivery<'_>]) {
+        let due: Vec<&mut Delivery> = deliveries
+            .iter_mut()
+            .filter(|d| {
+                consumer.wants(&d.event.kind) && !d.done.iter().any(|c| c == consumer.name())
+            })
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        let events: Vec<&Event> = due.iter().map(|d| d.event).collect();
+        let mut outcomes = consumer.handle_all(&events).await.into_iter();
+        for delivery in due {
+            let outcome = outcomes
+                .next()
+                .unwrap_or_else(|| Err(anyhow::anyhow!("no outcome for the event")));
+            match outcome {
+                Ok(()) => delivery.succeeded.push(consumer.name()),
                 Err(err) => {
                     tracing::warn!(
-                        event_id = event.id,
-                        kind = %event.kind,
+                        event_id = delivery.event.id,
+                        kind = %delivery.event.kind,
                         consumer = consumer.name(),
                         error = %format!("{err:#}"),
                         "event consumer failed; will retry"
                     );
-                    first_error.get_or_insert_with(|| format!("{}: {err:#}", consumer.name()));
+                    delivery
+                        .first_error
+                        .get_or_insert_with(|| format!("{}: {err:#}", consumer.name()));
                 }
             }
         }
-        if first_error.is_some() {
-            for name in succeeded {
-                events::mark_delivered(conn.exec(), event.id, name, self.clock.now()).await?;
-            }
-        }
-        Ok(first_error)
     }
+}
+
+/// One event of a batch on its way through the consumers.
+struct Delivery<'a> {
+    event: &'a Event,
+    /// Consumers that handled it on an earlier attempt.
+    done: Vec<String>,
+    succeeded: Vec<&'static str>,
+    first_error: Option<String>,
 }
 
 /// 2^attempts seconds, at most an hour.

@@ -182,3 +182,87 @@ async fn two_dispatchers_deliver_each_event_once() {
     seen.sort();
     assert_eq!(seen, ids);
 }
+
+/// Takes a batch's events in one call; fails those of `failing`, once each.
+struct BatchRecorder {
+    batches: std::sync::Mutex<Vec<Vec<i64>>>,
+    failing: std::sync::Mutex<Vec<i64>>,
+}
+
+#[async_trait]
+impl Consumer for BatchRecorder {
+    fn name(&self) -> &'static str {
+        "batch"
+    }
+    fn wants(&self, kind: &str) -> bool {
+        kind.starts_with("test.")
+    }
+    async fn handle(&self, _event: &Event) -> anyhow::Result<()> {
+        anyhow::bail!("handed one by one")
+    }
+    async fn handle_all(&self, events: &[&Event]) -> Vec<anyhow::Result<()>> {
+        let ids: Vec<i64> = events.iter().map(|e| e.id).collect();
+        self.batches.lock().unwrap().push(ids.clone());
+        let mut failing = self.failing.lock().unwrap();
+        ids.iter()
+            .map(|id| match failing.iter().position(|f| f == id) {
+                Some(at) => {
+                    failing.remove(at);
+                    Err(anyhow::anyhow!("event {id} refused"))
+                }
+                None => Ok(()),
+            })
+            .collect()
+    }
+}
+
+#[actix_web::test]
+async fn a_batch_reaches_a_consumer_together_and_a_failure_holds_back_only_its_event() {
+    let (db, _dir) = fresh_db().await;
+    let clock = Clock::system();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(record(&db, &clock, true).await);
+    }
+    let batch = Arc::new(BatchRecorder {
+        batches: Default::default(),
+        failing: std::sync::Mutex::new(vec![ids[1]]),
+    });
+    let steady = Recorder::new("steady", 0);
+    let dispatcher = Dispatcher::new(
+        db.clone(),
+        clock.clone(),
+        vec![batch.clone(), steady.clone()],
+    );
+
+    assert_eq!(
+        dispatcher.run_once().await.unwrap(),
+        Pass {
+            dispatched: 2,
+            failed: 1,
+            more: false,
+        }
+    );
+    assert_eq!(
+        *batch.batches.lock().unwrap(),
+        vec![ids.clone()],
+        "one call, in order"
+    );
+    assert_eq!(steady.seen(), ids, "the other consumer had every event");
+
+    clock.advance(chrono::Duration::seconds(5));
+    assert_eq!(
+        dispatcher.run_once().await.unwrap(),
+        Pass {
+            dispatched: 1,
+            failed: 0,
+            more: false,
+        }
+    );
+    assert_eq!(
+        *batch.batches.lock().unwrap(),
+        vec![ids.clone(), vec![ids[1]]],
+        "only the failed event again"
+    );
+    assert_eq!(steady.seen(), ids, "and not to the consumer that had it");
+}

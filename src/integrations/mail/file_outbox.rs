@@ -29,17 +29,23 @@ fn unique_stem() -> String {
     format!("{now}-{:016x}", rand::random::<u64>())
 }
 
-async fn write_atomically(dir: &Path, stem: &str, contents: &[u8]) -> std::io::Result<PathBuf> {
-    tokio::fs::create_dir_all(dir).await?;
+async fn write_atomically(dir: &Path, stem: &str, contents: Vec<u8>) -> std::io::Result<PathBuf> {
     let temporary = dir.join(format!(".{stem}.tmp"));
     let path = dir.join(format!("{stem}.eml"));
-    tokio::fs::write(&temporary, contents).await?;
-    if let Err(error) = tokio::fs::rename(&temporary, &path).await {
-        // Do not leave the partial file behind; the rename error is the one that matters.
-        let _ = tokio::fs::remove_file(&temporary).await;
-        return Err(error);
-    }
-    Ok(path)
+    // One trip to the blocking pool for the whole write, not one for each call.
+    let dir = dir.to_owned();
+    tokio::task::spawn_blocking(move || {
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(&temporary, contents)?;
+        if let Err(error) = std::fs::rename(&temporary, &path) {
+            // Do not leave the partial file behind; the rename error is the one that matters.
+            let _ = std::fs::remove_file(&temporary);
+            return Err(error);
+        }
+        Ok(path)
+    })
+    .await
+    .map_err(std::io::Error::other)?
 }
 
 #[async_trait::async_trait]
@@ -57,7 +63,7 @@ impl MailTransport for FileOutbox {
                 .collect(),
             None => unique_stem(),
         };
-        let path = write_atomically(&self.dir, &stem, &contents)
+        let path = write_atomically(&self.dir, &stem, contents)
             .await
             .map_err(MailError::Outbox)?;
         tracing::debug!(to = %email.to, file = %path.display(), "mail written to the outbox");
