@@ -551,39 +551,29 @@ async fn count(state: &AppState, sql: &'static str, id: i64) -> anyhow::Result<i
 }
 
 /// Waits (10 ms polls, 5 minutes at most) until no stored event waits to be applied: every
-/// post has been answered by then, so every new event is stored. The poll reads the index of
-/// events not applied, so it costs the database little while the burst runs.
+/// post has been answered by then, so every new event is stored.
 async fn wait_applied(state: &AppState) -> anyhow::Result<()> {
-    for _ in 0..30_000 {
-        let waiting = count(
-            state,
-            "SELECT COUNT(*) FROM processor_events WHERE processed_at IS NULL AND $1 = $1",
-            0,
-        )
-        .await?;
-        if waiting == 0 {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    anyhow::bail!("events not applied in time")
+    let waiting = "SELECT COUNT(*) FROM processor_events WHERE processed_at IS NULL AND $1 = $1";
+    wait_none(state, waiting, "events not applied in time").await
 }
 
 /// Waits (10 ms polls, 5 minutes at most) until the outbox has delivered every event.
 async fn wait_dispatched(state: &AppState) -> anyhow::Result<()> {
+    let waiting = "SELECT COUNT(*) FROM events WHERE dispatched_at IS NULL AND $1 = $1";
+    wait_none(state, waiting, "events not delivered in time").await
+}
+
+/// Polls the count `waiting` (10 ms apart, 5 minutes at most) until it is 0. Both counts
+/// read an index of the rows still waiting, so polling costs the database little while a
+/// burst runs.
+async fn wait_none(state: &AppState, waiting: &'static str, late: &str) -> anyhow::Result<()> {
     for _ in 0..30_000 {
-        let waiting = count(
-            state,
-            "SELECT COUNT(*) FROM events WHERE dispatched_at IS NULL AND $1 = $1",
-            0,
-        )
-        .await?;
-        if waiting == 0 {
+        if count(state, waiting, 0).await? == 0 {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    anyhow::bail!("events not delivered in time")
+    anyhow::bail!("{late}")
 }
 
 async fn wait_held(state: &AppState, payment_id: i64) -> anyhow::Result<()> {
