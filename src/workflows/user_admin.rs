@@ -259,12 +259,15 @@ pub async fn suspend(
 }
 
 /// Sets a new password (policy checked), ends every session and tells the user by e-mail.
+/// Not an administrator's own: that needs the current password (`POST /api/users/me/change-password`),
+/// so a stolen token cannot take the account over.
 pub async fn change_password(
     state: &AppState,
     admin_id: i64,
     id: i64,
     new_password: &str,
 ) -> FlowResult<()> {
+    refuse_self(admin_id, id, "set the password of")?;
     check_password_policy(new_password).map_err(|e| FlowError::invalid("new_password", e))?;
     let hash = passwords::hash(new_password.to_owned(), state.settings.bcrypt_cost).await?;
     let now = state.clock.now();

@@ -245,6 +245,22 @@ async fn an_administrator_sets_a_password_and_recontacts_a_company() {
         StatusCode::OK
     );
     mail_with_subject(&m, &company.email, "changed by an administrator").await;
+    // Not their own password: that needs the current one, so a stolen token cannot take the
+    // account over (nor end the administrator's own sessions).
+    let r = admin_put(
+        &m,
+        &format!("/api/admin/users/{}/change-password", m.admin_id),
+        j!({"new_password": "N3w-Secret!"}),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    assert_eq!(code(&json(r).await), "CANNOT_TARGET_SELF");
+    let r = m.as_admin(Method::GET, "/api/users/me", None).await;
+    assert_eq!(
+        r.status(),
+        StatusCode::OK,
+        "the administrator's session lives on"
+    );
 
     let r = m
         .as_admin(

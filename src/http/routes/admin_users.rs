@@ -285,7 +285,8 @@ pub struct AdminPasswordRequest {
     pub new_password: String,
 }
 
-/// Sets a new password (policy checked), ends the user's sessions and e-mails them.
+/// Sets a new password (policy checked), ends the user's sessions and e-mails them. Not the
+/// caller's own (`CANNOT_TARGET_SELF`): that goes through `/api/users/me/change-password`.
 #[utoipa::path(
     tag = "admin",
     params(("user_id" = i64, Path)),
@@ -294,7 +295,7 @@ pub struct AdminPasswordRequest {
     responses(
         (status = 200, body = Message),
         (status = 403, body = ErrorBody),
-        (status = 409, body = ErrorBody, description = "`USER_DELETED`"),
+        (status = 409, body = ErrorBody, description = "`USER_DELETED`, `CANNOT_TARGET_SELF`"),
     )
 )]
 #[put("/api/admin/users/{user_id}/change-password")]
