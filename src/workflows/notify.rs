@@ -25,7 +25,7 @@ use crate::store::events::Event;
 use crate::store::notifications::{self, NewNotification};
 use crate::store::{Db, Exec, StoreResult};
 use crate::workflows::error::{FlowError, FlowResult};
-use crate::workflows::outbox::Consumer;
+use crate::workflows::outbox::{self, Consumer};
 
 /// The payload key whose array the consumer turns into notifications.
 pub const NOTIFY_KEY: &str = "notify";
@@ -216,7 +216,8 @@ impl NotificationConsumer {
         self.store_all(&[event]).await
     }
 
-    /// Stores the notifications of `events` in one statement; how many were new.
+    /// Stores the notifications of `events` in one statement (one per
+    /// [`INSERTED_TOGETHER`] rows); how many were new.
     pub async fn store_all(&self, events: &[&Event]) -> StoreResult<usize> {
         let entries: Vec<(i64, Entry)> = events
             .iter()
@@ -295,14 +296,14 @@ impl Consumer for NotificationConsumer {
         Ok(())
     }
 
-    /// A batch's notifications in one statement: stored all, or none (all retried).
+    /// A batch's notifications stored together; a failure fails (and retries) them all.
     async fn handle_all(&self, events: &[&Event]) -> Vec<anyhow::Result<()>> {
-        match self.store_all(events).await {
-            Ok(_) => events.iter().map(|_| Ok(())).collect(),
-            Err(e) => events
-                .iter()
-                .map(|_| Err(anyhow::anyhow!("notifications not stored: {e}")))
-                .collect(),
-        }
+        let stored = self.store_all(events).await;
+        outbox::alike(
+            events,
+            stored
+                .map(drop)
+                .map_err(|e| format!("notifications not stored: {e}")),
+        )
     }
 }

@@ -41,6 +41,15 @@ pub async fn one_by_one<C: Consumer + ?Sized>(
     outcomes
 }
 
+/// The same outcome for each of `events`: what a consumer that handled them together (or
+/// could not start) answers from [`Consumer::handle_all`].
+pub fn alike(events: &[&Event], outcome: Result<(), String>) -> Vec<anyhow::Result<()>> {
+    events
+        .iter()
+        .map(|_| outcome.clone().map_err(anyhow::Error::msg))
+        .collect()
+}
+
 /// How long a claimed batch is reserved for the dispatcher that claimed it: long enough for
 /// its consumers to get through `BATCH` events (a lease that runs out only repeats idempotent
 /// work), short enough that a crashed dispatcher's events wait little.
@@ -74,9 +83,10 @@ impl Dispatcher {
 
     /// Delivers every due event once (up to a batch). The batch is claimed, and its events
     /// marked dispatched, in one statement each; each consumer is handed the batch's events
-    /// it wants together (see [`Consumer::handle_all`]); a consumer's delivery is recorded only when
-    /// another failed on the same event (so the retry skips it). After a crash before the
-    /// mark, the lease runs out and the batch runs again: consumers are idempotent by event.
+    /// it wants together ([`Consumer::handle_all`]). A consumer's delivery is recorded only
+    /// when another failed on the same event (so the retry skips it). After a crash before
+    /// the mark, the lease runs out and the batch runs again: consumers are idempotent by
+    /// event.
     pub async fn run_once(&self) -> StoreResult<Pass> {
         let mut conn = self.db.conn().await?;
         let now = self.clock.now();
@@ -96,7 +106,7 @@ impl Dispatcher {
                 done: delivered
                     .iter()
                     .filter(|(id, _)| *id == event.id)
-                    .map(|(_, consumer)| consumer.clone())
+                    .map(|(_, consumer)| consumer.as_str())
                     .collect(),
                 succeeded: Vec::new(),
                 first_error: None,
@@ -130,9 +140,7 @@ impl Dispatcher {
     async fn deliver(&self, consumer: &dyn Consumer, deliveries: &mut [Delivery<'_>]) {
         let due: Vec<&mut Delivery> = deliveries
             .iter_mut()
-            .filter(|d| {
-                consumer.wants(&d.event.kind) && !d.done.iter().any(|c| c == consumer.name())
-            })
+            .filter(|d| consumer.wants(&d.event.kind) && !d.done.contains(&consumer.name()))
             .collect();
         if due.is_empty() {
             return;
@@ -166,7 +174,7 @@ impl Dispatcher {
 struct Delivery<'a> {
     event: &'a Event,
     /// Consumers that handled it on an earlier attempt.
-    done: Vec<String>,
+    done: Vec<&'a str>,
     succeeded: Vec<&'static str>,
     first_error: Option<String>,
 }

@@ -259,8 +259,8 @@ pub async fn suspend(
 }
 
 /// Sets a new password (policy checked), ends every session and tells the user by e-mail.
-/// Not an administrator's own: that needs the current password (`POST /api/users/me/change-password`),
-/// so a stolen token cannot take the account over.
+/// Not an administrator's own: that needs the current password
+/// (`POST /api/users/me/change-password`), so a stolen token cannot take the account over.
 pub async fn change_password(
     state: &AppState,
     admin_id: i64,

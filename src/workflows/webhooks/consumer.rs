@@ -114,15 +114,9 @@ impl Consumer for WebhookConsumer {
             Err(e) => Err(e),
         };
         match any {
-            Ok(false) => return events.iter().map(|_| Ok(())).collect(),
-            Ok(true) => {}
-            Err(e) => {
-                return events
-                    .iter()
-                    .map(|_| Err(anyhow::anyhow!("webhook receivers not read: {e}")))
-                    .collect();
-            }
+            Ok(true) => outbox::one_by_one(self, events).await,
+            Ok(false) => outbox::alike(events, Ok(())),
+            Err(e) => outbox::alike(events, Err(format!("webhook receivers not read: {e}"))),
         }
-        outbox::one_by_one(self, events).await
     }
 }
