@@ -7,13 +7,14 @@
 //! `(event id, index)`, so a retry after a partial failure resends only what did not go.
 
 use async_trait::async_trait;
+use futures_util::StreamExt as _;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::integrations::cache::Cache;
-use crate::integrations::mail::{Mailer, Template};
+use crate::integrations::mail::{Mailer, SENDS_AT_ONCE, Template};
 use crate::store::events::Event;
 use crate::workflows::outbox::Consumer;
 
@@ -93,17 +94,14 @@ impl Consumer for EmailConsumer {
         Ok(())
     }
 
-    /// A batch's messages go out [`SENT_TOGETHER`] events at a time: they do not depend on
-    /// one another, and each waits on the mail server or the disk rather than on a core.
+    /// A batch's events are sent [`SENDS_AT_ONCE`] at a time, the next starting as soon as
+    /// one is done: they do not depend on one another, and each waits on the mail server or
+    /// the disk rather than on a core.
     async fn handle_all(&self, events: &[&Event]) -> Vec<anyhow::Result<()>> {
-        let mut outcomes = Vec::with_capacity(events.len());
-        for together in events.chunks(SENT_TOGETHER) {
-            let sending = together.iter().map(|event| self.handle(event));
-            outcomes.extend(futures_util::future::join_all(sending).await);
-        }
-        outcomes
+        let sends: Vec<_> = events.iter().map(|event| self.handle(event)).collect();
+        futures_util::stream::iter(sends)
+            .buffered(SENDS_AT_ONCE)
+            .collect()
+            .await
     }
 }
-
-/// Events whose messages are sent at once by [`EmailConsumer::handle_all`].
-const SENT_TOGETHER: usize = 8;

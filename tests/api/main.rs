@@ -25,6 +25,8 @@ mod profiles;
 mod projects;
 mod realtime;
 mod reviews;
+mod smtp;
+mod smtp_server;
 mod store;
 mod system;
 mod timers;
