@@ -20,6 +20,8 @@
 //! workflows directly and is not measured. It measures and prints; it asserts nothing.
 //! Run it with `cargo bench --bench escrow`; without `--bench` it does nothing.
 
+#[path = "../tests/api/smtp_server.rs"]
+mod smtp_server;
 mod support;
 
 use std::collections::HashMap;
@@ -39,7 +41,8 @@ use marketplace::store::projects::{self, NewProject};
 use marketplace::workflows::{accounts, payments as payment_flow};
 use serde_json::{Value, json};
 use support::{
-    FreshPostgres, cpu_ticks, cpu_use, env_number, env_text, load_average, lowercase_token,
+    FreshPostgres, cpu_by_thread, cpu_split, cpu_ticks, cpu_use, env_number, env_text,
+    load_average, lowercase_token,
 };
 
 const PASSWORD: &str = "Bench-Passw0rd!";
@@ -50,6 +53,7 @@ struct Config {
     releases: usize,
     disputes: usize,
     postgres_admin_url: Option<String>,
+    redis_url: Option<String>,
 }
 
 fn main() {
@@ -63,6 +67,7 @@ fn main() {
         releases: env_number("BENCH_RELEASES", 30, 1, 10_000) as usize,
         disputes: env_number("BENCH_DISPUTES", 20, 1, 10_000) as usize,
         postgres_admin_url: env_text("BENCH_DATABASE_URL"),
+        redis_url: env_text("REDIS_URL"),
     };
     println!(
         "== escrow benchmark, load average before = {}",
@@ -74,7 +79,11 @@ fn main() {
     }
     actix_web::rt::System::new().block_on(async {
         for postgres in engines {
-            let label = if postgres { "postgres" } else { "sqlite" };
+            let label = match (postgres, config.redis_url.is_some()) {
+                (false, _) => "sqlite",
+                (true, false) => "postgres",
+                (true, true) => "postgres + redis",
+            };
             println!("\n== {label}");
             if let Err(err) = run_engine(postgres, &config).await {
                 println!("{label}: failed: {err:#}");
@@ -89,6 +98,9 @@ async fn run_engine(postgres: bool, config: &Config) -> anyhow::Result<()> {
     let mut vars: HashMap<&str, String> = HashMap::new();
     vars.insert("BIND_ADDR", "127.0.0.1:0".into());
     vars.insert("DATA_DIR", data.path().display().to_string());
+    // E-mail leaves over SMTP, as in production (the file outbox, the default without it,
+    // is a stand-in for development and tests).
+    vars.insert("SMTP_URL", format!("smtp://127.0.0.1:{}", smtp_server()?));
     vars.insert("BCRYPT_COST", "4".into());
     vars.insert("WORKERS", "2".into());
     vars.insert("RATE_LIMIT_PER_MINUTE", "0".into());
@@ -97,6 +109,10 @@ async fn run_engine(postgres: bool, config: &Config) -> anyhow::Result<()> {
         (Some(admin), true) => {
             let db = FreshPostgres::create(admin).await?;
             vars.insert("DATABASE_URL", db.url.clone());
+            // Production runs PostgreSQL with Redis (the e-mails' sent markers live there).
+            if let Some(redis) = &config.redis_url {
+                vars.insert("REDIS_URL", redis.clone());
+            }
             Some(db)
         }
         _ => None,
@@ -110,11 +126,37 @@ async fn run_engine(postgres: bool, config: &Config) -> anyhow::Result<()> {
 
     let result = measure(&state, &base, config).await;
     server.stop(false).await;
+    // Every key of this run is under its own prefix; some would otherwise stay for weeks.
+    // The outbox finishes first, or its last e-mails' markers would come after.
+    let _ = wait_dispatched(&state).await;
+    if let Err(err) = state.cache.delete_prefix("").await {
+        println!("the run's cache keys were not deleted: {err}");
+    }
     state.db.close().await;
     if let Some(db) = database {
         db.drop_database().await;
     }
     result
+}
+
+/// Starts an SMTP server that accepts every message (the tests' one) on a thread and
+/// runtime of its own, like a mail server on another machine; answers its port.
+fn smtp_server() -> anyhow::Result<u16> {
+    let (port, started) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("bench-smtp".into())
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("the SMTP server's runtime");
+            runtime.block_on(async {
+                let (_server, listening) = smtp_server::SmtpServer::start().await;
+                let _ = port.send(listening);
+                std::future::pending::<()>().await;
+            });
+        })?;
+    Ok(started.recv()?)
 }
 
 async fn measure(state: &AppState, base: &str, config: &Config) -> anyhow::Result<()> {
@@ -144,6 +186,7 @@ async fn measure(state: &AppState, base: &str, config: &Config) -> anyhow::Resul
     // Duplicates are answered without being applied again: their line reports the answers.
     for round in ["new events", "duplicates"] {
         let cpu_before = cpu_ticks();
+        let threads_before = cpu_by_thread();
         let started = Instant::now();
         let errors = post_all(base, &events, &secret, config.clients).await;
         let posted = started.elapsed();
@@ -176,6 +219,10 @@ async fn measure(state: &AppState, base: &str, config: &Config) -> anyhow::Resul
                 settled.as_secs_f64(),
                 events.len() as f64 / settled.as_secs_f64(),
                 cpu_use(cpu_before, cpu_ticks(), events.len()),
+            );
+            println!(
+                "  CPU per event, by thread: {}",
+                cpu_split(&threads_before, &cpu_by_thread(), events.len())
             );
         }
     }
@@ -502,7 +549,9 @@ async fn post_all(base: &str, events: &[String], secret: &str, clients: usize) -
         .collect();
     let secret = secret.to_owned();
     let (done, errors) = tokio::sync::oneshot::channel();
-    std::thread::spawn(move || {
+    // Named, so that the bench's CPU split shows the senders apart from the service.
+    let senders = std::thread::Builder::new().name("bench-senders".into());
+    let _ = senders.spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
