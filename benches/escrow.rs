@@ -109,7 +109,7 @@ async fn run_engine(postgres: bool, config: &Config) -> anyhow::Result<()> {
         (Some(admin), true) => {
             let db = FreshPostgres::create(admin).await?;
             vars.insert("DATABASE_URL", db.url.clone());
-            // Production runs PostgreSQL with Redis (the e-mails' sent markers live there).
+            // Production runs PostgreSQL with Redis (notifications are published there).
             if let Some(redis) = &config.redis_url {
                 vars.insert("REDIS_URL", redis.clone());
             }
@@ -127,7 +127,7 @@ async fn run_engine(postgres: bool, config: &Config) -> anyhow::Result<()> {
     let result = measure(&state, &base, config).await;
     server.stop(false).await;
     // Every key of this run is under its own prefix; some would otherwise stay for weeks.
-    // The outbox finishes first, or its last e-mails' markers would come after.
+    // The outbox finishes first, or its last keys would come after.
     let _ = wait_dispatched(&state).await;
     if let Err(err) = state.cache.delete_prefix("").await {
         println!("the run's cache keys were not deleted: {err}");
@@ -219,6 +219,13 @@ async fn measure(state: &AppState, base: &str, config: &Config) -> anyhow::Resul
                 settled.as_secs_f64(),
                 events.len() as f64 / settled.as_secs_f64(),
                 cpu_use(cpu_before, cpu_ticks(), events.len()),
+            );
+            // The e-mails have a queue of their own, sent at the mail server's pace.
+            wait_mailed(state).await?;
+            println!(
+                "  e-mails sent after {:.2} s → {:.0} events/s",
+                started.elapsed().as_secs_f64(),
+                events.len() as f64 / started.elapsed().as_secs_f64(),
             );
             println!(
                 "  CPU per event, by thread: {}",
@@ -607,6 +614,11 @@ async fn wait_applied(state: &AppState) -> anyhow::Result<()> {
 }
 
 /// Waits (10 ms polls, 5 minutes at most) until the outbox has delivered every event.
+async fn wait_mailed(state: &AppState) -> anyhow::Result<()> {
+    let waiting = "SELECT COUNT(*) FROM mail_queue WHERE sent_at IS NULL AND $1 = $1";
+    wait_none(state, waiting, "e-mails not sent in time").await
+}
+
 async fn wait_dispatched(state: &AppState) -> anyhow::Result<()> {
     let waiting = "SELECT COUNT(*) FROM events WHERE dispatched_at IS NULL AND $1 = $1";
     wait_none(state, waiting, "events not delivered in time").await

@@ -71,6 +71,10 @@ impl Application {
         let realtime = crate::integrations::realtime::Realtime::start(cache.clone())
             .await
             .context("cannot subscribe to the real-time channel")?;
+        // Started before the outbox, whose e-mail consumer wakes it.
+        let mail_sender =
+            crate::workflows::emails::MailSender::new(db.clone(), clock.clone(), mailer.clone())
+                .start(&jobs, std::time::Duration::from_secs(1));
         let dispatcher = Dispatcher::new(
             db.clone(),
             clock.clone(),
@@ -80,8 +84,9 @@ impl Application {
                         .pushing_to(realtime.clone()),
                 ) as Arc<dyn crate::workflows::outbox::Consumer>,
                 Arc::new(crate::workflows::emails::EmailConsumer::new(
-                    mailer.clone(),
-                    cache.clone(),
+                    db.clone(),
+                    clock.clone(),
+                    mail_sender.clone(),
                 )),
                 Arc::new(crate::workflows::crm::CrmConsumer::new(crm_service.clone())),
                 Arc::new(crate::workflows::webhooks::WebhookConsumer::new(
@@ -102,6 +107,7 @@ impl Application {
             mailer,
             clock,
             outbox,
+            mail_sender,
             processor,
             project_actors: actors::Registry::new("project", actors::RegistryConfig::default()),
             payment_actors: actors::Registry::new("payment", actors::RegistryConfig::default()),

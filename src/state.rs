@@ -25,6 +25,9 @@ pub struct AppState {
     /// The outbox dispatcher (DESIGN §4): `wake()` it after a commit that wrote events;
     /// `trigger()` runs a pass and waits for it.
     pub outbox: actors::PeriodicHandle,
+    /// The mail sender (`workflows::emails`): the outbox's e-mail consumer wakes it after
+    /// queuing messages.
+    pub mail_sender: actors::PeriodicHandle,
     /// The processor client, webhook secret and publishable key; the sandbox when it is the
     /// processor.
     pub processor: Arc<ProcessorSetup>,

@@ -117,16 +117,25 @@ pub async fn metrics(
         "Idle database connections.",
         idle as f64,
     );
-    if let Ok(mut conn) = state.db.conn().await
-        && let Ok(pending) = crate::store::events::pending_count(conn.exec()).await
-    {
-        render_single(
-            &mut out,
-            "outbox_pending_events",
-            "gauge",
-            "Events not yet dispatched.",
-            pending as f64,
-        );
+    if let Ok(mut conn) = state.db.conn().await {
+        if let Ok(pending) = crate::store::events::pending_count(conn.exec()).await {
+            render_single(
+                &mut out,
+                "outbox_pending_events",
+                "gauge",
+                "Events not yet dispatched.",
+                pending as f64,
+            );
+        }
+        if let Ok(unsent) = crate::store::mail_queue::unsent_count(conn.exec()).await {
+            render_single(
+                &mut out,
+                "mail_queue_unsent",
+                "gauge",
+                "E-mails queued and not sent yet.",
+                unsent as f64,
+            );
+        }
     }
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")

@@ -25,6 +25,7 @@ pub mod disputes;
 pub mod documents;
 pub mod events;
 pub mod invitations;
+pub mod mail_queue;
 pub mod milestones;
 pub mod notifications;
 pub mod payments;

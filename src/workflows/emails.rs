@@ -1,28 +1,27 @@
 //! Transactional e-mail through the outbox: a transition lists the e-mails it causes in its
-//! event's `email` array, and [`EmailConsumer`] sends them after commit, so an e-mail goes
-//! out only for a change that happened.
+//! event's `email` array, so an e-mail goes out only for a change that happened.
 //!
 //! An entry is `{"to": "<address>", "template": "<template name>", "context": {…}}`; build it
-//! with [`email`]. Delivery is at least once: each sent entry is remembered in the cache by
-//! `(event id, index)`, so a retry after a partial failure resends only what did not go.
+//! with [`email`]. [`EmailConsumer`] queues an event's entries (`store::mail_queue`), and the
+//! [`MailSender`] sends them at the mail server's pace: a message waits on the server for
+//! several round trips, and notifications and webhooks should not wait with it. Delivery is
+//! at least once: a message is marked sent after the server took it, and one claimed by a
+//! sender that stopped midway is sent again, under the same idempotency key, once its lease
+//! runs out.
 
 use async_trait::async_trait;
-use futures_util::StreamExt as _;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use std::sync::Arc;
-use std::time::Duration;
 
-use crate::integrations::cache::Cache;
+use crate::clock::Clock;
 use crate::integrations::mail::{Mailer, SENDS_AT_ONCE, Template};
 use crate::store::events::Event;
-use crate::workflows::outbox::Consumer;
+use crate::store::mail_queue::{self, NewMail, QueuedMail};
+use crate::store::{Db, StoreResult};
+use crate::workflows::outbox::{Consumer, backoff};
 
-/// The payload key whose array the consumer sends.
+/// The payload key whose array the consumer queues.
 pub const EMAIL_KEY: &str = "email";
-
-/// How long a sent entry is remembered (longer than any retry of its event).
-const SENT_MEMORY: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// An `email` entry.
 pub fn email(to: &str, template: Template, context: Value) -> Value {
@@ -37,15 +36,51 @@ struct Entry {
     context: Value,
 }
 
+/// Queues the e-mails of the outbox's events and wakes the [`MailSender`].
 pub struct EmailConsumer {
-    mailer: Mailer,
-    cache: Arc<dyn Cache>,
+    db: Db,
+    clock: Clock,
+    sender: actors::PeriodicHandle,
 }
 
 impl EmailConsumer {
-    pub fn new(mailer: Mailer, cache: Arc<dyn Cache>) -> Self {
-        Self { mailer, cache }
+    pub fn new(db: Db, clock: Clock, sender: actors::PeriodicHandle) -> Self {
+        Self { db, clock, sender }
     }
+}
+
+/// The well-formed entries of `event`'s `email` list, with their positions; a malformed
+/// entry or an unknown template is logged and left out (a retry cannot fix it).
+fn entries(event: &Event) -> Vec<(i64, Entry)> {
+    let Some(list) = event.payload.0.get(EMAIL_KEY).and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    let mut entries = Vec::with_capacity(list.len());
+    for (index, raw) in list.iter().enumerate() {
+        let entry = match Entry::deserialize(raw) {
+            Ok(entry) => entry,
+            Err(error) => {
+                tracing::warn!(event_id = event.id, index, %error, "malformed email entry; skipped");
+                continue;
+            }
+        };
+        if Template::from_name(&entry.template).is_none() {
+            tracing::warn!(event_id = event.id, index, template = %entry.template, "unknown e-mail template; skipped");
+            continue;
+        }
+        entries.push((index as i64, entry));
+    }
+    entries
+}
+
+/// Names entry `position` of `event` (time first, as the file outbox sorts): a message sent
+/// again after a crash keeps its name instead of becoming a second one.
+fn idempotency_key(event: &Event, position: i64) -> String {
+    format!(
+        "{}-event{}-{position}",
+        event.created_at.format("%Y%m%dT%H%M%S%.6fZ"),
+        event.id
+    )
 }
 
 #[async_trait]
@@ -59,49 +94,145 @@ impl Consumer for EmailConsumer {
     }
 
     async fn handle(&self, event: &Event) -> anyhow::Result<()> {
-        let Some(list) = event.payload.0.get(EMAIL_KEY).and_then(Value::as_array) else {
-            return Ok(());
-        };
-        for (index, raw) in list.iter().enumerate() {
-            let entry = match Entry::deserialize(raw) {
-                Ok(entry) => entry,
-                Err(error) => {
-                    // A retry cannot fix a malformed entry.
-                    tracing::warn!(event_id = event.id, index, %error, "malformed email entry; skipped");
-                    continue;
-                }
-            };
-            let Some(template) = Template::from_name(&entry.template) else {
-                tracing::warn!(event_id = event.id, index, template = %entry.template, "unknown e-mail template; skipped");
-                continue;
-            };
-            let marker = format!("mail_sent:{}:{index}", event.id);
-            if self.cache.get(&marker).await?.is_some() {
-                continue;
-            }
-            // Named by the event and entry (time first, as the outbox sorts): a crash after
-            // sending and before the marker sends the same message again, not a second one.
-            let key = format!(
-                "{}-event{}-{index}",
-                event.created_at.format("%Y%m%dT%H%M%S%.6fZ"),
-                event.id
-            );
-            self.mailer
-                .send_keyed(&entry.to, template, entry.context, Some(key))
-                .await?;
-            self.cache.set(&marker, "1", SENT_MEMORY).await?;
-        }
-        Ok(())
+        self.handle_all(&[event])
+            .await
+            .pop()
+            .unwrap_or_else(|| Ok(()))
     }
 
-    /// A batch's events are sent [`SENDS_AT_ONCE`] at a time, the next starting as soon as
-    /// one is done: they do not depend on one another, and each waits on the mail server or
-    /// the disk rather than on a core.
+    /// Queues every message of the batch in one statement.
     async fn handle_all(&self, events: &[&Event]) -> Vec<anyhow::Result<()>> {
-        let sends: Vec<_> = events.iter().map(|event| self.handle(event)).collect();
-        futures_util::stream::iter(sends)
-            .buffered(SENDS_AT_ONCE)
-            .collect()
-            .await
+        let entries: Vec<(&Event, Vec<(i64, Entry)>)> = events
+            .iter()
+            .map(|event| (*event, entries(event)))
+            .collect();
+        let mails: Vec<NewMail> = entries
+            .iter()
+            .flat_map(|(event, list)| {
+                list.iter().map(|(position, entry)| NewMail {
+                    event_id: event.id,
+                    position: *position,
+                    recipient: &entry.to,
+                    template: &entry.template,
+                    context: &entry.context,
+                    idempotency_key: idempotency_key(event, *position),
+                })
+            })
+            .collect();
+        let queued = async {
+            let mut conn = self.db.conn().await?;
+            mail_queue::enqueue_all(conn.exec(), &mails, self.clock.now()).await
+        }
+        .await;
+        match queued {
+            Ok(_) => {
+                if !mails.is_empty() {
+                    self.sender.wake();
+                }
+                crate::workflows::outbox::alike(events, Ok(()))
+            }
+            Err(error) => crate::workflows::outbox::alike(events, Err(error.to_string())),
+        }
     }
 }
+
+/// How long a claimed message stays with its sender before another may send it: longer than
+/// a send can take (each of its five steps with the SMTP server may wait 30 s).
+const LEASE: chrono::Duration = chrono::Duration::minutes(5);
+/// Messages claimed at once: as many as are sent at once, so each claimed message starts at
+/// once and its lease is not spent waiting for the others.
+const BATCH: i64 = SENDS_AT_ONCE as i64;
+
+/// Sends the queued e-mails, [`SENDS_AT_ONCE`] at a time; a failed message is tried again
+/// later (1 s, doubling, at most an hour apart), alone.
+#[derive(Clone)]
+pub struct MailSender {
+    db: Db,
+    clock: Clock,
+    mailer: Mailer,
+}
+
+/// What one run of the sender did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Sent {
+    pub sent: usize,
+    pub failed: usize,
+    /// The claim was full: more messages may be due.
+    pub more: bool,
+}
+
+impl MailSender {
+    pub fn new(db: Db, clock: Clock, mailer: Mailer) -> Self {
+        Self { db, clock, mailer }
+    }
+
+    /// Sends the due messages (up to a batch) and records how each went.
+    pub async fn run_once(&self) -> StoreResult<Sent> {
+        let now = self.clock.now();
+        let claimed = {
+            let mut conn = self.db.conn().await?;
+            mail_queue::claim_due(conn.exec(), now, now + LEASE, BATCH).await?
+        };
+        let outcomes =
+            futures_util::future::join_all(claimed.iter().map(|mail| self.send(mail))).await;
+        let (sent, failed): (Vec<_>, Vec<_>) = claimed
+            .iter()
+            .zip(outcomes)
+            .partition(|(_, outcome)| outcome.is_ok());
+        let sent: Vec<i64> = sent.iter().map(|(mail, _)| mail.id).collect();
+        // What went is recorded first: a later failure to record must not send it again.
+        let mut conn = self.db.conn().await?;
+        mail_queue::mark_sent(conn.exec(), &sent, self.clock.now()).await?;
+        for (mail, outcome) in &failed {
+            let error = outcome.as_ref().err().map_or("", String::as_str);
+            let retry_at = self.clock.now() + backoff(mail.attempts);
+            mail_queue::mark_failed(conn.exec(), mail.id, error, retry_at).await?;
+        }
+        Ok(Sent {
+            sent: sent.len(),
+            failed: failed.len(),
+            more: claimed.len() as i64 >= BATCH,
+        })
+    }
+
+    async fn send(&self, mail: &QueuedMail) -> Result<(), String> {
+        // Queued only with a known template.
+        let template = Template::from_name(&mail.template)
+            .ok_or_else(|| format!("unknown template {}", mail.template))?;
+        self.mailer
+            .send_keyed(
+                &mail.recipient,
+                template,
+                mail.context.0.clone(),
+                Some(mail.idempotency_key.clone()),
+            )
+            .await
+            .map_err(|error| error.to_string())
+    }
+
+    /// Runs the sender as a supervised periodic job in `jobs` and answers its handle, which
+    /// the [`EmailConsumer`] wakes after queuing. A run sends every due message, claim after
+    /// claim.
+    pub fn start(
+        self,
+        jobs: &actors::Jobs,
+        interval: std::time::Duration,
+    ) -> actors::PeriodicHandle {
+        let config = actors::PeriodicConfig {
+            interval,
+            initial_delay: std::time::Duration::ZERO,
+            backoff_base: std::time::Duration::from_millis(200),
+            backoff_max: std::time::Duration::from_secs(30),
+        };
+        jobs.spawn(JOB, config, move || {
+            let sender = self.clone();
+            async move {
+                while sender.run_once().await.map_err(|e| e.to_string())?.more {}
+                Ok(())
+            }
+        })
+    }
+}
+
+/// The name of the sender's job (`/metrics`).
+pub const JOB: &str = "mail_sender";

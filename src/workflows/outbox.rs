@@ -180,7 +180,7 @@ struct Delivery<'a> {
 }
 
 /// 2^attempts seconds, at most an hour.
-fn backoff(attempts: i64) -> Duration {
+pub(crate) fn backoff(attempts: i64) -> Duration {
     Duration::seconds(1i64 << attempts.clamp(0, 12)).min(Duration::hours(1))
 }
 

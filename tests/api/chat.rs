@@ -309,9 +309,11 @@ async fn read_marks_count_what_others_wrote_and_never_move_back() {
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
 }
 
-/// New-chat-message e-mails to `who` so far, after the outbox has delivered what is pending.
+/// New-chat-message e-mails to `who` so far, after the outbox has delivered what is pending
+/// and the mail sender has sent what that queued.
 async fn chat_mails(m: &Market, who: &Account) -> Vec<String> {
     let _ = m.app.state.outbox.trigger().await;
+    let _ = m.app.state.mail_sender.trigger().await;
     m.app
         .mails()
         .into_iter()

@@ -449,12 +449,7 @@ async fn the_third_rejection_cancels_the_milestone_the_later_ones_and_the_projec
         assert_eq!(project_status(m, w.project_id).await, "in_progress");
     }
     wait_notification(&m.app, ana.id, "delivery_reviewed").await;
-    let mails = m.app.mails_to(&ana.email, 1).await;
-    assert!(
-        mails.iter().any(|x| x.subject.contains("not accepted")),
-        "{:?}",
-        mails.iter().map(|x| &x.subject).collect::<Vec<_>>()
-    );
+    m.app.mails_about(&ana.email, "not accepted").await;
 
     // The company already started paying the second milestone.
     crate::escrow::connect(m, ana).await;

@@ -147,6 +147,22 @@ impl TestApp {
         found.unwrap_or_else(|| panic!("expected {count} e-mail(s) to {to}"))
     }
 
+    /// E-mails sent to `to` whose subject contains `subject`, waiting up to five seconds for
+    /// one. E-mail leaves after the notifications of the same event (it has a queue of its
+    /// own), so a notification seen says nothing of its e-mail.
+    pub async fn mails_about(&self, to: &str, subject: &str) -> Vec<ReceivedMail> {
+        let found = wait_for(Duration::from_secs(5), || {
+            let mails: Vec<_> = self
+                .mails()
+                .into_iter()
+                .filter(|m| m.to.contains(to) && m.subject.contains(subject))
+                .collect();
+            (!mails.is_empty()).then_some(mails)
+        })
+        .await;
+        found.unwrap_or_else(|| panic!("expected an e-mail to {to} about {subject:?}"))
+    }
+
     /// Stops the server. The pool is not closed here: closing waits for every connection a
     /// test may still hold.
     pub async fn stop(self) {

@@ -8,6 +8,7 @@ use crate::helpers::fresh_db;
 use marketplace::clock::Clock;
 use marketplace::store::Db;
 use marketplace::store::events::{self, Event, NewEvent};
+use marketplace::store::mail_queue::{self, NewMail};
 use marketplace::workflows::outbox::{Consumer, Dispatcher, Pass};
 
 /// Records what it saw; fails its first `fail_first` calls.
@@ -265,4 +266,69 @@ async fn a_batch_reaches_a_consumer_together_and_a_failure_holds_back_only_its_e
         "only the failed event again"
     );
     assert_eq!(steady.seen(), ids, "and not to the consumer that had it");
+}
+
+#[actix_web::test]
+async fn an_event_run_again_queues_its_e_mails_once_and_each_is_claimed_once_per_lease() {
+    let (db, _dir) = fresh_db().await;
+    let clock = Clock::system();
+    let event_id = record(&db, &clock, true).await;
+    let context = serde_json::json!({"name": "Ana"});
+    let mails: Vec<NewMail> = (0..2)
+        .map(|position| NewMail {
+            event_id,
+            position,
+            recipient: "ana@example.com",
+            template: "welcome_generic",
+            context: &context,
+            idempotency_key: format!("key-{position}"),
+        })
+        .collect();
+    let mut conn = db.conn().await.unwrap();
+    let now = clock.now();
+    assert_eq!(
+        mail_queue::enqueue_all(conn.exec(), &mails, now)
+            .await
+            .unwrap(),
+        2
+    );
+    // The outbox ran the event again (a crash before its mark): nothing new is queued.
+    assert_eq!(
+        mail_queue::enqueue_all(conn.exec(), &mails, now)
+            .await
+            .unwrap(),
+        0
+    );
+
+    // Claimed once each until the lease ends, then again.
+    let lease = chrono::Duration::minutes(5);
+    let first = mail_queue::claim_due(conn.exec(), now, now + lease, 10)
+        .await
+        .unwrap();
+    assert_eq!(first.len(), 2);
+    let during = mail_queue::claim_due(conn.exec(), now, now + lease, 10)
+        .await
+        .unwrap();
+    assert!(during.is_empty());
+    let later = now + lease + chrono::Duration::seconds(1);
+    let after = mail_queue::claim_due(conn.exec(), later, later + lease, 10)
+        .await
+        .unwrap();
+    assert_eq!(after.len(), 2);
+    // One sent, one failed: only the failed one comes back, when its retry is due.
+    mail_queue::mark_sent(conn.exec(), &[after[0].id], later)
+        .await
+        .unwrap();
+    let retry_at = later + chrono::Duration::seconds(1);
+    mail_queue::mark_failed(conn.exec(), after[1].id, "451", retry_at)
+        .await
+        .unwrap();
+    let retried = mail_queue::claim_due(conn.exec(), retry_at, retry_at + lease, 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        retried.iter().map(|m| m.id).collect::<Vec<_>>(),
+        [after[1].id]
+    );
+    assert_eq!(retried[0].attempts, 1);
 }

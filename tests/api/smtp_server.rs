@@ -20,6 +20,8 @@ pub struct Delivered {
 pub struct SmtpServer {
     delivered: Arc<Mutex<Vec<Delivered>>>,
     connections: Arc<AtomicUsize>,
+    /// A recipient whose messages are refused with a temporary error (`451`), kept none.
+    refused: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 impl SmtpServer {
@@ -41,6 +43,12 @@ impl SmtpServer {
     /// The messages received so far.
     pub fn delivered(&self) -> &Mutex<Vec<Delivered>> {
         &self.delivered
+    }
+
+    /// Refuses every message to `recipient` with `451` (try again later) until called again
+    /// with `None`.
+    pub fn refuse_mail_to(&self, recipient: Option<&str>) {
+        *self.refused.lock().expect("refused") = recipient.map(str::to_owned);
     }
 
     /// How many connections were opened to it.
@@ -82,11 +90,22 @@ impl SmtpServer {
                         raw.push_str(line.strip_prefix('.').unwrap_or(&line));
                         raw.push_str("\r\n");
                     }
-                    self.delivered.lock().await.push(Delivered {
-                        recipients: std::mem::take(&mut recipients),
-                        raw,
-                    });
-                    b"250 queued\r\n"
+                    let refused = self
+                        .refused
+                        .lock()
+                        .expect("refused")
+                        .as_ref()
+                        .is_some_and(|r| recipients.contains(r));
+                    if refused {
+                        recipients.clear();
+                        b"451 try again later\r\n"
+                    } else {
+                        self.delivered.lock().await.push(Delivered {
+                            recipients: std::mem::take(&mut recipients),
+                            raw,
+                        });
+                        b"250 queued\r\n"
+                    }
                 }
                 "RSET" | "NOOP" => b"250 OK\r\n",
                 "QUIT" => {

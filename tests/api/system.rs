@@ -98,8 +98,10 @@ async fn metrics_show_http_and_actor_series() {
     );
     assert!(text.contains("http_request_duration_seconds_bucket"));
     assert!(text.contains(r#"kind="outbox_dispatcher""#), "{text}");
+    assert!(text.contains(r#"kind="mail_sender""#), "{text}");
     assert!(text.contains("db_pool_connections"));
     assert!(text.contains("outbox_pending_events 0"));
+    assert!(text.contains("mail_queue_unsent 0"), "{text}");
     app.stop().await;
 }
 
