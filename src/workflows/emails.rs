@@ -136,9 +136,10 @@ impl Consumer for EmailConsumer {
     }
 }
 
-/// How long a claimed message stays with its sender before another may send it: longer than
-/// a send can take (each of its five steps with the SMTP server may wait 30 s).
-const LEASE: chrono::Duration = chrono::Duration::minutes(5);
+/// How long a claimed message stays with its sender before another may send it (after a
+/// crash, it is sent again then), as the outbox's events. A send that outlasts it (each step
+/// with the SMTP server may wait 30 s) may be sent twice, under the same idempotency key.
+const LEASE: chrono::Duration = chrono::Duration::seconds(60);
 /// Messages claimed at once: as many as are sent at once, so each claimed message starts at
 /// once and its lease is not spent waiting for the others.
 const BATCH: i64 = SENDS_AT_ONCE as i64;

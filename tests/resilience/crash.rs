@@ -315,10 +315,13 @@ async fn escrow_survives_kill_9_at_random_points() {
             stage: Arc::new(Mutex::new("selected")),
         });
     }
-    // The setup's side effects settle; what the kills may disturb starts after this event.
+    // The setup's side effects settle (events delivered, their e-mails sent); what the kills
+    // may disturb starts after this event.
     poll("the setup's outbox", Duration::from_secs(60), || async {
         (db.count("SELECT COUNT(*) FROM events WHERE dispatched_at IS NULL")
             .await
+            + db.count("SELECT COUNT(*) FROM mail_queue WHERE sent_at IS NULL")
+                .await
             == 0)
             .then_some(())
     })
@@ -424,6 +427,9 @@ async fn escrow_survives_kill_9_at_random_points() {
         let undispatched = db
             .count("SELECT COUNT(*) FROM events WHERE dispatched_at IS NULL")
             .await;
+        let unsent = db
+            .count("SELECT COUNT(*) FROM mail_queue WHERE sent_at IS NULL")
+            .await;
         let undelivered = sandbox
             .events(&http)
             .await
@@ -437,9 +443,10 @@ async fn escrow_survives_kill_9_at_random_points() {
             .count();
         let waiting = format!(
             "{half_way} payments not settled, {unapplied} processor events unapplied, \
-             {undispatched} domain events undelivered, {undelivered} webhooks not accepted"
+             {undispatched} domain events undelivered, {unsent} e-mails unsent, \
+             {undelivered} webhooks not accepted"
         );
-        if half_way == 0 && unapplied == 0 && undispatched == 0 && undelivered == 0 {
+        if half_way == 0 && unapplied == 0 && undispatched == 0 && unsent == 0 && undelivered == 0 {
             break;
         }
         assert!(
