@@ -18,7 +18,8 @@ use crate::integrations::mail::{Mailer, SENDS_AT_ONCE, Template};
 use crate::store::events::Event;
 use crate::store::mail_queue::{self, NewMail, QueuedMail};
 use crate::store::{Db, StoreResult};
-use crate::workflows::outbox::{Consumer, backoff};
+use crate::workflows::jobs;
+use crate::workflows::outbox::{self, Consumer, backoff};
 
 /// The payload key whose array the consumer queues.
 pub const EMAIL_KEY: &str = "email";
@@ -119,20 +120,19 @@ impl Consumer for EmailConsumer {
                 })
             })
             .collect();
+        // Most events ask for no e-mail: then there is nothing to write or wake.
+        if mails.is_empty() {
+            return outbox::alike(events, Ok(()));
+        }
         let queued = async {
             let mut conn = self.db.conn().await?;
             mail_queue::enqueue_all(conn.exec(), &mails, self.clock.now()).await
         }
         .await;
-        match queued {
-            Ok(_) => {
-                if !mails.is_empty() {
-                    self.sender.wake();
-                }
-                crate::workflows::outbox::alike(events, Ok(()))
-            }
-            Err(error) => crate::workflows::outbox::alike(events, Err(error.to_string())),
+        if queued.is_ok() {
+            self.sender.wake();
         }
+        outbox::alike(events, queued.map(drop).map_err(|e| e.to_string()))
     }
 }
 
@@ -153,22 +153,14 @@ pub struct MailSender {
     mailer: Mailer,
 }
 
-/// What one run of the sender did.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Sent {
-    pub sent: usize,
-    pub failed: usize,
-    /// The claim was full: more messages may be due.
-    pub more: bool,
-}
-
 impl MailSender {
     pub fn new(db: Db, clock: Clock, mailer: Mailer) -> Self {
         Self { db, clock, mailer }
     }
 
-    /// Sends the due messages (up to a batch) and records how each went.
-    pub async fn run_once(&self) -> StoreResult<Sent> {
+    /// Sends the due messages (up to a batch) and records how each went; whether the claim
+    /// was full, so more may be due.
+    pub async fn run_once(&self) -> StoreResult<bool> {
         let now = self.clock.now();
         let claimed = {
             let mut conn = self.db.conn().await?;
@@ -189,11 +181,7 @@ impl MailSender {
             let retry_at = self.clock.now() + backoff(mail.attempts);
             mail_queue::mark_failed(conn.exec(), mail.id, error, retry_at).await?;
         }
-        Ok(Sent {
-            sent: sent.len(),
-            failed: failed.len(),
-            more: claimed.len() as i64 >= BATCH,
-        })
+        Ok(claimed.len() as i64 >= BATCH)
     }
 
     async fn send(&self, mail: &QueuedMail) -> Result<(), String> {
@@ -211,26 +199,17 @@ impl MailSender {
             .map_err(|error| error.to_string())
     }
 
-    /// Runs the sender as a supervised periodic job in `jobs` and answers its handle, which
-    /// the [`EmailConsumer`] wakes after queuing. A run sends every due message, claim after
-    /// claim.
+    /// Runs the sender as a supervised job in `jobs` ([`jobs::draining`]) and answers its
+    /// handle, which the [`EmailConsumer`] wakes after queuing. A run sends every due
+    /// message, claim after claim.
     pub fn start(
         self,
         jobs: &actors::Jobs,
         interval: std::time::Duration,
     ) -> actors::PeriodicHandle {
-        let config = actors::PeriodicConfig {
-            interval,
-            initial_delay: std::time::Duration::ZERO,
-            backoff_base: std::time::Duration::from_millis(200),
-            backoff_max: std::time::Duration::from_secs(30),
-        };
-        jobs.spawn(JOB, config, move || {
+        jobs::draining(jobs, JOB, interval, move || {
             let sender = self.clone();
-            async move {
-                while sender.run_once().await.map_err(|e| e.to_string())?.more {}
-                Ok(())
-            }
+            async move { sender.run_once().await }
         })
     }
 }

@@ -4,9 +4,11 @@
 //! once with `state.jobs.trigger(name)`).
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::state::AppState;
+use crate::store::StoreResult;
 use crate::workflows::crm::{self, CrmService};
 use crate::workflows::error::FlowResult;
 use crate::workflows::{escrow_jobs, money_audit, processor_events, reviews, timers, webhooks};
@@ -137,4 +139,34 @@ pub fn paced<F, Fut>(
         let run = job(st.clone());
         async move { run.await.map_err(|e| e.to_string()) }
     });
+}
+
+/// Runs `run_once` as the supervised job `name` in `jobs`, every `interval` and whenever its
+/// handle is woken, again and again while it answers that more may be due; answers the
+/// handle. For the queues their writers wake right after a commit (the outbox, the mail
+/// queue), started with the state, before [`start_all`].
+pub fn draining<F, Fut>(
+    jobs: &actors::Jobs,
+    name: &'static str,
+    interval: Duration,
+    run_once: F,
+) -> actors::PeriodicHandle
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = StoreResult<bool>> + Send + 'static,
+{
+    let config = actors::PeriodicConfig {
+        interval,
+        initial_delay: Duration::ZERO,
+        backoff_base: Duration::from_millis(200),
+        backoff_max: Duration::from_secs(30),
+    };
+    let run_once = Arc::new(run_once);
+    jobs.spawn(name, config, move || {
+        let run_once = run_once.clone();
+        async move {
+            while run_once().await.map_err(|e| e.to_string())? {}
+            Ok(())
+        }
+    })
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crate::clock::Clock;
 use crate::store::events::{self, Event};
 use crate::store::{Db, StoreResult};
+use crate::workflows::jobs;
 
 /// Something done once per event: store a notification, push it, send an e-mail, call a
 /// webhook, sync the CRM. It must be idempotent by event id: after a crash between its effect
@@ -185,26 +186,17 @@ pub(crate) fn backoff(attempts: i64) -> Duration {
 }
 
 impl Dispatcher {
-    /// Runs the dispatcher as a supervised periodic job in `jobs` and answers its handle:
-    /// writers `wake()` it right after a commit so events go out without waiting for the next
-    /// tick. A run drains every due event, batch after batch.
+    /// Runs the dispatcher as a supervised job in `jobs` ([`jobs::draining`]) and answers its
+    /// handle: writers `wake()` it right after a commit so events go out without waiting for
+    /// the next tick. A run drains every due event, batch after batch.
     pub fn start(
         self,
         jobs: &actors::Jobs,
         interval: std::time::Duration,
     ) -> actors::PeriodicHandle {
-        let config = actors::PeriodicConfig {
-            interval,
-            initial_delay: std::time::Duration::ZERO,
-            backoff_base: std::time::Duration::from_millis(200),
-            backoff_max: std::time::Duration::from_secs(30),
-        };
-        jobs.spawn(JOB, config, move || {
+        jobs::draining(jobs, JOB, interval, move || {
             let dispatcher = self.clone();
-            async move {
-                while dispatcher.run_once().await.map_err(|e| e.to_string())?.more {}
-                Ok(())
-            }
+            async move { dispatcher.run_once().await.map(|pass| pass.more) }
         })
     }
 }

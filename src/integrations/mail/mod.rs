@@ -16,9 +16,9 @@ mod templates;
 use std::fmt;
 
 /// Messages sent at once, at most: the mail sender (`workflows::emails`) sends this many
-/// together, and the SMTP transport keeps as many connections. A message waits on the mail server for several
-/// round trips (and on loopback about 40 ms for its final `.`, which lettre writes apart
-/// without `TCP_NODELAY`), so these sends, not the CPU, pace e-mail.
+/// together, and the SMTP transport keeps as many connections. A message waits on the mail
+/// server for several round trips (and on loopback about 40 ms for its final `.`, which
+/// lettre writes apart without `TCP_NODELAY`), so these sends, not the CPU, pace e-mail.
 pub const SENDS_AT_ONCE: usize = 16;
 
 pub use self::error::MailError;
