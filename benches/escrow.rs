@@ -222,10 +222,11 @@ async fn measure(state: &AppState, base: &str, config: &Config) -> anyhow::Resul
             );
             // The e-mails have a queue of their own, sent at the mail server's pace.
             wait_mailed(state).await?;
+            let mailed = started.elapsed();
             println!(
                 "  e-mails sent after {:.2} s → {:.0} events/s",
-                started.elapsed().as_secs_f64(),
-                events.len() as f64 / started.elapsed().as_secs_f64(),
+                mailed.as_secs_f64(),
+                events.len() as f64 / mailed.as_secs_f64(),
             );
             println!(
                 "  CPU per event, by thread: {}",
@@ -613,19 +614,20 @@ async fn wait_applied(state: &AppState) -> anyhow::Result<()> {
     wait_none(state, waiting, "events not applied in time").await
 }
 
-/// Waits (10 ms polls, 5 minutes at most) until the outbox has delivered every event.
+/// Waits (10 ms polls, 5 minutes at most) until every queued e-mail is sent.
 async fn wait_mailed(state: &AppState) -> anyhow::Result<()> {
     let waiting = "SELECT COUNT(*) FROM mail_queue WHERE sent_at IS NULL AND $1 = $1";
     wait_none(state, waiting, "e-mails not sent in time").await
 }
 
+/// Waits (10 ms polls, 5 minutes at most) until the outbox has delivered every event.
 async fn wait_dispatched(state: &AppState) -> anyhow::Result<()> {
     let waiting = "SELECT COUNT(*) FROM events WHERE dispatched_at IS NULL AND $1 = $1";
     wait_none(state, waiting, "events not delivered in time").await
 }
 
-/// Polls the count `waiting` (10 ms apart, 5 minutes at most) until it is 0. Both counts
-/// read an index of the rows still waiting, so polling costs the database little while a
+/// Polls the count `waiting` (10 ms apart, 5 minutes at most) until it is 0. Each count
+/// reads an index of the rows still waiting, so polling costs the database little while a
 /// burst runs.
 async fn wait_none(state: &AppState, waiting: &'static str, late: &str) -> anyhow::Result<()> {
     for _ in 0..30_000 {

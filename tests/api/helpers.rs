@@ -135,32 +135,31 @@ impl TestApp {
 
     /// E-mails sent to `to`, waiting up to five seconds for at least `count`.
     pub async fn mails_to(&self, to: &str, count: usize) -> Vec<ReceivedMail> {
-        let found = wait_for(Duration::from_secs(5), || {
-            let mails: Vec<_> = self
-                .mails()
-                .into_iter()
-                .filter(|m| m.to.contains(to))
-                .collect();
-            (mails.len() >= count).then_some(mails)
-        })
-        .await;
-        found.unwrap_or_else(|| panic!("expected {count} e-mail(s) to {to}"))
+        self.mails_where(count, |m| m.to.contains(to))
+            .await
+            .unwrap_or_else(|| panic!("expected {count} e-mail(s) to {to}"))
     }
 
     /// E-mails sent to `to` whose subject contains `subject`, waiting up to five seconds for
     /// one. E-mail leaves after the notifications of the same event (it has a queue of its
     /// own), so a notification seen says nothing of its e-mail.
     pub async fn mails_about(&self, to: &str, subject: &str) -> Vec<ReceivedMail> {
-        let found = wait_for(Duration::from_secs(5), || {
-            let mails: Vec<_> = self
-                .mails()
-                .into_iter()
-                .filter(|m| m.to.contains(to) && m.subject.contains(subject))
-                .collect();
-            (!mails.is_empty()).then_some(mails)
+        self.mails_where(1, |m| m.to.contains(to) && m.subject.contains(subject))
+            .await
+            .unwrap_or_else(|| panic!("expected an e-mail to {to} about {subject:?}"))
+    }
+
+    /// The e-mails that pass `keep`, once there are at least `count` (five seconds at most).
+    async fn mails_where(
+        &self,
+        count: usize,
+        keep: impl Fn(&ReceivedMail) -> bool,
+    ) -> Option<Vec<ReceivedMail>> {
+        wait_for(Duration::from_secs(5), || {
+            let mails: Vec<_> = self.mails().into_iter().filter(|m| keep(m)).collect();
+            (mails.len() >= count).then_some(mails)
         })
-        .await;
-        found.unwrap_or_else(|| panic!("expected an e-mail to {to} about {subject:?}"))
+        .await
     }
 
     /// Stops the server. The pool is not closed here: closing waits for every connection a

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use marketplace::integrations::mail::outbox_reader;
 
-use crate::helpers::{admin, register, spawn_app_with, wait_for};
+use crate::helpers::{admin, register, request_as, spawn_app_with, wait_for};
 use crate::smtp_server::SmtpServer;
 
 /// Waits up to five seconds for `count` messages at `server`.
@@ -66,8 +66,8 @@ async fn queued_for(
     let mut conn = app.db.conn().await.unwrap();
     marketplace::on_exec!(conn.exec(), c => sqlx::query_as(
         "SELECT q.attempts, q.last_error, q.sent_at IS NOT NULL, e.dispatched_at IS NOT NULL
-         FROM mail_queue q JOIN events e ON e.id = q.event_id WHERE q.recipient LIKE $1")
-        .bind(format!("%{recipient}%")).fetch_optional(c).await)
+         FROM mail_queue q JOIN events e ON e.id = q.event_id WHERE q.recipient = $1")
+        .bind(recipient).fetch_optional(c).await)
     .unwrap()
 }
 
@@ -91,14 +91,9 @@ async fn wait_queued(
 
 /// An administrator sets `user_id`'s password: the user is told by e-mail, through the outbox.
 async fn password_set_by_admin(app: &crate::helpers::TestApp, admin_token: &str, user_id: i64) {
-    let r = app
-        .client
-        .put(app.url(&format!("/api/admin/users/{user_id}/change-password")))
-        .bearer_auth(admin_token)
-        .json(&serde_json::json!({"new_password": "N3w-Secret!"}))
-        .send()
-        .await
-        .unwrap();
+    let path = format!("/api/admin/users/{user_id}/change-password");
+    let body = serde_json::json!({"new_password": "N3w-Secret!"});
+    let r = request_as(app, reqwest::Method::PUT, &path, admin_token, Some(&body)).await;
     assert_eq!(r.status(), 200);
 }
 
