@@ -332,3 +332,38 @@ async fn an_event_run_again_queues_its_e_mails_once_and_each_is_claimed_once_per
     );
     assert_eq!(retried[0].attempts, 1);
 }
+
+#[actix_web::test]
+async fn two_mail_senders_claiming_at_once_share_the_messages_without_overlap() {
+    let (db, _dir) = fresh_db().await;
+    let clock = Clock::system();
+    let event_id = record(&db, &clock, true).await;
+    let context = serde_json::json!({});
+    let mails: Vec<NewMail> = (0..6)
+        .map(|position| NewMail {
+            event_id,
+            position,
+            recipient: "ana@example.com",
+            template: "welcome_generic",
+            context: &context,
+            idempotency_key: format!("key-{position}"),
+        })
+        .collect();
+    let now = clock.now();
+    let mut conn = db.conn().await.unwrap();
+    mail_queue::enqueue_all(conn.exec(), &mails, now)
+        .await
+        .unwrap();
+    let lease = now + chrono::Duration::minutes(1);
+    let (mut a, mut b) = (db.conn().await.unwrap(), db.conn().await.unwrap());
+    let (a, b) = tokio::join!(
+        mail_queue::claim_due(a.exec(), now, lease, 4),
+        mail_queue::claim_due(b.exec(), now, lease, 4),
+    );
+    let mut ids: Vec<i64> = a.unwrap().iter().chain(&b.unwrap()).map(|m| m.id).collect();
+    let claimed = ids.len();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), claimed, "no message claimed twice");
+    assert!(claimed <= 6);
+}
