@@ -1,6 +1,7 @@
 //! Black-box tests: one binary (linking is minutes per binary on two cores), a module per area.
 
 mod admin;
+mod architecture;
 mod auth;
 mod authorization;
 mod chat;

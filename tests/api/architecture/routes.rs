@@ -1,0 +1,1 @@
+//! Routes and the access table (filled in by its check).

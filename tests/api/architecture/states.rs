@@ -1,0 +1,1 @@
+//! States as types (filled in by its check).
