@@ -5,6 +5,10 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+/// The shortest secret a client presents over HTTP (`METRICS_TOKEN`, `CRM_WEBHOOK_SECRET`,
+/// `TEST_RESET_TOKEN`): 16 characters are out of reach of guessing at any request rate.
+pub const MIN_SHARED_SECRET: usize = 16;
+
 /// A configuration value that cannot be used; the message names the variable.
 #[derive(Debug, thiserror::Error)]
 #[error("invalid configuration: {var}: {message}")]
@@ -253,6 +257,19 @@ impl Settings {
             Some("0" | "false" | "no" | "off" | "FALSE" | "False") => Ok(false),
             Some(v) => Err(invalid(name, format!("expected true or false, got `{v}`"))),
         };
+        // Shared secrets a stranger may guess at over HTTP: as long as the reset token's.
+        for var in ["METRICS_TOKEN", "CRM_WEBHOOK_SECRET"] {
+            if get(var).is_some_and(|t| !t.is_empty() && t.chars().count() < MIN_SHARED_SECRET) {
+                return Err(invalid(var, "must be at least 16 characters"));
+            }
+        }
+        // Private targets open loopback and the internal network to every user's webhooks.
+        if app_env == AppEnv::Production && flag("WEBHOOK_ALLOW_PRIVATE_TARGETS", false)? {
+            return Err(invalid(
+                "WEBHOOK_ALLOW_PRIVATE_TARGETS",
+                "is for development and tests, never APP_ENV=production",
+            ));
+        }
         let reset_enabled = flag("ENABLE_TEST_RESET_ENDPOINT", false)?;
         if reset_enabled && app_env == AppEnv::Production {
             return Err(invalid(
@@ -260,7 +277,9 @@ impl Settings {
                 "the end-to-end reset empties the database: never with APP_ENV=production",
             ));
         }
-        if reset_enabled && get("TEST_RESET_TOKEN").is_none_or(|t| t.len() < 16) {
+        if reset_enabled
+            && get("TEST_RESET_TOKEN").is_none_or(|t| t.chars().count() < MIN_SHARED_SECRET)
+        {
             return Err(invalid(
                 "TEST_RESET_TOKEN",
                 "required (at least 16 characters) when ENABLE_TEST_RESET_ENDPOINT=true",
@@ -565,6 +584,27 @@ mod tests {
                 .var,
             "TEST_RESET_TOKEN"
         );
+    }
+
+    #[test]
+    fn guessable_secrets_and_private_webhook_targets_are_refused() {
+        for var in ["METRICS_TOKEN", "CRM_WEBHOOK_SECRET"] {
+            assert_eq!(parse(&[(var, "a")]).unwrap_err().var, var);
+            assert_eq!(parse(&[(var, "fifteen-chars-x")]).unwrap_err().var, var);
+            assert!(parse(&[(var, "sixteen-chars-xx")]).is_ok());
+        }
+        let production = [
+            ("APP_ENV", "production"),
+            ("JWT_SECRET", "0123456789abcdef0123456789abcdef"),
+            ("PROCESSOR_SECRET_KEY", "sk_live_x"),
+            ("WEBHOOK_ALLOW_PRIVATE_TARGETS", "true"),
+        ];
+        assert_eq!(
+            parse(&production).unwrap_err().var,
+            "WEBHOOK_ALLOW_PRIVATE_TARGETS"
+        );
+        assert!(parse(&production[..3]).is_ok());
+        assert!(parse(&[("WEBHOOK_ALLOW_PRIVATE_TARGETS", "true")]).is_ok());
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Operational routes: health, metrics and the OpenAPI document.
 
-use actix_web::{HttpResponse, get, web};
+use actix_web::{HttpResponse, ResponseError as _, get, web};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -65,12 +65,16 @@ pub async fn health(state: web::Data<AppState>) -> HttpResponse {
     }
 }
 
+/// Wrong `METRICS_TOKEN`s one address may send a minute before `/metrics` refuses it.
+pub const METRICS_FAILURES_PER_MINUTE: u32 = 10;
+
 /// Prometheus text: HTTP requests, actors, database pool and outbox backlog.
 #[utoipa::path(
     tag = "system",
     responses(
         (status = 200, description = "Prometheus text format", content_type = "text/plain"),
         (status = 401, body = crate::http::error::ErrorBody, description = "`METRICS_TOKEN` is set and the bearer token is missing or wrong"),
+        (status = 429, body = crate::http::error::ErrorBody, description = "Too many wrong tokens from this address in the last minute: every attempt is refused until the window ends"),
     )
 )]
 #[get("/metrics")]
@@ -80,6 +84,16 @@ pub async fn metrics(
     req: actix_web::HttpRequest,
 ) -> HttpResponse {
     if let Some(token) = &state.settings.metrics_token {
+        // Wrong tokens are counted per address; past the budget every attempt is refused
+        // unchecked, so guessing learns nothing (`/metrics` is outside the global limit).
+        let ip = super::client_ip::client_ip(&req)
+            .map(|ip| ip.to_string())
+            .unwrap_or_else(|| "unknown".into());
+        let failures = format!("ratelimit:metrics:{ip}");
+        let spent = state.cache.get(&failures).await.ok().flatten();
+        if spent.and_then(|n| n.parse::<u32>().ok()) >= Some(METRICS_FAILURES_PER_MINUTE) {
+            return super::error::ApiError::too_many_requests(60).error_response();
+        }
         let given = req
             .headers()
             .get(actix_web::http::header::AUTHORIZATION)
@@ -87,6 +101,16 @@ pub async fn metrics(
             .and_then(|v| v.strip_prefix("Bearer "))
             .unwrap_or_default();
         if !crate::domain::token::constant_time_eq(given.as_bytes(), token.expose().as_bytes()) {
+            if let Err(refused) = super::rate_limit::hit(
+                state.cache.as_ref(),
+                &failures,
+                METRICS_FAILURES_PER_MINUTE,
+                std::time::Duration::from_secs(60),
+            )
+            .await
+            {
+                return refused.error_response();
+            }
             return HttpResponse::Unauthorized()
                 .insert_header(("WWW-Authenticate", "Bearer"))
                 .json(crate::http::error::ErrorBody {

@@ -626,9 +626,32 @@ async fn me_status_of(app: &crate::helpers::TestApp, account: &Account) -> Statu
         .status()
 }
 
+const SCRAPE_TOKEN: &str = "scrape-secret-0123456789";
+
+/// Ten wrong tokens a minute from one address; then every attempt is refused unchecked, the
+/// right token too, so guessing learns nothing.
+#[actix_web::test]
+async fn metrics_refuse_an_address_that_keeps_guessing() {
+    let app = crate::helpers::spawn_app_with(&[("METRICS_TOKEN", SCRAPE_TOKEN)]).await;
+    let scrape = |token: &'static str| {
+        app.client
+            .get(app.url("/metrics"))
+            .bearer_auth(token)
+            .send()
+    };
+    for guess in 0..10 {
+        let r = scrape("scrape-secret-guess").await.unwrap();
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "guess {guess}");
+    }
+    let r = scrape(SCRAPE_TOKEN).await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(r.headers().contains_key("retry-after"));
+    assert_eq!(json(r).await["code"], "RATE_LIMITED");
+}
+
 #[actix_web::test]
 async fn metrics_ask_for_the_token_when_one_is_set() {
-    let app = crate::helpers::spawn_app_with(&[("METRICS_TOKEN", "scrape-secret")]).await;
+    let app = crate::helpers::spawn_app_with(&[("METRICS_TOKEN", SCRAPE_TOKEN)]).await;
     assert_eq!(app.get("/metrics").await.status(), StatusCode::UNAUTHORIZED);
     let r = app
         .client
@@ -641,7 +664,7 @@ async fn metrics_ask_for_the_token_when_one_is_set() {
     let r = app
         .client
         .get(app.url("/metrics"))
-        .bearer_auth("scrape-secret")
+        .bearer_auth(SCRAPE_TOKEN)
         .send()
         .await
         .unwrap();

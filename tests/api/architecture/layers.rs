@@ -17,5 +17,9 @@ fn domain_imports_nothing_of_the_service() {
             }
         }
     }
-    assert!(offences.is_empty(), "domain imports the service:\n{}", offences.join("\n"));
+    assert!(
+        offences.is_empty(),
+        "domain imports the service:\n{}",
+        offences.join("\n")
+    );
 }
