@@ -33,18 +33,27 @@ pub fn quarter_bounds(year: i32) -> Option<[DateTime<Utc>; 5]> {
     ])
 }
 
-/// One CSV field: quoted when needed, and a leading `=`, `+`, `-`, `@`, tab or carriage
-/// return neutralised with `'` so a spreadsheet never runs it as a formula.
+/// The characters that make a spreadsheet read a cell as a formula.
+const FORMULA_STARTS: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
+
+/// One CSV field, safe whatever separator the spreadsheet splits on: a formula start is
+/// neutralised with `'` at the start of the field and after every `,`, `;` and line break in
+/// it (Excel with Spanish and most European settings splits on `;`, and a tool that ignores
+/// quotes splits on either), and the field is quoted when it holds any of them or `"`.
 pub fn csv_field(value: &str) -> String {
-    let value = if value.starts_with(['=', '+', '-', '@', '\t', '\r']) {
-        format!("'{value}")
+    let mut out = String::with_capacity(value.len() + 2);
+    let mut cell_starts = true;
+    for c in value.chars() {
+        if cell_starts && FORMULA_STARTS.contains(&c) {
+            out.push('\'');
+        }
+        out.push(c);
+        cell_starts = matches!(c, ',' | ';' | '\n' | '\r');
+    }
+    if out.contains([',', ';', '"', '\n', '\r']) {
+        format!("\"{}\"", out.replace('"', "\"\""))
     } else {
-        value.to_owned()
-    };
-    if value.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", value.replace('"', "\"\""))
-    } else {
-        value
+        out
     }
 }
 
@@ -58,6 +67,20 @@ pub fn amount(minor: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whichever of `,`, `;` or a line break a tool splits the written field on, and
+        /// whether it honours the quotes or not, no piece starts a formula.
+        #[test]
+        fn no_piece_of_a_field_starts_a_formula(value in "[=+@;,a\\-\t\r\n\" ]{0,12}") {
+            let field = csv_field(&value);
+            let unquoted = field.strip_prefix('"').unwrap_or(&field);
+            for piece in unquoted.split([',', ';', '\n', '\r']) {
+                prop_assert!(!piece.starts_with(FORMULA_STARTS), "{value:?} gave {field:?}");
+            }
+        }
+    }
 
     #[test]
     fn thirty_activities_or_more_than_two_thousand_euros_are_reported() {
@@ -83,6 +106,14 @@ mod tests {
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
         assert_eq!(csv_field("=HYPERLINK(1)"), "'=HYPERLINK(1)");
         assert_eq!(csv_field("-1,2"), "\"'-1,2\"");
+        // Split on `;` (European spreadsheets), no cell starts a formula either.
+        assert_eq!(
+            csv_field("x;=cmd|' /C calc'!A0;y"),
+            "\"x;'=cmd|' /C calc'!A0;y\""
+        );
+        assert_eq!(csv_field("Ana;=1+1;"), "\"Ana;'=1+1;\"");
+        assert_eq!(csv_field("x;@SUM(1+1);y"), "\"x;'@SUM(1+1);y\"");
+        assert_eq!(csv_field("a;b"), "\"a;b\"");
         assert_eq!(amount(123_456), "1234.56");
         assert_eq!(amount(5), "0.05");
         assert_eq!(amount(-250), "-2.50");

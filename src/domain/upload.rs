@@ -82,9 +82,30 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
 
+/// The name an upload of type `kind` is stored and offered under: the client's name made
+/// safe ([`clean_file_name`]), ending in the extension of the type its bytes were sniffed as
+/// (appended when the name says otherwise: `invoice.bat` holding a GIF is `invoice.bat.gif`),
+/// so a download never opens as something other than what it is.
+pub fn display_name(name: Option<&str>, kind: DocumentType) -> String {
+    let clean = clean_file_name(name);
+    let says = clean
+        .rsplit_once('.')
+        .map(|(_, ext)| ext.to_ascii_lowercase());
+    let agrees = match says.as_deref() {
+        Some("jpeg" | "jpg") => kind == DocumentType::Jpeg,
+        Some(ext) => ext == kind.extension(),
+        None => false,
+    };
+    if agrees {
+        clean
+    } else {
+        format!("{clean}.{}", kind.extension())
+    }
+}
+
 /// A client's file name made safe to store and show: the last path component, printable
 /// characters only, at most 120 characters; `document` when nothing is left.
-pub fn clean_file_name(name: Option<&str>) -> String {
+fn clean_file_name(name: Option<&str>) -> String {
     let base = name
         .unwrap_or_default()
         .rsplit(['/', '\\'])
@@ -147,5 +168,19 @@ mod tests {
             "invoicefdp.exe"
         );
         assert_eq!(clean_file_name(None), "document");
+    }
+
+    #[test]
+    fn a_stored_name_ends_in_the_extension_of_the_sniffed_type() {
+        use DocumentType::*;
+        assert_eq!(display_name(Some("cv.pdf"), Pdf), "cv.pdf");
+        assert_eq!(display_name(Some("Photo.JPEG"), Jpeg), "Photo.JPEG");
+        assert_eq!(display_name(Some("photo.jpg"), Jpeg), "photo.jpg");
+        assert_eq!(display_name(Some("invoice.bat"), Gif), "invoice.bat.gif");
+        assert_eq!(display_name(Some("invoice.html"), Gif), "invoice.html.gif");
+        assert_eq!(display_name(Some("setup.exe"), Png), "setup.exe.png");
+        assert_eq!(display_name(Some("logo.svg"), Pdf), "logo.svg.pdf");
+        assert_eq!(display_name(Some("report"), Docx), "report.docx");
+        assert_eq!(display_name(None, Zip), "document.zip");
     }
 }

@@ -16,7 +16,7 @@ use utoipa::ToSchema;
 use std::future::Future;
 
 use crate::domain::token::random_token;
-use crate::domain::upload::{DocumentType, clean_file_name};
+use crate::domain::upload::{DocumentType, display_name};
 use crate::integrations::realtime::chat_room;
 use crate::state::AppState;
 use crate::store::chat::{self, Attachment, Message};
@@ -271,7 +271,7 @@ pub async fn post_file(
     tokio::fs::write(&path, bytes)
         .await
         .map_err(anyhow::Error::from)?;
-    let name = clean_file_name(client_name);
+    let name = display_name(client_name, doc_type);
     let size = bytes.len() as i64;
     let caller = *caller;
     let stored = in_room(state, project_id, move |st| async move {

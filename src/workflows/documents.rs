@@ -2,7 +2,7 @@
 //! service chooses, recorded against the user's active-role profile.
 
 use crate::domain::token::random_token;
-use crate::domain::upload::{DocumentType, clean_file_name};
+use crate::domain::upload::{DocumentType, display_name};
 use crate::domain::user::Role;
 use crate::state::AppState;
 use crate::store::documents::{self, Document, NewDocument};
@@ -46,7 +46,7 @@ pub async fn store(
             user_id,
             kind,
             file_path: &format!("documents/{user_id}/{stored}"),
-            file_name: &clean_file_name(client_name),
+            file_name: &display_name(client_name, doc_type),
             file_mime: doc_type.mime(),
             file_size: bytes.len() as i64,
         },

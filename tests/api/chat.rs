@@ -248,6 +248,27 @@ async fn files_are_typed_by_content_and_downloaded_as_attachments_by_participant
         StatusCode::UNSUPPORTED_MEDIA_TYPE
     );
 
+    // A GIF named `invoice.html` is offered as a GIF, never as a page (probe D24).
+    let r = upload(&m, &d.expert, d.project_id, "invoice.html", b"GIF89a<html>").await;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let gif = json(r).await;
+    assert_eq!(gif["file_name"], "invoice.html.gif");
+    let r = m
+        .send(
+            &d.company,
+            Method::GET,
+            gif["file_url"].as_str().unwrap(),
+            None,
+        )
+        .await;
+    assert_eq!(r.headers()["content-type"], "image/gif");
+    assert!(
+        r.headers()["content-disposition"]
+            .to_str()
+            .unwrap()
+            .ends_with("filename=\"invoice.html.gif\"")
+    );
+
     // Deleting the message removes the file.
     let path = m
         .text(

@@ -137,6 +137,25 @@ async fn the_summary_review_notification_and_report_follow_released_money() {
         (Some(0), Some(1))
     );
 
+    // A fiscal name that would be a formula in a spreadsheet splitting on `;` (probe D23).
+    let profile_id = m
+        .count(
+            "SELECT id FROM profiles WHERE user_id = $1 AND profile_type = 'experto'",
+            d.expert.id,
+        )
+        .await;
+    let mut fiscal: serde_json::Value = serde_json::from_str(crate::market::FISCAL).unwrap();
+    fiscal["fiscal_name"] = j!("x;=cmd|' /C calc'!A0;y");
+    let r = m
+        .send(
+            &d.expert,
+            Method::PUT,
+            &format!("/api/profiles/{profile_id}/fiscal-data"),
+            Some(fiscal),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+
     // The annual report lists the reportable seller.
     let r = m
         .as_admin(
@@ -157,6 +176,17 @@ async fn the_summary_review_notification_and_report_follow_released_money() {
     assert_eq!(lines.len(), 2, "{csv}");
     assert!(lines[1].contains("B12345678"));
     assert!(lines[1].contains(",2500.00,125.00,2375.00,1,reviewed"));
+    assert!(
+        lines[1].contains(r#","x;'=cmd|' /C calc'!A0;y","#),
+        "{}",
+        lines[1]
+    );
+    for cell in lines[1].split([',', ';']) {
+        assert!(
+            !cell.trim_start_matches('"').starts_with(['=', '+', '@']),
+            "a cell starts a formula: {cell}"
+        );
+    }
     let r = m
         .as_admin(
             Method::GET,

@@ -1142,6 +1142,21 @@ async fn documents_are_checked_by_content_and_private_to_their_owner() {
     let response = upload_document(&app, &ana, "big.pdf", "other", &big).await;
     assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
 
+    // A GIF named as a batch file is stored and offered as a GIF (probe D24).
+    let polyglot = b"GIF89a\r\n@echo off\r\ncalc.exe\r\n";
+    let response = upload_document(&app, &ana, "invoice.bat", "other", polyglot).await;
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let doc = json(response).await;
+    assert_eq!(doc["file_name"], "invoice.bat.gif");
+    let url = doc["url"].as_str().unwrap().to_owned();
+    let response = bearer(&app, Method::GET, &url, &ana.access_token, None).await;
+    assert_eq!(response.headers()["content-type"], "image/gif");
+    let disposition = response.headers()["content-disposition"].to_str().unwrap();
+    assert!(
+        disposition.contains("invoice.bat.gif") && !disposition.contains("bat\""),
+        "{disposition}"
+    );
+
     // A DOCX is recognised inside its ZIP container.
     let docx = b"PK\x03\x04\x14\x00\x00\x00\x08\x00word/document.xml....";
     let response = upload_document(&app, &ana, "letter.docx", "portfolio", docx).await;
