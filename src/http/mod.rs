@@ -1,6 +1,7 @@
 //! The HTTP layer: routes per resource, extractors, middleware, error mapping, OpenAPI.
 //!
-//! Every route is mounted through [`configure`] with `utoipa_actix_web`, which only accepts
+//! Each resource module mounts its own routes (`mount`, at its bottom) and [`configure`] mounts
+//! the modules in order, all through `utoipa_actix_web`'s `ServiceConfig`, which only accepts
 //! handlers that carry an OpenAPI description: a route cannot be mounted undocumented.
 
 use actix_web::{HttpResponse, web};
@@ -25,279 +26,46 @@ pub mod ws;
 pub use error::{ApiError, ApiResult};
 pub use openapi::ApiDoc;
 
-/// Mounts every route of the service. The router tries each route's pattern in this order
-/// until one matches, so the busiest fixed path comes first: the processor's webhooks, which
-/// arrive in bursts, would otherwise pay for every `{id}` pattern mounted before them.
+/// Mounts every route of the service, each module its own (`mount` at the bottom of each
+/// module). The router tries each route's pattern in mount order until one matches, so the
+/// order below is the order that matters: a fixed path must come before a `{param}` path of
+/// the same method that would capture it, and the busiest fixed path comes first — the
+/// processor's webhooks, which arrive in bursts, would otherwise pay for every pattern mounted
+/// before them.
 pub fn configure(cfg: &mut ServiceConfig) {
-    use routes::{auth, invitations, users};
-    cfg.service(routes::payments::webhook)
-        .service(system::health)
-        .service(system::metrics)
-        .service(system::openapi)
-        .service(system::actor_metrics)
-        // Accounts and sessions.
-        .service(auth::register)
-        .service(auth::login)
-        .service(auth::login_secure)
-        .service(auth::refresh)
-        .service(auth::refresh_secure)
-        .service(auth::verify)
-        .service(auth::verify_secure)
-        .service(auth::verify_token)
-        .service(auth::logout)
-        .service(auth::logout_secure)
-        .service(auth::forgot_password)
-        .service(auth::reset_password)
-        .service(auth::verify_email)
-        .service(auth::send_verification_email)
-        .service(auth::add_role)
-        .service(auth::switch_role)
-        .service(auth::accept_admin_invitation)
-        // Users: `me` routes before `{id}`.
-        .service(users::me)
-        .service(users::update_me)
-        .service(users::change_password)
-        .service(users::change_email)
-        .service(users::get_webhook)
-        .service(users::put_webhook)
-        .service(users::get_webhook_secret)
-        .service(users::regenerate_webhook_secret)
-        .service(routes::webhook_deliveries::list)
-        .service(routes::webhook_deliveries::redeliver)
-        .service(users::public_user)
-        // Admin invitations.
-        .service(invitations::create)
-        .service(invitations::list)
-        .service(invitations::get)
-        .service(invitations::cancel);
-    // Profiles (issue: profiles, projects and proposals).
-    // Fixed paths before `{id}`, `active` before `{slug}`.
-    cfg.service(routes::documents::upload)
-        .service(routes::documents::download)
-        .service(routes::profiles::create)
-        .service(routes::profiles::me)
-        .service(routes::profiles::me_profile)
-        .service(routes::profiles::fiscal_status)
-        .service(routes::profiles::upload_picture)
-        .service(routes::profiles::picture_file)
-        .service(routes::profiles::search_experts)
-        .service(routes::profiles::expert_by_slug)
-        .service(routes::profiles::public_team)
-        .service(routes::profiles::create_team_profile)
-        .service(routes::profiles::update_team_profile)
-        .service(routes::profiles::get_team_profile)
-        .service(routes::profiles::team_profile_by_slug)
-        .service(routes::profiles::public_profile)
-        .service(routes::profiles::update)
-        .service(routes::profiles::update_fiscal)
-        .service(routes::profiles::active_skills)
-        .service(routes::profiles::skill)
-        .service(routes::profiles::skill_experts)
-        .service(routes::profiles::verify)
-        .service(routes::profiles::unverify)
-        .service(routes::profiles::reject)
-        .service(routes::profiles::resubmit)
-        .service(routes::profiles::pre_evaluate)
-        .service(routes::profiles::admin_user_profile)
-        .service(routes::profiles::admin_list)
-        .service(routes::profiles::admin_create_expert)
-        .service(routes::profiles::admin_create_company);
-    // Projects: fixed paths before `{project_id}`.
-    {
-        use routes::{applications, expert, projects};
-        cfg.service(projects::public_list)
-            .service(projects::my_projects)
-            .service(projects::all_projects)
-            .service(projects::list)
-            .service(projects::create)
-            .service(projects::get_project)
-            .service(projects::update)
-            .service(projects::change_status)
-            .service(projects::delete_project)
-            .service(projects::submit)
-            .service(projects::request_budget)
-            .service(projects::validate)
-            .service(projects::curate)
-            .service(projects::auto_curate)
-            .service(projects::curation_suggestions)
-            .service(projects::admin_invite_experts)
-            .service(routes::admin_projects::list)
-            .service(routes::admin_projects::get_one)
-            .service(routes::admin_projects::set_status)
-            .service(applications::apply)
-            .service(applications::my_application)
-            .service(applications::list)
-            .service(applications::request_revision)
-            .service(applications::resubmit)
-            .service(applications::reject)
-            .service(applications::select)
-            .service(applications::cancel_selection)
-            .service(expert::stats)
-            .service(expert::my_applications)
-            .service(expert::available_projects)
-            .service(expert::assigned_projects)
-            .service(expert::invitations);
-    }
-    // Commission configuration (administrators): `bulk` before `{level}`.
-    cfg.service(routes::commission::list_config)
-        .service(routes::commission::update_bulk)
-        .service(routes::commission::get_level)
-        .service(routes::commission::update_level);
-    // Connected payout account of experts.
-    cfg.service(routes::connect::get_status)
-        .service(routes::connect::account_link)
-        .service(routes::connect::account_update_link)
-        .service(routes::connect::admin_disconnect);
-    // Payments: the literal `/api/payments/...` paths below must stay before any
-    // `/api/payments/{id}` route, which would otherwise capture them.
-    cfg.service(routes::payment_methods::public_key)
-        .service(routes::payment_methods::saved_methods)
-        .service(routes::payment_methods::delete_saved_method)
-        .service(routes::payment_methods::attach_method);
-    // Milestones and deliveries: the literal `deliveries/…` paths before `{milestone_id}`.
-    {
-        use routes::milestones as ms;
-        cfg.service(ms::create_delivery)
-            .service(ms::deliveries_of_milestone)
-            .service(ms::deliveries_of_project)
-            .service(ms::my_deliveries)
-            .service(ms::get_delivery)
-            .service(ms::update_delivery)
-            .service(ms::review_delivery)
-            .service(ms::create)
-            .service(ms::list_for_project)
-            .service(ms::get_milestone)
-            .service(ms::update)
-            .service(ms::delete_milestone)
-            .service(ms::complete)
-            .service(ms::approve)
-            .service(ms::reject)
-            .service(routes::timers::release_engagement);
-    }
-    // WebSockets: notifications and chat rooms.
-    cfg.service(ws::notifications_socket)
-        .service(ws::chat_socket);
-    // A project's chat.
-    {
-        use routes::chat;
-        cfg.service(chat::list)
-            .service(chat::post_message)
-            .service(chat::upload_file)
-            .service(chat::download_file)
-            .service(chat::mark_read)
-            .service(chat::get_message)
-            .service(chat::edit_message)
-            .service(chat::delete_message);
-    }
-    // Notifications.
-    cfg.service(routes::webhook_deliveries::test)
-        .service(routes::notifications::list)
-        .service(routes::notifications::mark_read)
-        .service(routes::notifications::mark_all_read)
-        .service(routes::notifications::test);
-    // Payments: literal paths before `/api/payments/{payment_id}`.
-    {
-        use routes::payments;
-        cfg.service(payments::initiate)
-            .service(payments::release)
-            .service(payments::release_and_charge_next)
-            .service(payments::sync_status)
-            .service(payments::refund)
-            .service(payments::history)
-            .service(payments::by_project)
-            .service(payments::intent)
-            .service(payments::confirm_initial)
-            .service(payments::retry_transfer)
-            .service(payments::receipt)
-            .service(payments::get_one)
-            .service(payments::admin_list)
-            .service(payments::admin_reconcile)
-            .service(routes::money_audit::audit)
-            .service(payments::admin_get)
-            .service(payments::admin_refund);
-    }
-    // Reviews: fixed paths before `{review_id}`.
-    {
-        use routes::reviews;
-        cfg.service(reviews::create)
-            .service(reviews::of_user)
-            .service(reviews::stats)
-            .service(reviews::of_project)
-            .service(reviews::of_project_reviewer)
-            .service(reviews::respond)
-            .service(reviews::edit_response)
-            .service(reviews::publish)
-            .service(reviews::hide)
-            .service(reviews::get_one)
-            .service(reviews::edit)
-            .service(reviews::remove);
-    }
-    // Administrators on accounts.
-    {
-        use routes::admin_users as au;
-        cfg.service(au::list)
-            .service(au::get_one)
-            .service(au::update)
-            .service(au::remove)
-            .service(au::set_status)
-            .service(au::suspend)
-            .service(au::change_password)
-            .service(au::recontact)
-            .service(au::set_roles)
-            .service(au::deletion_request)
-            .service(au::deletion_confirm);
-    }
-    // Administrators on a user's standing.
-    cfg.service(routes::reputation::set_internal_rating)
-        .service(routes::reputation::rating_history)
-        .service(routes::reputation::get_reputation)
-        .service(routes::reputation::suggest_level);
-    // Disputes.
-    cfg.service(routes::disputes::raise)
-        .service(routes::disputes::latest)
-        .service(routes::disputes::admin_list)
-        .service(routes::disputes::admin_get)
-        .service(routes::disputes::mediate)
-        .service(routes::disputes::resolve);
-    // Processor sandbox controls (404 unless the sandbox is the processor).
-    cfg.service(routes::sandbox::confirm_payment_intent)
-        .service(routes::sandbox::cancel_payment_intent)
-        .service(routes::sandbox::set_balance)
-        .service(routes::sandbox::dispute_charge)
-        .service(routes::sandbox::update_dispute)
-        .service(routes::sandbox::close_dispute)
-        .service(routes::sandbox::fail_transfer)
-        .service(routes::sandbox::payout)
-        .service(routes::sandbox::update_account)
-        .service(routes::sandbox::complete_onboarding)
-        .service(routes::sandbox::ledger)
-        .service(routes::sandbox::inject_failure)
-        .service(routes::sandbox::resend_event)
-        .service(routes::sandbox::events);
-    // Platform metrics (`growth` is a fixed path of its own).
-    cfg.service(routes::admin_metrics::overview)
-        .service(routes::admin_metrics::growth_view);
-    // DAC7 tax-reporting review.
-    cfg.service(routes::dac7::summary)
-        .service(routes::dac7::review)
-        .service(routes::dac7::notify_experts)
-        .service(routes::dac7::report);
-    // End-to-end reset (404 unless enabled).
-    cfg.service(routes::testing::reset_e2e);
-    // CRM integration (issue 17): administrators, plus the signed inbound webhook.
-    {
-        use routes::crm;
-        cfg.service(crm::sync_contact)
-            .service(crm::create_opportunity)
-            .service(crm::add_tags)
-            .service(crm::contact_status)
-            .service(crm::sync_logs)
-            .service(crm::health_check)
-            .service(crm::crm_tags)
-            .service(crm::crm_diagnosis)
-            .service(crm::crm_sync_tags)
-            .service(crm::webhook);
-    }
+    routes::payments::mount_processor_webhook(cfg);
+    system::mount(cfg);
+    routes::auth::mount(cfg);
+    routes::users::mount(cfg);
+    routes::webhook_deliveries::mount(cfg);
+    routes::invitations::mount(cfg);
+    routes::documents::mount(cfg);
+    routes::profiles::mount(cfg);
+    routes::projects::mount(cfg);
+    routes::admin_projects::mount(cfg);
+    routes::applications::mount(cfg);
+    routes::expert::mount(cfg);
+    routes::commission::mount(cfg);
+    routes::connect::mount(cfg);
+    // Literal `/api/payments/…` paths: before `/api/payments/{payment_id}`.
+    routes::payment_methods::mount(cfg);
+    routes::milestones::mount(cfg);
+    routes::timers::mount(cfg);
+    ws::mount(cfg);
+    routes::chat::mount(cfg);
+    routes::notifications::mount(cfg);
+    // `/api/admin/payments/audit`: before `/api/admin/payments/{payment_id}`.
+    routes::money_audit::mount(cfg);
+    routes::payments::mount(cfg);
+    routes::reviews::mount(cfg);
+    routes::admin_users::mount(cfg);
+    routes::reputation::mount(cfg);
+    routes::disputes::mount(cfg);
+    routes::sandbox::mount(cfg);
+    routes::admin_metrics::mount(cfg);
+    routes::dac7::mount(cfg);
+    routes::testing::mount(cfg);
+    routes::crm::mount(cfg);
 }
 
 /// The answer for a request no route takes: 405 with `Allow` when the address is a route's

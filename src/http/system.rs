@@ -216,3 +216,11 @@ pub async fn actor_metrics(_admin: crate::http::auth::AdminUser) -> HttpResponse
         .collect();
     HttpResponse::Ok().json(kinds)
 }
+
+/// Mounts health, metrics, the OpenAPI document and the actors' numbers.
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(health)
+        .service(metrics)
+        .service(openapi)
+        .service(actor_metrics);
+}

@@ -449,3 +449,8 @@ pub fn render_metrics(state: &AppState, out: &mut String) {
         chat::ROOM_ACTORS
     );
 }
+
+/// Mounts the WebSockets: notifications and chat rooms.
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(notifications_socket).service(chat_socket);
+}

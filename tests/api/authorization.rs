@@ -10,82 +10,15 @@
 //! `AUTHZ_PRINT=1` prints the observed classes in the matrix's format (to draft a new row; the
 //! row must still be checked against the specification by a person).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use reqwest::Method;
 use serde_json::{Value, json as j};
 
+use crate::access_table::{CALLERS, coverage_problems, operations, rows};
 use crate::helpers::{PASSWORD, json, login};
 use crate::market::Market;
 use crate::world::{PDF, World, build, multipart, owner_fiscal, png};
-
-const MATRIX: &str = include_str!("../../src/http/routes/access.txt");
-
-/// The callers, in the matrix's column order.
-const CALLERS: [&str; 7] = [
-    "anonymous",
-    "company",
-    "expert",
-    "admin",
-    "owner",
-    "participant",
-    "applicant",
-];
-
-/// The classes a cell may name (`a|b` allows either).
-const CLASSES: [&str; 5] = ["ok", "401", "403", "404", "skip"];
-
-struct Row {
-    method: String,
-    path: String,
-    cells: Vec<String>,
-    line: usize,
-}
-
-/// Parses the matrix; a malformed line fails the test with its number.
-fn rows() -> Vec<Row> {
-    let mut rows = Vec::new();
-    for (n, raw) in MATRIX.lines().enumerate() {
-        let text = raw.split('#').next().unwrap_or_default().trim();
-        if text.is_empty() {
-            continue;
-        }
-        let words: Vec<&str> = text.split_whitespace().collect();
-        assert_eq!(
-            words.len(),
-            2 + CALLERS.len(),
-            "access.txt line {}: method, path and {} cells expected: {raw}",
-            n + 1,
-            CALLERS.len()
-        );
-        for cell in &words[2..] {
-            assert!(
-                cell.split('|').all(|c| CLASSES.contains(&c)),
-                "access.txt line {}: unknown class {cell}",
-                n + 1
-            );
-            assert!(
-                *cell == "skip" || !cell.contains("skip"),
-                "access.txt line {}: skip stands alone",
-                n + 1
-            );
-        }
-        if words[2..].contains(&"skip") {
-            assert!(
-                raw.contains('#'),
-                "access.txt line {}: a skipped cell needs a reason after #",
-                n + 1
-            );
-        }
-        rows.push(Row {
-            method: words[0].to_owned(),
-            path: words[1].to_owned(),
-            cells: words[2..].iter().map(|c| (*c).to_owned()).collect(),
-            line: n + 1,
-        });
-    }
-    rows
-}
 
 /// The class of an answer. `ok`: the caller got past authorization — a success, or a refusal
 /// of the request itself made after it (400 business rule, 409 state, 413/415 file, 422
@@ -97,19 +30,6 @@ fn class(status: u16) -> String {
         401 | 403 | 404 => status.to_string(),
         other => format!("unexpected {other}"),
     }
-}
-
-/// Every operation of the OpenAPI document, as (METHOD, path).
-fn operations(doc: &Value) -> BTreeSet<(String, String)> {
-    let mut ops = BTreeSet::new();
-    for (path, item) in doc["paths"].as_object().expect("paths") {
-        for method in ["get", "put", "post", "delete", "patch"] {
-            if item.get(method).is_some() {
-                ops.insert((method.to_uppercase(), path.clone()));
-            }
-        }
-    }
-    ops
 }
 
 /// The path with its parameters filled from the world; a parameter without a fixture fails
@@ -462,30 +382,7 @@ async fn every_route_answers_each_caller_as_the_matrix_says() {
     let doc = json(m.app.get("/openapi.json").await).await;
     let mounted = operations(&doc);
     let mut rows = rows();
-    let mut problems = Vec::new();
-    let mut seen = BTreeMap::new();
-    for row in &rows {
-        let key = (row.method.clone(), row.path.clone());
-        if let Some(first) = seen.insert(key.clone(), row.line) {
-            problems.push(format!(
-                "access.txt lines {first} and {}: {} {} twice",
-                row.line, row.method, row.path
-            ));
-        }
-        if !mounted.contains(&key) {
-            problems.push(format!(
-                "access.txt line {}: {} {} is not a mounted operation",
-                row.line, row.method, row.path
-            ));
-        }
-    }
-    for (method, path) in &mounted {
-        if !seen.contains_key(&(method.clone(), path.clone())) {
-            problems.push(format!(
-                "{method} {path} has no row in src/http/routes/access.txt"
-            ));
-        }
-    }
+    let mut problems = coverage_problems(&rows, &mounted);
     assert!(
         mounted.len() > 150,
         "the OpenAPI document lists {} operations",

@@ -1,5 +1,6 @@
 //! Black-box tests: one binary (linking is minutes per binary on two cores), a module per area.
 
+mod access_table;
 mod admin;
 mod architecture;
 mod auth;

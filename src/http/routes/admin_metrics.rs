@@ -248,3 +248,8 @@ pub async fn growth_view(
     };
     Ok(HttpResponse::Ok().json(body))
 }
+
+/// Mounts the platform metrics (`growth` is a fixed path of its own).
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(overview).service(growth_view);
+}

@@ -168,3 +168,8 @@ pub async fn set_status(
     flow::set_status(&state, admin.id(), id, to, &body.reason).await?;
     Ok(HttpResponse::Ok().json(full(&state, &admin, id).await?))
 }
+
+/// Mounts the administrators' project routes: the list before `{project_id}`.
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(list).service(get_one).service(set_status);
+}

@@ -446,3 +446,18 @@ pub async fn remove(
     let request = flow::delete(&state, admin.id(), user_id.into_inner()).await?;
     Ok(HttpResponse::Ok().json(request))
 }
+
+/// Mounts the administrators' routes on accounts.
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(list)
+        .service(get_one)
+        .service(update)
+        .service(remove)
+        .service(set_status)
+        .service(suspend)
+        .service(change_password)
+        .service(recontact)
+        .service(set_roles)
+        .service(deletion_request)
+        .service(deletion_confirm);
+}

@@ -425,3 +425,15 @@ pub async fn cancel_selection(
     let project = selection::cancel(&state, c, path.into_inner()).await?;
     Ok(HttpResponse::Ok().json(ProjectView::for_caller(project, Some(&c))))
 }
+
+/// Mounts the proposals and the selection.
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(apply)
+        .service(my_application)
+        .service(list)
+        .service(request_revision)
+        .service(resubmit)
+        .service(reject)
+        .service(select)
+        .service(cancel_selection);
+}

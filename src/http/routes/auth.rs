@@ -813,3 +813,24 @@ pub async fn accept_admin_invitation(
         user: UserView::from(&user),
     }))
 }
+
+/// Mounts the account and session routes.
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(register)
+        .service(login)
+        .service(login_secure)
+        .service(refresh)
+        .service(refresh_secure)
+        .service(verify)
+        .service(verify_secure)
+        .service(verify_token)
+        .service(logout)
+        .service(logout_secure)
+        .service(forgot_password)
+        .service(reset_password)
+        .service(verify_email)
+        .service(send_verification_email)
+        .service(add_role)
+        .service(switch_role)
+        .service(accept_admin_invitation);
+}

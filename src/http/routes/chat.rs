@@ -277,3 +277,15 @@ pub async fn mark_read(
     let unread = flow::mark_read(&state, &caller(&auth), project_id.into_inner(), up_to).await?;
     Ok(HttpResponse::Ok().json(Unread { unread }))
 }
+
+/// Mounts a project's chat.
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(list)
+        .service(post_message)
+        .service(upload_file)
+        .service(download_file)
+        .service(mark_read)
+        .service(get_message)
+        .service(edit_message)
+        .service(delete_message);
+}

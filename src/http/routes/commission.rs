@@ -229,3 +229,11 @@ pub async fn update_level(
     let rate = flow::set_rate(&state, admin.id(), level, rate_bp).await?;
     Ok(HttpResponse::Ok().json(CommissionView::from(rate)))
 }
+
+/// Mounts the commission configuration: `bulk` before `{level}`.
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(list_config)
+        .service(update_bulk)
+        .service(get_level)
+        .service(update_level);
+}

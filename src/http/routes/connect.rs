@@ -154,3 +154,11 @@ pub async fn admin_disconnect(
     let link = flow::disconnect(&state, admin.id(), path.into_inner()).await?;
     Ok(HttpResponse::Ok().json(ConnectStatusView::of(Some(link))))
 }
+
+/// Mounts the experts' connected payout account routes.
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(get_status)
+        .service(account_link)
+        .service(account_update_link)
+        .service(admin_disconnect);
+}

@@ -519,3 +519,17 @@ pub async fn webhook(
         }
     }
 }
+
+/// Mounts the CRM integration: administrators, plus the signed inbound webhook.
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(sync_contact)
+        .service(create_opportunity)
+        .service(add_tags)
+        .service(contact_status)
+        .service(sync_logs)
+        .service(health_check)
+        .service(crm_tags)
+        .service(crm_diagnosis)
+        .service(crm_sync_tags)
+        .service(webhook);
+}

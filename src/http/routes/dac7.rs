@@ -133,3 +133,11 @@ pub async fn report(
         ))
         .body(csv))
 }
+
+/// Mounts the DAC7 tax-reporting review.
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(summary)
+        .service(review)
+        .service(notify_experts)
+        .service(report);
+}

@@ -469,3 +469,13 @@ pub async fn resolve(
         payments: r.payments.into_iter().map(PaymentView::from).collect(),
     }))
 }
+
+/// Mounts the disputes.
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(raise)
+        .service(latest)
+        .service(admin_list)
+        .service(admin_get)
+        .service(mediate)
+        .service(resolve);
+}

@@ -201,3 +201,8 @@ pub(crate) fn attachment(mime: &str, file_name: &str, bytes: Vec<u8>) -> HttpRes
         .insert_header(("Cache-Control", "private, no-store"))
         .body(bytes)
 }
+
+/// Mounts the profile documents.
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(upload).service(download);
+}

@@ -247,3 +247,12 @@ pub async fn invitations(
 ) -> ApiResult<HttpResponse> {
     project_list(&state, &auth, query.into_inner(), ProjectList::Invited).await
 }
+
+/// Mounts the expert's own lists.
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(stats)
+        .service(my_applications)
+        .service(available_projects)
+        .service(assigned_projects)
+        .service(invitations);
+}

@@ -190,3 +190,11 @@ pub async fn cancel(
     invitations_flow::cancel(&state, id.into_inner()).await?;
     Ok(HttpResponse::Ok().json(Message::new("Invitation cancelled")))
 }
+
+/// Mounts the administrators' invitations.
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(create)
+        .service(list)
+        .service(get)
+        .service(cancel);
+}

@@ -696,3 +696,23 @@ pub async fn reject(
     let m = flow::reject(&state, caller(&auth), path.into_inner(), feedback).await?;
     Ok(HttpResponse::Ok().json(MilestoneView::from(m)))
 }
+
+/// Mounts milestones and deliveries: the literal `deliveries/…` paths before
+/// `{milestone_id}`.
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(create_delivery)
+        .service(deliveries_of_milestone)
+        .service(deliveries_of_project)
+        .service(my_deliveries)
+        .service(get_delivery)
+        .service(update_delivery)
+        .service(review_delivery)
+        .service(create)
+        .service(list_for_project)
+        .service(get_milestone)
+        .service(update)
+        .service(delete_milestone)
+        .service(complete)
+        .service(approve)
+        .service(reject);
+}

@@ -45,3 +45,8 @@ pub async fn audit(
     let from = query.from.unwrap_or(to - Duration::days(7));
     Ok(HttpResponse::Ok().json(flow::audit(&state, from, to).await?))
 }
+
+/// Mounts the money audit.
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(audit);
+}

@@ -171,3 +171,11 @@ pub async fn test(state: web::Data<AppState>, auth: AuthUser) -> ApiResult<HttpR
     let notification = notify::store_test(&state, auth.id()).await?;
     Ok(HttpResponse::Created().json(NotificationView::from(notification)))
 }
+
+/// Mounts the notifications.
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(list)
+        .service(mark_read)
+        .service(mark_all_read)
+        .service(test);
+}

@@ -145,3 +145,11 @@ pub async fn attach_method(
     let method = flow::attach(&state, &auth.user, id).await?;
     Ok(HttpResponse::Ok().json(SavedMethodView::from(method)))
 }
+
+/// Mounts the saved payment methods.
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(public_key)
+        .service(saved_methods)
+        .service(delete_saved_method)
+        .service(attach_method);
+}

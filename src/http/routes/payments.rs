@@ -760,3 +760,30 @@ pub async fn admin_reconcile(
             .await?;
     Ok(HttpResponse::Ok().json(result))
 }
+
+/// Mounts the processor's webhook (mounted before every other route: see
+/// `http::configure`).
+pub fn mount_processor_webhook(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(webhook);
+}
+
+/// Mounts the payments (the processor's webhook is [`mount_processor_webhook`]):
+/// literal paths before `{payment_id}`.
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(initiate)
+        .service(release)
+        .service(release_and_charge_next)
+        .service(sync_status)
+        .service(refund)
+        .service(history)
+        .service(by_project)
+        .service(intent)
+        .service(confirm_initial)
+        .service(retry_transfer)
+        .service(receipt)
+        .service(get_one)
+        .service(admin_list)
+        .service(admin_reconcile)
+        .service(admin_get)
+        .service(admin_refund);
+}

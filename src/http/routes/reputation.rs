@@ -242,3 +242,11 @@ pub async fn suggest_level(
         current_level: s.expert_level,
     }))
 }
+
+/// Mounts the administrators' routes on a user's standing.
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(set_internal_rating)
+        .service(rating_history)
+        .service(get_reputation)
+        .service(suggest_level);
+}

@@ -457,3 +457,19 @@ pub async fn remove(
 ) -> ApiResult<HttpResponse> {
     moderate(&state, &admin, *id, Moderation::Delete).await
 }
+
+/// Mounts the reviews: fixed paths before `{review_id}`.
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(create)
+        .service(of_user)
+        .service(stats)
+        .service(of_project)
+        .service(of_project_reviewer)
+        .service(respond)
+        .service(edit_response)
+        .service(publish)
+        .service(hide)
+        .service(get_one)
+        .service(edit)
+        .service(remove);
+}

@@ -403,3 +403,21 @@ pub async fn resend_event(
 pub async fn events(state: web::Data<AppState>) -> ApiResult<HttpResponse> {
     Ok(HttpResponse::Ok().json(sandbox(&state)?.events()))
 }
+
+/// Mounts the processor sandbox controls (404 unless the sandbox is the processor).
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(confirm_payment_intent)
+        .service(cancel_payment_intent)
+        .service(set_balance)
+        .service(dispute_charge)
+        .service(update_dispute)
+        .service(close_dispute)
+        .service(fail_transfer)
+        .service(payout)
+        .service(update_account)
+        .service(complete_onboarding)
+        .service(ledger)
+        .service(inject_failure)
+        .service(resend_event)
+        .service(events);
+}

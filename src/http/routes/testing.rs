@@ -46,3 +46,8 @@ pub async fn reset_e2e(state: web::Data<AppState>, req: HttpRequest) -> ApiResul
     }
     Ok(HttpResponse::Ok().json(reset::reset_e2e(&state).await?))
 }
+
+/// Mounts the end-to-end reset (404 unless enabled).
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(reset_e2e);
+}

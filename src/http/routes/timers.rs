@@ -35,3 +35,8 @@ pub async fn release_engagement(
     let project = flow::release_engagement(&state, who, path.into_inner()).await?;
     Ok(HttpResponse::Ok().json(ProjectView::for_caller(project, Some(&who))))
 }
+
+/// Mounts the release of a milestone's engagement.
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(release_engagement);
+}

@@ -265,3 +265,16 @@ pub async fn public_user(
         .ok_or_else(|| ApiError::not_found("User not found"))?;
     Ok(HttpResponse::Ok().json(PublicUser::from(&user)))
 }
+
+/// Mounts the user routes: the `me` paths before `/api/users/{id}`.
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(me)
+        .service(update_me)
+        .service(change_password)
+        .service(change_email)
+        .service(get_webhook)
+        .service(put_webhook)
+        .service(get_webhook_secret)
+        .service(regenerate_webhook_secret)
+        .service(public_user);
+}

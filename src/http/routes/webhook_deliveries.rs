@@ -425,3 +425,8 @@ pub async fn test(state: web::Data<AppState>, auth: AuthUser) -> ApiResult<HttpR
         error: outcome.error,
     }))
 }
+
+/// Mounts the webhook deliveries and the test delivery.
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(list).service(redeliver).service(test);
+}

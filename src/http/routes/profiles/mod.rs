@@ -334,3 +334,35 @@ pub async fn update(
     let view = owner_of(conn.exec(), profile).await?;
     Ok(HttpResponse::Ok().json(view))
 }
+
+/// Mounts the profile routes: fixed paths before `{id}`, `active` before `{slug}`.
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(create)
+        .service(me)
+        .service(me_profile)
+        .service(fiscal_status)
+        .service(upload_picture)
+        .service(picture_file)
+        .service(search_experts)
+        .service(expert_by_slug)
+        .service(public_team)
+        .service(create_team_profile)
+        .service(update_team_profile)
+        .service(get_team_profile)
+        .service(team_profile_by_slug)
+        .service(public_profile)
+        .service(update)
+        .service(update_fiscal)
+        .service(active_skills)
+        .service(skill)
+        .service(skill_experts)
+        .service(verify)
+        .service(unverify)
+        .service(reject)
+        .service(resubmit)
+        .service(pre_evaluate)
+        .service(admin_user_profile)
+        .service(admin_list)
+        .service(admin_create_expert)
+        .service(admin_create_company);
+}

@@ -326,3 +326,23 @@ fn changes_from(req: UpdateProjectRequest, now: DateTime<Utc>) -> ApiResult<Proj
         Err(ApiError::validation(errors))
     }
 }
+
+/// Mounts the project routes: fixed paths before `{project_id}`.
+pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(public_list)
+        .service(my_projects)
+        .service(all_projects)
+        .service(list)
+        .service(create)
+        .service(get_project)
+        .service(update)
+        .service(change_status)
+        .service(delete_project)
+        .service(submit)
+        .service(request_budget)
+        .service(validate)
+        .service(curate)
+        .service(auto_curate)
+        .service(curation_suggestions)
+        .service(admin_invite_experts);
+}
