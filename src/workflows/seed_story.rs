@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::domain::project::{ProjectStatus, ProjectType};
+use crate::domain::text::ChatText;
 use crate::integrations::processor::SandboxHandle;
 use crate::state::AppState;
 use crate::store::applications::{Proposal, ProposedMilestone};
@@ -131,6 +132,7 @@ pub async fn load(state: &AppState) -> FlowResult<Story> {
             "Thanks, I will share the schema design by Friday.",
         ),
     ] {
+        let text = ChatText::parse(text).map_err(anyhow::Error::from)?;
         chat::post(state, &caller(author), in_progress.id, text).await?;
     }
     keep(&reload(state, in_progress.id).await?);
