@@ -7,25 +7,6 @@ use rust_decimal::{Decimal, RoundingStrategy};
 
 /// A review's rating: a whole number of stars.
 pub const RATINGS: std::ops::RangeInclusive<i64> = 1..=5;
-/// Characters of a review's comment and of its response.
-pub const TEXT_LENGTH: std::ops::RangeInclusive<usize> = 10..=2000;
-/// Characters of the reason for an internal rating change, at least.
-pub const RATING_REASON_MIN: usize = 10;
-
-/// Checks a review's or a response's text; the message names what is wrong.
-pub fn check_text(text: &str) -> Result<(), String> {
-    let chars = text.trim().chars().count();
-    if TEXT_LENGTH.contains(&chars) {
-        Ok(())
-    } else {
-        Err(format!(
-            "must be {} to {} characters",
-            TEXT_LENGTH.start(),
-            TEXT_LENGTH.end()
-        ))
-    }
-}
-
 pub fn check_rating(rating: i64) -> Result<(), String> {
     if RATINGS.contains(&rating) {
         Ok(())

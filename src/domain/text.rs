@@ -5,7 +5,13 @@
 //! the bidirectional overrides and isolates make text display in another order than it is
 //! stored (a file name `invoice<U+202E>fdp.exe` shows as `invoiceexe.pdf`, a message reads
 //! differently to its reader).
-//! They are refused at the edge, before any handler sees them, so every field is covered.
+//! Free text a workflow takes is a [`Text`] of its kind, which refuses them with the length
+//! rule of that kind when it is parsed; the HTTP middleware `text_guard` refuses them in every
+//! path, query and JSON body besides, a second net for the fields that are plain strings.
+
+mod bounded;
+
+pub use bounded::*;
 
 /// Whether `c` is refused in free text: C0 controls but tab, line feed and carriage return
 /// (a line break typed in a text area travels as CR LF), DEL, C1 controls, and the

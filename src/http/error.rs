@@ -144,6 +144,20 @@ impl ApiError {
     pub fn code(&self) -> &str {
         &self.code
     }
+
+    /// The body this error answers with (an internal error's cause is never in it).
+    pub fn body(&self) -> ErrorBody {
+        ErrorBody {
+            detail: self.detail.to_string(),
+            code: self.code.to_string(),
+            errors: self.errors.clone(),
+        }
+    }
+
+    /// What went wrong inside, for the log only.
+    pub fn cause(&self) -> Option<&anyhow::Error> {
+        self.cause.as_ref()
+    }
 }
 
 impl std::fmt::Display for ApiError {
@@ -167,11 +181,7 @@ impl ResponseError for ApiError {
         {
             response.insert_header((RETRY_AFTER, value));
         }
-        response.json(ErrorBody {
-            detail: self.detail.to_string(),
-            code: self.code.to_string(),
-            errors: self.errors.clone(),
-        })
+        response.json(self.body())
     }
 }
 

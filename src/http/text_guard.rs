@@ -1,6 +1,8 @@
 //! Refuses forbidden characters (`domain::text`) in the address and in JSON bodies before any
-//! handler runs, so every field of every route is covered by one rule and nothing with a NUL
-//! or a bidirectional override reaches the store.
+//! handler runs. The rule itself is the domain's `Text` types, parsed once at the edge of REST
+//! and WebSocket alike; this is the second net, for every field that is still a plain string
+//! (names, searches, labels), so nothing with a NUL or a bidirectional override reaches the
+//! store through HTTP.
 
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
@@ -71,10 +73,6 @@ fn forbidden_in(raw: &str) -> Option<char> {
 }
 
 fn refuse(req: ServiceRequest, part: &'static str, c: char) -> ServiceResponse<BoxBody> {
-    let message = format!(
-        "contains the character U+{:04X}; control and bidirectional-override characters are \
-         not accepted",
-        u32::from(c)
-    );
+    let message = text::TextError::Forbidden(c).to_string();
     req.into_response(ApiError::invalid_field(part, message).error_response())
 }

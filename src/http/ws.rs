@@ -18,7 +18,8 @@ use utoipa::IntoParams;
 
 use super::auth::{REFRESH_COOKIE, bearer_token};
 use super::error::{ApiError, ApiResult, ErrorBody};
-use crate::domain::token::constant_time_eq;
+use crate::domain::text::ChatText;
+use crate::domain::token::{constant_time_eq, random_token};
 use crate::integrations::realtime::{Frame, SocketKind, chat_room, user_room};
 use crate::state::AppState;
 use crate::store::notifications;
@@ -345,6 +346,32 @@ fn error_frame(detail: &str) -> String {
     json!({"type": "error", "data": {"detail": detail}}).to_string()
 }
 
+/// A refusal as an `error` frame whose `data` is the body REST answers it with (`detail`,
+/// `code`, `errors`). An internal error's cause goes to the log under a fresh request id, and
+/// the client gets the generic sentence and that id, never the cause's text.
+fn refusal_frame(error: ApiError, socket: &Socket, project_id: i64) -> String {
+    let request_id = error.cause().map(|cause| {
+        let request_id = random_token(12);
+        tracing::error!(
+            request_id = %request_id,
+            user_id = socket.user.id,
+            project_id,
+            error = %format!("{cause:#}"),
+            "chat frame failed"
+        );
+        request_id
+    });
+    refusal_json(&error, request_id.as_deref())
+}
+
+fn refusal_json(error: &ApiError, request_id: Option<&str>) -> String {
+    let mut data = serde_json::to_value(error.body()).unwrap_or_default();
+    if let Some(request_id) = request_id {
+        data["request_id"] = request_id.into();
+    }
+    json!({"type": "error", "data": data}).to_string()
+}
+
 #[derive(Deserialize)]
 struct ClientFrame {
     #[serde(rename = "type")]
@@ -370,17 +397,18 @@ async fn handle_text(
     };
     let caller = socket.caller();
     match frame.kind.as_str() {
-        "message" => match chat::post(
-            state,
-            &caller,
-            project_id,
-            frame.content.as_deref().unwrap_or_default(),
-        )
-        .await
-        {
-            Ok(_) => None,
-            Err(e) => Some(error_frame(&e.to_string())),
-        },
+        "message" => {
+            // The same type as REST's body: the same refusal, and nothing unchecked stored.
+            let posted = match ChatText::parse(frame.content.unwrap_or_default()) {
+                Ok(content) => chat::post(state, &caller, project_id, content)
+                    .await
+                    .map_err(ApiError::from),
+                Err(e) => Err(ApiError::invalid_field("content", e.to_string())),
+            };
+            posted
+                .err()
+                .map(|error| refusal_frame(error, socket, project_id))
+        }
         "typing" => {
             chat::typing(state, &caller, project_id).await;
             None
@@ -453,4 +481,37 @@ pub fn render_metrics(state: &AppState, out: &mut String) {
 /// Mounts the WebSockets: notifications and chat rooms.
 pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
     cfg.service(notifications_socket).service(chat_socket);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_internal_error_reaches_the_client_as_a_generic_sentence_and_a_request_id() {
+        let cause = anyhow::anyhow!("database error: invalid byte sequence for encoding \"UTF8\"");
+        let frame: serde_json::Value =
+            serde_json::from_str(&refusal_json(&ApiError::internal(cause), Some("abc123")))
+                .unwrap();
+        assert_eq!(
+            frame,
+            json!({"type": "error", "data": {
+                "detail": "Internal server error", "code": "INTERNAL_ERROR", "request_id": "abc123"
+            }})
+        );
+    }
+
+    #[test]
+    fn a_refused_field_reaches_the_client_as_rest_answers_it() {
+        let refusal = ApiError::invalid_field("content", "must be 1 to 5000 characters");
+        let frame: serde_json::Value = serde_json::from_str(&refusal_json(&refusal, None)).unwrap();
+        assert_eq!(
+            frame,
+            json!({"type": "error", "data": {
+                "detail": "content: must be 1 to 5000 characters",
+                "code": "VALIDATION_ERROR",
+                "errors": [{"field": "content", "message": "must be 1 to 5000 characters"}]
+            }})
+        );
+    }
 }

@@ -5,6 +5,7 @@ use serde_json::json;
 
 use crate::domain::project::format_minor;
 use crate::domain::project::{self as rules, ApplyRefusal, ProjectStatus};
+use crate::domain::text::Feedback;
 use crate::integrations::mail::Template;
 use crate::state::AppState;
 use crate::store::applications::{self, Application, Proposal};
@@ -136,7 +137,7 @@ pub async fn request_revision(
     caller: &Caller,
     project_id: i64,
     application_id: i64,
-    feedback: &str,
+    feedback: &Feedback,
 ) -> FlowResult<Application> {
     let now = state.clock.now();
     let mut tx = state.db.begin().await?;

@@ -15,6 +15,7 @@ use utoipa::ToSchema;
 
 use std::future::Future;
 
+use crate::domain::text::ChatText;
 use crate::domain::token::random_token;
 use crate::domain::upload::{DocumentType, display_name};
 use crate::integrations::realtime::chat_room;
@@ -65,9 +66,6 @@ impl From<Message> for MessageView {
     }
 }
 
-/// Longest message, in characters.
-pub const MAX_CONTENT_CHARS: usize = 5000;
-
 /// The metrics kind of the room actors (`/metrics`, `GET /api/admin/actors`).
 pub const ROOM_ACTORS: &str = "chat_room";
 
@@ -112,17 +110,6 @@ async fn participant_project(
     } else {
         Err(not_found())
     }
-}
-
-fn check_content(content: &str) -> FlowResult<String> {
-    let n = content.trim().chars().count();
-    if n == 0 || content.chars().count() > MAX_CONTENT_CHARS {
-        return Err(FlowError::invalid(
-            "content",
-            "must be 1 to 5000 characters",
-        ));
-    }
-    Ok(content.to_owned())
 }
 
 /// Records the change as an event; `emails` are the e-mails it causes (sent by the outbox
@@ -191,13 +178,13 @@ async fn insert(
     Ok(message)
 }
 
+/// Posts a message; REST and WebSocket alike hand it text they parsed as a [`ChatText`].
 pub async fn post(
     state: &AppState,
     caller: &Caller,
     project_id: i64,
-    content: &str,
+    content: ChatText,
 ) -> FlowResult<Message> {
-    let content = check_content(content)?;
     let caller = *caller;
     in_room(state, project_id, move |st| async move {
         insert(&st, &caller, project_id, &content, None).await
@@ -309,9 +296,8 @@ pub async fn edit(
     caller: &Caller,
     project_id: i64,
     id: i64,
-    content: &str,
+    content: ChatText,
 ) -> FlowResult<Message> {
-    let content = check_content(content)?;
     let caller = *caller;
     in_room(state, project_id, move |st| async move {
         edit_now(&st, &caller, project_id, id, &content).await

@@ -9,6 +9,7 @@
 use serde_json::json;
 
 use crate::domain::project::ProjectStatus;
+use crate::domain::text::Feedback;
 use crate::state::AppState;
 use crate::store::deliveries::{self, Delivery};
 use crate::store::milestones::{self, Milestone};
@@ -280,7 +281,7 @@ pub async fn review(
     caller: Caller,
     id: i64,
     decision: Decision,
-    feedback: Option<String>,
+    feedback: Option<Feedback>,
 ) -> FlowResult<Reviewed> {
     let project_id = project_of(state, id).await?;
     let st = state.clone();

@@ -10,6 +10,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
+use crate::domain::text::DecisionText;
 use crate::integrations::mail::Template;
 use crate::state::AppState;
 use crate::store::disputes::{self, Dispute, NewDispute};
@@ -352,7 +353,7 @@ pub async fn mediate(
     state: &AppState,
     admin_id: i64,
     dispute_id: i64,
-    notes: String,
+    notes: DecisionText,
 ) -> FlowResult<Dispute> {
     let d = find(state, dispute_id).await?;
     let st = state.clone();
@@ -438,7 +439,7 @@ pub async fn resolve(
     state: &AppState,
     admin_id: i64,
     dispute_id: i64,
-    resolution: String,
+    resolution: DecisionText,
     action: ResolutionAction,
 ) -> FlowResult<Resolved> {
     let d = find(state, dispute_id).await?;

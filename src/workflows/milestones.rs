@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use crate::domain::project::ProjectStatus;
+use crate::domain::text::{Feedback, Title};
 use crate::integrations::mail::Template;
 use crate::state::AppState;
 use crate::store::deliveries::{self, Delivery};
@@ -161,7 +162,7 @@ fn reference(p: &Project, m: &Milestone) -> Value {
 /// A milestone as the company describes it, already validated.
 #[derive(Debug, Clone)]
 pub struct MilestoneDraft {
-    pub title: String,
+    pub title: Title,
     pub description: Option<String>,
     pub amount_minor: i64,
     pub due_date: Option<DateTime<Utc>>,
@@ -170,7 +171,7 @@ pub struct MilestoneDraft {
 /// Changes to a milestone, already validated; `None` keeps the value.
 #[derive(Debug, Clone, Default)]
 pub struct MilestoneEdit {
-    pub title: Option<String>,
+    pub title: Option<Title>,
     pub description: Option<String>,
     pub amount_minor: Option<i64>,
     pub due_date: Option<DateTime<Utc>>,
@@ -521,7 +522,7 @@ pub async fn reject(
     state: &AppState,
     caller: Caller,
     id: i64,
-    feedback: Option<String>,
+    feedback: Option<Feedback>,
 ) -> FlowResult<Milestone> {
     let project_id = project_of(state, id).await?;
     let st = state.clone();

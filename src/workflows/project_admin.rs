@@ -5,6 +5,7 @@
 use serde_json::json;
 
 use crate::domain::project::{AdminMoveRefusal, MoneyOnProject, ProjectStatus, admin_move};
+use crate::domain::text::StatusReason;
 use crate::state::AppState;
 use crate::store::projects::{self, Project};
 use crate::store::{LockScope, milestones, payments, user_admin};
@@ -12,19 +13,13 @@ use crate::workflows::error::{FlowError, FlowResult};
 use crate::workflows::projects::record;
 use crate::workflows::selection::release_unfunded_intents;
 
-const REASON_MAX: usize = 2000;
-
 pub async fn set_status(
     state: &AppState,
     admin_id: i64,
     id: i64,
     to: ProjectStatus,
-    reason: &str,
+    reason: StatusReason,
 ) -> FlowResult<Project> {
-    let reason = reason.trim().to_owned();
-    if reason.is_empty() || reason.chars().count() > REASON_MAX {
-        return Err(FlowError::invalid("reason", "must be 1 to 2000 characters"));
-    }
     let st = state.clone();
     state
         .project_actors

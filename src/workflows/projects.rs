@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use crate::domain::project::{self as rules, CurationCandidate, ProjectStatus, ProjectType};
+use crate::domain::text::Title;
 use crate::domain::user::Role;
 use crate::integrations::mail::Template;
 use crate::state::AppState;
@@ -219,7 +220,7 @@ pub async fn fiscal_data_required(
 /// A project as the company described it, already validated.
 #[derive(Debug, Clone)]
 pub struct ProjectDraft {
-    pub title: String,
+    pub title: Title,
     pub description: String,
     pub budget_minor: i64,
     pub deadline: Option<DateTime<Utc>>,
@@ -648,7 +649,7 @@ pub async fn curation_suggestions(
 /// Changes to a project; `None` leaves a field as it is.
 #[derive(Debug, Clone, Default)]
 pub struct ProjectChanges {
-    pub title: Option<String>,
+    pub title: Option<Title>,
     pub description: Option<String>,
     pub budget_minor: Option<i64>,
     pub deadline: Option<DateTime<Utc>>,
@@ -694,7 +695,7 @@ pub async fn update(
     }
     let expected = p.status.clone();
     if let Some(v) = ch.title {
-        p.title = v;
+        p.title = v.into_string();
     }
     if let Some(v) = ch.description {
         p.description = v;

@@ -6,31 +6,24 @@ use rust_decimal::prelude::ToPrimitive as _;
 use serde_json::json;
 
 use crate::domain::reputation::{self, LeadInputs, LeadScore};
+use crate::domain::text::RatingReason;
 use crate::state::AppState;
 use crate::store::events::{self, NewEvent};
 use crate::store::reputation::{self as store, NewChange, RatingChange};
 use crate::store::{LockScope, projects, reviews, users};
 use crate::workflows::error::{FlowError, FlowResult};
 
-/// Sets a user's internal rating (1.0–5.0, one decimal; reason of at least 10 characters),
-/// written with the history entry and `user.internal_rating_changed` in one transaction.
+/// Sets a user's internal rating (as `reputation::check_internal_rating` answers it: 1.0–5.0,
+/// one decimal) with its reason, written with the history entry and
+/// `user.internal_rating_changed` in one transaction.
 /// 404 for an unknown user, 409 `NO_PROFILE` for a user without a profile to rate.
 pub async fn set_internal_rating(
     state: &AppState,
     admin: &users::User,
     user_id: i64,
     rating: Decimal,
-    reason: &str,
+    reason: RatingReason,
 ) -> FlowResult<RatingChange> {
-    let rating =
-        reputation::check_internal_rating(rating).map_err(|m| FlowError::invalid("rating", m))?;
-    let reason = reason.trim();
-    if reason.chars().count() < reputation::RATING_REASON_MIN {
-        return Err(FlowError::invalid(
-            "reason",
-            "must be at least 10 characters",
-        ));
-    }
     let new_rating = rating.to_f64().unwrap_or_default();
     let now = state.clock.now();
     let mut tx = state.db.begin().await?;
@@ -49,7 +42,7 @@ pub async fn set_internal_rating(
             user_id,
             old_rating,
             new_rating,
-            reason,
+            reason: &reason,
             changed_by: &admin.username,
             changed_by_id: admin.id,
         },

@@ -13,6 +13,7 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 
 use crate::domain::reputation;
+use crate::domain::text::ReviewText;
 use crate::integrations::mail::Template;
 use crate::state::AppState;
 use crate::store::events::{self, NewEvent};
@@ -55,7 +56,7 @@ pub struct Draft {
     pub project_id: i64,
     pub reviewee_id: i64,
     pub rating: i64,
-    pub comment: String,
+    pub comment: ReviewText,
 }
 
 /// Writes the caller's review of the project's counterpart. Refused: project unknown or not
@@ -97,7 +98,7 @@ pub async fn create(state: &AppState, caller: &Caller, draft: Draft) -> FlowResu
             reviewee_id: draft.reviewee_id,
             reviewer_role: role,
             rating: draft.rating,
-            comment: draft.comment.trim(),
+            comment: draft.comment.as_str(),
             blind_until: ended_at + state.settings.review_blind_window,
         },
         now,
@@ -292,7 +293,7 @@ pub async fn edit(
     caller: &Caller,
     id: i64,
     rating: Option<i64>,
-    comment: Option<String>,
+    comment: Option<ReviewText>,
 ) -> FlowResult<Review> {
     let now = state.clock.now();
     let mut tx = state.db.begin().await?;
@@ -305,7 +306,9 @@ pub async fn edit(
         });
     }
     let rating = rating.unwrap_or(review.rating);
-    let comment = comment.unwrap_or_else(|| review.comment.clone().unwrap_or_default());
+    let comment = comment
+        .map(String::from)
+        .unwrap_or_else(|| review.comment.clone().unwrap_or_default());
     if !reviews::edit(tx.exec(), id, rating, comment.trim(), now).await? {
         return Err(FlowError::conflict(
             "REVIEW_LOCKED",
@@ -323,7 +326,7 @@ pub async fn respond(
     state: &AppState,
     caller: &Caller,
     id: i64,
-    response: &str,
+    response: &ReviewText,
     edit_allowed: bool,
 ) -> FlowResult<Review> {
     let now = state.clock.now();
@@ -344,7 +347,7 @@ pub async fn respond(
         ));
     }
     let replace = edit_allowed && review.response.is_some();
-    if !reviews::respond(tx.exec(), id, response.trim(), replace, now).await? {
+    if !reviews::respond(tx.exec(), id, response, replace, now).await? {
         return Err(FlowError::conflict(
             "RESPONSE_EXISTS",
             "This review has a response already; edit it with PUT",

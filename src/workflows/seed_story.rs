@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::domain::project::{ProjectStatus, ProjectType};
+use crate::domain::text::{ChatText, Feedback, RefundReason, ReviewText, StatusReason, Title};
 use crate::integrations::processor::SandboxHandle;
 use crate::state::AppState;
 use crate::store::applications::{Proposal, ProposedMilestone};
@@ -131,6 +132,7 @@ pub async fn load(state: &AppState) -> FlowResult<Story> {
             "Thanks, I will share the schema design by Friday.",
         ),
     ] {
+        let text = ChatText::parse(text).map_err(anyhow::Error::from)?;
         chat::post(state, &caller(author), in_progress.id, text).await?;
     }
     keep(&reload(state, in_progress.id).await?);
@@ -155,7 +157,10 @@ pub async fn load(state: &AppState) -> FlowResult<Story> {
                 project_id: completed.id,
                 reviewee_id: reviewee,
                 rating,
-                comment: "Clear goals, quick answers and work delivered on time.".into(),
+                comment: ReviewText::parse(
+                    "Clear goals, quick answers and work delivered on time.",
+                )
+                .map_err(anyhow::Error::from)?,
             },
         )
         .await?;
@@ -182,7 +187,10 @@ pub async fn load(state: &AppState) -> FlowResult<Story> {
         state,
         held.id,
         RefundCause::Admin,
-        Some("The company withdrew before work started".into()),
+        Some(
+            RefundReason::parse("The company withdrew before work started")
+                .map_err(anyhow::Error::from)?,
+        ),
     )
     .await?;
     crate::workflows::project_admin::set_status(
@@ -190,7 +198,7 @@ pub async fn load(state: &AppState) -> FlowResult<Story> {
         cast.admin.id,
         refunded.id,
         ProjectStatus::Cancelled,
-        "Refunded at the company's request",
+        StatusReason::parse("Refunded at the company's request").map_err(anyhow::Error::from)?,
     )
     .await?;
     keep(&reload(state, refunded.id).await?);
@@ -232,7 +240,7 @@ async fn draft(state: &AppState, cast: &Cast, title: &str, submit: bool) -> Flow
         state,
         &caller(&cast.company),
         ProjectDraft {
-            title: title.into(),
+            title: Title::parse(title).map_err(anyhow::Error::from)?,
             description: format!("{title}: scope, milestones and acceptance criteria."),
             budget_minor: 300_000,
             deadline: Some(state.clock.now() + chrono::Duration::days(90)),
@@ -347,7 +355,7 @@ async fn deliver_and_approve(
         caller(&cast.company),
         delivery.id,
         Decision::Approve,
-        Some("Looks great, thank you.".into()),
+        Some(Feedback::parse("Looks great, thank you.").map_err(anyhow::Error::from)?),
     )
     .await?;
     let next = reviewed.release.and_then(|r| r.next_payment);

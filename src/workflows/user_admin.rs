@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::json;
 
+use crate::domain::text::AccountReason;
 use crate::domain::user::{EmailAddress, Role, Username, check_password_policy};
 use crate::integrations::mail::Template;
 use crate::state::AppState;
@@ -28,21 +29,6 @@ pub mod revoke_reason {
     pub const DEACTIVATED: &str = "deactivated";
     pub const PASSWORD_SET_BY_ADMIN: &str = "password_set_by_admin";
     pub const DELETION_CONFIRMED: &str = "deletion_confirmed";
-}
-
-const REASON_MIN: usize = 10;
-const REASON_MAX: usize = 2000;
-
-fn check_reason(field: &'static str, reason: &str) -> FlowResult<String> {
-    let reason = reason.trim();
-    let n = reason.chars().count();
-    if !(REASON_MIN..=REASON_MAX).contains(&n) {
-        return Err(FlowError::invalid(
-            field,
-            format!("must be {REASON_MIN} to {REASON_MAX} characters"),
-        ));
-    }
-    Ok(reason.to_owned())
 }
 
 /// The account `id`, or 404 (erased accounts included: they are kept for the records).
@@ -225,10 +211,9 @@ pub async fn suspend(
     state: &AppState,
     admin_id: i64,
     id: i64,
-    reason: &str,
+    reason: AccountReason,
     until: Option<DateTime<Utc>>,
 ) -> FlowResult<User> {
-    let reason = check_reason("reason", reason)?;
     let now = state.clock.now();
     if until.is_some_and(|u| u <= now) {
         return Err(FlowError::invalid("until", "must be in the future"));
@@ -241,7 +226,7 @@ pub async fn suspend(
     keep_an_administrator(&mut tx, &user).await?;
     user_admin::suspend(tx.exec(), id, &reason, until, admin_id, now).await?;
     sessions::revoke_all_of_user(tx.exec(), id, None, revoke_reason::SUSPENDED, now).await?;
-    let details = json!({"reason": reason, "until": until}).to_string();
+    let details = json!({"reason": reason.as_str(), "until": until}).to_string();
     user_admin::record_action(
         tx.exec(),
         admin_id,
@@ -452,9 +437,8 @@ pub async fn request_deletion(
     state: &AppState,
     admin_id: i64,
     id: i64,
-    reason: &str,
+    reason: AccountReason,
 ) -> FlowResult<DeletionRequest> {
-    let reason = check_reason("reason", reason)?;
     refuse_self(admin_id, id, "remove")?;
     let now = state.clock.now();
     let mut tx = state.db.begin().await?;

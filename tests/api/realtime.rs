@@ -621,3 +621,71 @@ async fn a_member_connected_to_another_instance_gets_no_chat_email() {
     post(&m, &d.company, d.project_id, "hello?").await;
     assert_eq!(m.count(digests, d.expert.id).await, 1);
 }
+
+#[actix_web::test]
+async fn a_frame_and_a_body_with_the_same_text_get_the_same_answer() {
+    let m = Market::open().await;
+    let d = deal(&m, "guarded", [100.0, 100.0, 100.0]).await;
+    let room = format!("/api/ws/chat/{}", d.project_id);
+    let mut socket = connect(&m.app, &room, &d.company.access_token).await;
+    let rest = async |text: &str| {
+        let r = m
+            .send(
+                &d.company,
+                Method::POST,
+                &format!("/api/chat/{}", d.project_id),
+                Some(j!({ "content": text })),
+            )
+            .await;
+        assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY, "{text:?}");
+        json(r).await
+    };
+    let frame = |text: &str| Message::text(j!({"type": "message", "content": text}).to_string());
+
+    for text in ["nul a\u{0}b", "rlo a\u{202E}b"] {
+        let body = rest(text).await;
+        socket.send(frame(text)).await.unwrap();
+        let answer = next_frame(&mut socket).await;
+        assert_eq!(answer["type"], "error", "{text:?}");
+        // REST's body is refused by the middleware as a whole, the frame's content by its
+        // type: the same code and the same sentence about the character.
+        assert_eq!(answer["data"]["code"], "VALIDATION_ERROR");
+        assert_eq!(answer["data"]["code"], body["code"]);
+        assert_eq!(
+            answer["data"]["errors"][0]["message"],
+            body["errors"][0]["message"]
+        );
+    }
+
+    let too_long = "x".repeat(5_001);
+    let body = rest(&too_long).await;
+    assert_eq!(body["detail"], "content: must be 1 to 5000 characters");
+    socket.send(frame(&too_long)).await.unwrap();
+    let answer = next_frame(&mut socket).await;
+    assert_eq!(answer["type"], "error");
+    assert_eq!(answer["data"], body, "the body REST answers, in the frame");
+
+    // Nothing was stored by either path: the history is empty, and so is the table.
+    let r = m
+        .send(
+            &d.expert,
+            Method::GET,
+            &format!("/api/chat/{}", d.project_id),
+            None,
+        )
+        .await;
+    assert_eq!(json(r).await["total"], 0);
+    assert_eq!(
+        m.count(
+            "SELECT COUNT(*) FROM chat_messages WHERE project_id = $1",
+            d.project_id
+        )
+        .await,
+        0
+    );
+    // The socket still serves: a clean message is stored and fanned out, its sender included.
+    socket.send(frame("clean")).await.unwrap();
+    let created = next_frame(&mut socket).await;
+    assert_eq!(created["type"], "message.created");
+    assert_eq!(created["data"]["content"], "clean");
+}

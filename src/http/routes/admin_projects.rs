@@ -12,6 +12,7 @@ use super::disputes::AdminDisputeView;
 use super::escrow_views::{MilestoneView, PaymentView};
 use super::projects::{ProjectView, caller};
 use crate::domain::project::ProjectStatus;
+use crate::domain::text::StatusReason;
 use crate::http::auth::AdminUser;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::pagination::{PageQuery, Paginated};
@@ -164,8 +165,10 @@ pub async fn set_status(
 ) -> ApiResult<HttpResponse> {
     let to = ProjectStatus::parse(&body.status)
         .ok_or_else(|| ApiError::invalid_field("status", "is not a project status"))?;
+    let reason = StatusReason::parse(body.into_inner().reason)
+        .map_err(|e| ApiError::invalid_field("reason", e.to_string()))?;
     let id = project_id.into_inner();
-    flow::set_status(&state, admin.id(), id, to, &body.reason).await?;
+    flow::set_status(&state, admin.id(), id, to, reason).await?;
     Ok(HttpResponse::Ok().json(full(&state, &admin, id).await?))
 }
 

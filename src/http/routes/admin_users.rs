@@ -3,6 +3,7 @@
 //! steps (request, confirm, delete).
 
 use crate::domain::search::SearchTerm;
+use crate::domain::text::AccountReason;
 use actix_web::{HttpResponse, delete, get, post, put, web};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -256,6 +257,11 @@ pub struct SuspendRequest {
     pub until: Option<DateTime<Utc>>,
 }
 
+/// The reason of a suspension or a removal request, refused (422) under `reason`.
+fn account_reason(reason: String) -> ApiResult<AccountReason> {
+    AccountReason::parse(reason).map_err(|e| ApiError::invalid_field("reason", e.to_string()))
+}
+
 /// Suspends an account: login answers 403 `ACCOUNT_SUSPENDED` and every session ends at once.
 #[utoipa::path(
     tag = "admin",
@@ -276,7 +282,8 @@ pub async fn suspend(
     body: web::Json<SuspendRequest>,
 ) -> ApiResult<HttpResponse> {
     let b = body.into_inner();
-    let user = flow::suspend(&state, admin.id(), user_id.into_inner(), &b.reason, b.until).await?;
+    let reason = account_reason(b.reason)?;
+    let user = flow::suspend(&state, admin.id(), user_id.into_inner(), reason, b.until).await?;
     Ok(HttpResponse::Ok().json(view(&state, user).await?))
 }
 
@@ -397,8 +404,8 @@ pub async fn deletion_request(
     user_id: web::Path<i64>,
     body: web::Json<DeletionRequestBody>,
 ) -> ApiResult<HttpResponse> {
-    let request =
-        flow::request_deletion(&state, admin.id(), user_id.into_inner(), &body.reason).await?;
+    let reason = account_reason(body.into_inner().reason)?;
+    let request = flow::request_deletion(&state, admin.id(), user_id.into_inner(), reason).await?;
     Ok(HttpResponse::Ok().json(request))
 }
 

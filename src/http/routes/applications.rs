@@ -9,6 +9,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::domain::money::{minor_to_number, parse_number};
 use crate::domain::project::{MAX_MILESTONES, parse_deadline};
+use crate::domain::text::Feedback;
 use crate::http::auth::{AuthUser, CsrfChecked};
 use crate::http::error::{ApiError, ApiResult, ErrorBody, FieldError};
 use crate::http::pagination::{PageQuery, Paginated};
@@ -19,7 +20,6 @@ use crate::store::applications::{self, Application, Proposal, ProposedMilestone}
 use crate::workflows::{applications as flow, projects as project_flow, selection};
 
 const MAX_COVER_LETTER: usize = 10_000;
-const MAX_FEEDBACK: usize = 5_000;
 
 #[derive(Serialize, Deserialize, ToSchema)]
 pub struct ProposedMilestoneView {
@@ -295,16 +295,17 @@ pub async fn request_revision(
     path: web::Path<(i64, i64)>,
     body: web::Json<RevisionRequest>,
 ) -> ApiResult<HttpResponse> {
-    let feedback = body.feedback.trim();
-    if feedback.is_empty() || feedback.chars().count() > MAX_FEEDBACK {
-        return Err(ApiError::invalid_field(
-            "feedback",
-            format!("must be 1 to {MAX_FEEDBACK} characters"),
-        ));
-    }
+    let feedback = Feedback::parse(body.into_inner().feedback)
+        .map_err(|e| ApiError::invalid_field("feedback", e.to_string()))?;
     let (project_id, application_id) = path.into_inner();
-    let a = flow::request_revision(&state, &caller(&auth), project_id, application_id, feedback)
-        .await?;
+    let a = flow::request_revision(
+        &state,
+        &caller(&auth),
+        project_id,
+        application_id,
+        &feedback,
+    )
+    .await?;
     Ok(HttpResponse::Ok().json(ApplicationView::from(a)))
 }
 

@@ -7,6 +7,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::documents::{attachment, read_document};
 use super::projects::caller;
+use crate::domain::text::ChatText;
 use crate::http::auth::{AuthUser, CsrfChecked};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::pagination::PageQuery;
@@ -81,6 +82,10 @@ pub struct MessageRequest {
     pub content: String,
 }
 
+fn message_text(body: MessageRequest) -> ApiResult<ChatText> {
+    ChatText::parse(body.content).map_err(|e| ApiError::invalid_field("content", e.to_string()))
+}
+
 /// Posts a message (201).
 #[utoipa::path(
     tag = "chat",
@@ -96,13 +101,8 @@ pub async fn post_message(
     project_id: web::Path<i64>,
     body: web::Json<MessageRequest>,
 ) -> ApiResult<HttpResponse> {
-    let m = flow::post(
-        &state,
-        &caller(&auth),
-        project_id.into_inner(),
-        &body.content,
-    )
-    .await?;
+    let content = message_text(body.into_inner())?;
+    let m = flow::post(&state, &caller(&auth), project_id.into_inner(), content).await?;
     Ok(HttpResponse::Created().json(MessageView::from(m)))
 }
 
@@ -144,7 +144,8 @@ pub async fn edit_message(
     body: web::Json<MessageRequest>,
 ) -> ApiResult<HttpResponse> {
     let (project_id, id) = path.into_inner();
-    let m = flow::edit(&state, &caller(&auth), project_id, id, &body.content).await?;
+    let content = message_text(body.into_inner())?;
+    let m = flow::edit(&state, &caller(&auth), project_id, id, content).await?;
     Ok(HttpResponse::Ok().json(MessageView::from(m)))
 }
 

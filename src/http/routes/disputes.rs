@@ -2,6 +2,7 @@
 //! mediated and resolved by administrators (`/api/admin/disputes/…`).
 
 use crate::domain::search::SearchTerm;
+use crate::domain::text::{DecisionText, TextError};
 use actix_web::{HttpResponse, get, post, put, web};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -20,8 +21,6 @@ use crate::workflows::disputes::{self as flow, Complaint, ResolutionAction};
 const MAX_TITLE: usize = 200;
 const MAX_TEXT: usize = 5_000;
 const MAX_LABEL: usize = 50;
-/// Mediation notes and resolution text (the specification's limits).
-const DECISION_TEXT: std::ops::RangeInclusive<usize> = 10..=2_000;
 
 /// A dispute as the project's company and expert see it.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -360,22 +359,18 @@ pub async fn admin_get(
     Ok(HttpResponse::Ok().json(AdminDisputeView::from(d)))
 }
 
-/// A decision text of 10 to 2,000 characters (trimmed); a wrong length is noted in `errors`.
-fn decision_text(errors: &mut Vec<FieldError>, field: &str, value: &str) -> Option<String> {
-    let value = value.trim();
-    if DECISION_TEXT.contains(&value.chars().count()) {
-        Some(value.to_owned())
-    } else {
-        errors.push(FieldError::new(
-            field,
-            format!(
-                "From {} to {} characters",
-                DECISION_TEXT.start(),
-                DECISION_TEXT.end()
-            ),
-        ));
-        None
-    }
+/// A decision text (10 to 2,000 characters, trimmed); a refusal is noted in `errors`, a wrong
+/// length in the words these fields have always used.
+fn decision_text(errors: &mut Vec<FieldError>, field: &str, value: String) -> Option<DecisionText> {
+    DecisionText::parse(value)
+        .map_err(|refusal| {
+            let message = match refusal {
+                TextError::Length { min, max } => format!("From {min} to {max} characters"),
+                refusal => refusal.to_string(),
+            };
+            errors.push(FieldError::new(field, message));
+        })
+        .ok()
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -405,7 +400,7 @@ pub async fn mediate(
     body: web::Json<MediateRequest>,
 ) -> ApiResult<HttpResponse> {
     let mut errors = Vec::new();
-    let notes = decision_text(&mut errors, "notes", &body.notes)
+    let notes = decision_text(&mut errors, "notes", body.into_inner().notes)
         .ok_or_else(|| ApiError::validation(errors))?;
     let d = flow::mediate(&state, admin.id(), path.into_inner(), notes).await?;
     Ok(HttpResponse::Ok().json(AdminDisputeView::from(d)))
@@ -452,7 +447,7 @@ pub async fn resolve(
 ) -> ApiResult<HttpResponse> {
     let body = body.into_inner();
     let mut errors = Vec::new();
-    let resolution = decision_text(&mut errors, "resolution", &body.resolution);
+    let resolution = decision_text(&mut errors, "resolution", body.resolution);
     let action = ResolutionAction::parse(&body.resolution_action);
     if action.is_none() {
         errors.push(FieldError::new(

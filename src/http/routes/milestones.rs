@@ -9,6 +9,7 @@ use utoipa::ToSchema;
 
 use crate::domain::money::parse_number;
 use crate::domain::project::parse_deadline;
+use crate::domain::text::{Feedback, TextError, Title};
 use crate::http::auth::{AuthUser, CsrfChecked};
 use crate::http::error::{ApiError, ApiResult, ErrorBody, FieldError};
 use crate::http::pagination::{PageQuery, Paginated};
@@ -21,9 +22,7 @@ use crate::workflows::deliveries::{self as delivery_flow, Decision};
 use crate::workflows::escrow::Release;
 use crate::workflows::milestones::{self as flow, MilestoneDraft, MilestoneEdit};
 
-const MAX_TITLE: usize = 200;
 const MAX_TEXT: usize = 10_000;
-const MAX_FEEDBACK: usize = 5_000;
 const MAX_ATTACHMENTS: usize = 20;
 const MAX_ATTACHMENT: usize = 500;
 
@@ -158,15 +157,10 @@ pub struct ReviewRequest {
 // Field checks
 // ---------------------------------------------------------------------------------------
 
-fn check_title(title: &str, errors: &mut Vec<FieldError>) -> String {
-    let title = title.trim();
-    if title.is_empty() || title.chars().count() > MAX_TITLE {
-        errors.push(FieldError::new(
-            "title",
-            format!("must be 1 to {MAX_TITLE} characters"),
-        ));
-    }
-    title.to_owned()
+fn check_title(title: &str, errors: &mut Vec<FieldError>) -> Option<Title> {
+    Title::parse(title)
+        .map_err(|e| errors.push(FieldError::new("title", e.to_string())))
+        .ok()
 }
 
 fn check_amount(n: &serde_json::Number, errors: &mut Vec<FieldError>) -> i64 {
@@ -208,6 +202,28 @@ fn check_text(
         ));
     }
     (!text.is_empty()).then(|| text.to_owned())
+}
+
+/// Feedback on handed-in work: required to ask for a revision, else optional (blank is none).
+/// An optional one has always been told its bounds as "0 to".
+fn check_feedback(
+    text: Option<String>,
+    required: bool,
+    errors: &mut Vec<FieldError>,
+) -> Option<Feedback> {
+    let parsed = if required {
+        Feedback::parse(text.unwrap_or_default()).map(Some)
+    } else {
+        Feedback::parse_optional(text)
+    };
+    parsed.unwrap_or_else(|refusal| {
+        let message = match refusal {
+            TextError::Length { max, .. } if !required => format!("must be 0 to {max} characters"),
+            refusal => refusal.to_string(),
+        };
+        errors.push(FieldError::new("feedback", message));
+        None
+    })
 }
 
 fn check_attachments(list: Vec<String>, errors: &mut Vec<FieldError>) -> Vec<String> {
@@ -453,13 +469,7 @@ pub async fn review_delivery(
         ));
     }
     let required = decision == Some(Decision::RequestRevision);
-    let feedback = check_text(
-        "feedback",
-        req.feedback.as_deref().unwrap_or_default(),
-        MAX_FEEDBACK,
-        required,
-        &mut errors,
-    );
+    let feedback = check_feedback(req.feedback, required, &mut errors);
     let (decision, feedback) = done((decision, feedback), errors)?;
     let decision = decision.unwrap_or(Decision::Reject);
     let r =
@@ -496,15 +506,21 @@ pub async fn create(
 ) -> ApiResult<HttpResponse> {
     let req = body.into_inner();
     let mut errors = Vec::new();
-    let draft = MilestoneDraft {
-        title: check_title(&req.title, &mut errors),
-        description: req
-            .description
-            .and_then(|t| check_text("description", &t, MAX_TEXT, false, &mut errors)),
-        amount_minor: check_amount(&req.amount, &mut errors),
-        due_date: req.due_date.and_then(|t| check_due_date(&t, &mut errors)),
+    let title = check_title(&req.title, &mut errors);
+    let description = req
+        .description
+        .and_then(|t| check_text("description", &t, MAX_TEXT, false, &mut errors));
+    let amount_minor = check_amount(&req.amount, &mut errors);
+    let due_date = req.due_date.and_then(|t| check_due_date(&t, &mut errors));
+    let (Some(title), true) = (title, errors.is_empty()) else {
+        return Err(ApiError::validation(errors));
     };
-    let draft = done(draft, errors)?;
+    let draft = MilestoneDraft {
+        title,
+        description,
+        amount_minor,
+        due_date,
+    };
     let m = flow::create(&state, &caller(&auth), req.project_id, draft).await?;
     Ok(HttpResponse::Created().json(MilestoneView::from(m)))
 }
@@ -580,7 +596,7 @@ pub async fn update(
     let req = body.into_inner();
     let mut errors = Vec::new();
     let edit = MilestoneEdit {
-        title: req.title.map(|t| check_title(&t, &mut errors)),
+        title: req.title.and_then(|t| check_title(&t, &mut errors)),
         description: req
             .description
             .and_then(|t| check_text("description", &t, MAX_TEXT, false, &mut errors)),
@@ -689,9 +705,11 @@ pub async fn reject(
     body: Option<web::Json<FeedbackRequest>>,
 ) -> ApiResult<HttpResponse> {
     let mut errors = Vec::new();
-    let feedback = body
-        .and_then(|b| b.into_inner().feedback)
-        .and_then(|t| check_text("feedback", &t, MAX_FEEDBACK, false, &mut errors));
+    let feedback = check_feedback(
+        body.and_then(|b| b.into_inner().feedback),
+        false,
+        &mut errors,
+    );
     let feedback = done(feedback, errors)?;
     let m = flow::reject(&state, caller(&auth), path.into_inner(), feedback).await?;
     Ok(HttpResponse::Ok().json(MilestoneView::from(m)))

@@ -5,6 +5,7 @@ use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use crate::domain::text::{RefundReason, TextError};
 use crate::domain::user::Role;
 use crate::http::auth::{AdminUser, AuthUser, CsrfChecked};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
@@ -51,8 +52,6 @@ pub struct RefundRequest {
     /// Why the company gets its money back (kept with the payment).
     pub reason: Option<String>,
 }
-
-const MAX_REASON: usize = 1_000;
 
 /// Who may see a payment: its company, its expert and administrators.
 fn may_see(auth: &AuthUser, y: &Payment) -> bool {
@@ -292,20 +291,15 @@ pub async fn sync_status(
     Ok(HttpResponse::Ok().json(PaymentView::from(y)))
 }
 
-fn refund_reason(reason: Option<String>) -> ApiResult<Option<String>> {
-    let reason = reason
-        .map(|r| r.trim().to_owned())
-        .filter(|r| !r.is_empty());
-    if reason
-        .as_ref()
-        .is_some_and(|r| r.chars().count() > MAX_REASON)
-    {
-        return Err(ApiError::invalid_field(
-            "reason",
-            format!("At most {MAX_REASON} characters"),
-        ));
-    }
-    Ok(reason)
+/// An optional refund reason (blank is none); a wrong length in the words it has always used.
+fn refund_reason(reason: Option<String>) -> ApiResult<Option<RefundReason>> {
+    RefundReason::parse_optional(reason).map_err(|refusal| {
+        let message = match refusal {
+            TextError::Length { max, .. } => format!("At most {max} characters"),
+            refusal => refusal.to_string(),
+        };
+        ApiError::invalid_field("reason", message)
+    })
 }
 
 /// Administrators refund a payment to the company. A transferred payment's transfer is

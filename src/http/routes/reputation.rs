@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::domain::reputation;
+use crate::domain::text::RatingReason;
 use crate::http::auth::AdminUser;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::state::AppState;
@@ -82,7 +83,12 @@ pub async fn set_internal_rating(
         .reason
         .or(query.reason)
         .ok_or_else(|| ApiError::invalid_field("reason", "is required"))?;
-    let change = flow::set_internal_rating(&state, &admin.user, *user_id, rating, &reason).await?;
+    // The rating's rule first, then the reason's, as the answers have always come.
+    let rating = reputation::check_internal_rating(rating)
+        .map_err(|m| ApiError::invalid_field("rating", m))?;
+    let reason = RatingReason::parse(reason)
+        .map_err(|e| ApiError::invalid_field("reason", e.to_string()))?;
+    let change = flow::set_internal_rating(&state, &admin.user, *user_id, rating, reason).await?;
     Ok(HttpResponse::Ok().json(RatingChangeView::from(change)))
 }
 

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::domain::reputation;
+use crate::domain::text::ReviewText;
 use crate::http::auth::{AdminUser, AuthUser, CsrfChecked};
 use crate::http::error::{ApiError, ApiResult, ErrorBody, FieldError};
 use crate::http::pagination::{PageQuery, Paginated};
@@ -115,17 +116,17 @@ pub async fn create(
     let rating = parse_rating(&body.rating)
         .map_err(|m| errors.push(FieldError::new("rating", m)))
         .ok();
-    if let Err(m) = reputation::check_text(&body.comment) {
-        errors.push(FieldError::new("comment", m));
-    }
-    let Some(rating) = rating.filter(|_| errors.is_empty()) else {
+    let comment = ReviewText::parse(body.comment)
+        .map_err(|e| errors.push(FieldError::new("comment", e.to_string())))
+        .ok();
+    let (Some(rating), Some(comment)) = (rating, comment) else {
         return Err(ApiError::validation(errors));
     };
     let draft = Draft {
         project_id: body.project_id,
         reviewee_id: body.reviewee_id,
         rating,
-        comment: body.comment,
+        comment,
     };
     let review = flow::create(&state, &caller(&auth), draft).await?;
     Ok(HttpResponse::Created().json(view(review, Reading::Full, state.clock.now())))
@@ -258,13 +259,17 @@ pub async fn edit(
             .ok(),
         None => None,
     };
-    if let Some(Err(m)) = body.comment.as_deref().map(reputation::check_text) {
-        errors.push(FieldError::new("comment", m));
-    }
+    let comment = match body.comment.map(ReviewText::parse).transpose() {
+        Ok(comment) => comment,
+        Err(e) => {
+            errors.push(FieldError::new("comment", e.to_string()));
+            None
+        }
+    };
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));
     }
-    let review = flow::edit(&state, &caller(&auth), *id, rating, body.comment).await?;
+    let review = flow::edit(&state, &caller(&auth), *id, rating, comment).await?;
     Ok(HttpResponse::Ok().json(view(review, Reading::Full, state.clock.now())))
 }
 
@@ -281,8 +286,9 @@ async fn respond_as(
     body: &RespondRequest,
     edit_allowed: bool,
 ) -> ApiResult<HttpResponse> {
-    reputation::check_text(&body.response).map_err(|m| ApiError::invalid_field("response", m))?;
-    let review = flow::respond(state, &caller(auth), id, &body.response, edit_allowed).await?;
+    let response = ReviewText::parse(body.response.as_str())
+        .map_err(|e| ApiError::invalid_field("response", e.to_string()))?;
+    let review = flow::respond(state, &caller(auth), id, &response, edit_allowed).await?;
     let now = state.clock.now();
     Ok(HttpResponse::Ok().json(view(review, Reading::Full, now)))
 }

@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::*;
+use crate::domain::text::RefundReason;
 use crate::integrations::mail::Template;
 use crate::integrations::processor::{
     CreateRefund, CreateTransferReversal, ProcessorError, RefundTarget,
@@ -33,7 +34,7 @@ pub async fn refund_with_reason(
     state: &AppState,
     payment_id: i64,
     cause: RefundCause,
-    reason: Option<String>,
+    reason: Option<RefundReason>,
 ) -> FlowResult<Payment> {
     in_payment_actor(state, payment_id, move |st| async move {
         refund_in_actor(&st, payment_id, cause, reason.as_deref()).await

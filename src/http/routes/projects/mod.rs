@@ -8,6 +8,7 @@ use utoipa::ToSchema;
 
 use crate::domain::money::{minor_to_number, parse_number};
 use crate::domain::project::{ProjectType, parse_deadline};
+use crate::domain::text::Title;
 use crate::http::auth::AuthUser;
 use crate::http::error::{ApiError, ApiResult, FieldError};
 use crate::store::projects::Project;
@@ -109,7 +110,6 @@ pub fn caller(auth: &AuthUser) -> Caller {
 // Input
 // ---------------------------------------------------------------------------------------
 
-const MAX_TITLE: usize = 200;
 const MAX_DESCRIPTION: usize = 20_000;
 const MAX_SKILLS: usize = 50;
 
@@ -148,15 +148,10 @@ pub struct UpdateProjectRequest {
     pub invited_experts: Option<Vec<i64>>,
 }
 
-fn check_title(title: &str, errors: &mut Vec<FieldError>) -> String {
-    let title = title.trim();
-    if title.is_empty() || title.chars().count() > MAX_TITLE {
-        errors.push(FieldError::new(
-            "title",
-            format!("must be 1 to {MAX_TITLE} characters"),
-        ));
-    }
-    title.to_owned()
+fn check_title(title: &str, errors: &mut Vec<FieldError>) -> Option<Title> {
+    Title::parse(title)
+        .map_err(|e| errors.push(FieldError::new("title", e.to_string())))
+        .ok()
 }
 
 fn check_description(text: &str, errors: &mut Vec<FieldError>) -> String {
@@ -244,7 +239,7 @@ fn draft_from(req: CreateProjectRequest, now: DateTime<Utc>) -> ApiResult<Projec
         Some(t) => check_title(t, &mut errors),
         None => {
             errors.push(FieldError::new("title", "is required"));
-            String::new()
+            None
         }
     };
     let description = check_description(req.description.as_deref().unwrap_or(""), &mut errors);
@@ -281,9 +276,9 @@ fn draft_from(req: CreateProjectRequest, now: DateTime<Utc>) -> ApiResult<Projec
             false
         }
     };
-    if !errors.is_empty() {
+    let (Some(title), true) = (title, errors.is_empty()) else {
         return Err(ApiError::validation(errors));
-    }
+    };
     Ok(ProjectDraft {
         title,
         description,
@@ -299,7 +294,10 @@ fn draft_from(req: CreateProjectRequest, now: DateTime<Utc>) -> ApiResult<Projec
 fn changes_from(req: UpdateProjectRequest, now: DateTime<Utc>) -> ApiResult<ProjectChanges> {
     let mut errors = Vec::new();
     let changes = ProjectChanges {
-        title: req.title.as_deref().map(|t| check_title(t, &mut errors)),
+        title: req
+            .title
+            .as_deref()
+            .and_then(|t| check_title(t, &mut errors)),
         description: req
             .description
             .as_deref()
