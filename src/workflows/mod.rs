@@ -18,7 +18,6 @@ pub mod error;
 pub mod escrow;
 pub mod escrow_jobs;
 pub mod invitations;
-pub mod jobs;
 pub mod milestones;
 pub mod money_audit;
 pub mod notify;
