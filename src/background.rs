@@ -133,7 +133,7 @@ pub fn start_all(state: &AppState) {
         |st| async move { escrow_jobs::watch_authorisations(&st).await },
     );
     jobs.paced(
-        timers::TIMERS,
+        deadlines::TIMERS,
         state.clone(),
         timers::MAX_WAIT,
         5 * SECOND,

@@ -10,6 +10,7 @@ pub mod commission;
 pub mod connect;
 pub mod crm;
 pub mod dac7;
+pub mod deadlines;
 pub mod deliveries;
 pub mod disputes;
 pub mod documents;
