@@ -13,11 +13,13 @@ use utoipa_actix_web::AppExt as _;
 use crate::clock::Clock;
 use crate::config::Settings;
 use crate::domain::access_token::AccessTokens;
-use crate::http;
 use crate::integrations::{cache, crm, mail, processor};
 use crate::state::AppState;
 use crate::store::Db;
+use crate::workflows::crm::CrmService;
+use crate::workflows::emails::MailSender;
 use crate::workflows::outbox::Dispatcher;
+use crate::{background, http};
 
 /// A built service, bound to its port, not yet serving.
 pub struct Application {
@@ -59,45 +61,46 @@ impl Application {
                 .context("cannot set up the CRM")?,
         );
         let jobs = actors::Jobs::default();
-        // Started before the state: the outbox's CRM consumer queues syncs for this worker.
-        let crm_service = crate::workflows::crm::CrmService::start(
-            db.clone(),
-            clock.clone(),
-            settings.clone(),
-            crm_setup.clone(),
-            &jobs,
-        );
-
         let realtime = crate::integrations::realtime::Realtime::start(cache.clone())
             .await
             .context("cannot subscribe to the real-time channel")?;
-        // Started before the outbox, whose e-mail consumer wakes it.
-        let mail_sender =
-            crate::workflows::emails::MailSender::new(db.clone(), clock.clone(), mailer.clone())
-                .start(&jobs, std::time::Duration::from_secs(1));
-        let dispatcher = Dispatcher::new(
-            db.clone(),
-            clock.clone(),
-            vec![
-                Arc::new(
-                    crate::workflows::notify::NotificationConsumer::new(db.clone(), clock.clone())
-                        .pushing_to(realtime.clone()),
-                ) as Arc<dyn crate::workflows::outbox::Consumer>,
-                Arc::new(crate::workflows::emails::EmailConsumer::new(
+        let drains = background::start_drains(
+            &jobs,
+            CrmService::new(
+                db.clone(),
+                clock.clone(),
+                settings.clone(),
+                crm_setup.clone(),
+            ),
+            MailSender::new(db.clone(), clock.clone(), mailer.clone()),
+            |crm, mail_sender| {
+                Dispatcher::new(
                     db.clone(),
                     clock.clone(),
-                    mail_sender.clone(),
-                )),
-                Arc::new(crate::workflows::crm::CrmConsumer::new(crm_service.clone())),
-                Arc::new(crate::workflows::webhooks::WebhookConsumer::new(
-                    db.clone(),
-                    clock.clone(),
-                    Arc::new(http::routes::webhook_deliveries::RestViews),
-                    jobs.clone(),
-                )),
-            ],
+                    vec![
+                        Arc::new(
+                            crate::workflows::notify::NotificationConsumer::new(
+                                db.clone(),
+                                clock.clone(),
+                            )
+                            .pushing_to(realtime.clone()),
+                        ) as Arc<dyn crate::workflows::outbox::Consumer>,
+                        Arc::new(crate::workflows::emails::EmailConsumer::new(
+                            db.clone(),
+                            clock.clone(),
+                            mail_sender.clone(),
+                        )),
+                        Arc::new(crate::workflows::crm::CrmConsumer::new(crm.clone())),
+                        Arc::new(crate::workflows::webhooks::WebhookConsumer::new(
+                            db.clone(),
+                            clock.clone(),
+                            Arc::new(http::routes::webhook_deliveries::RestViews),
+                            jobs.clone(),
+                        )),
+                    ],
+                )
+            },
         );
-        let outbox = dispatcher.start(&jobs, std::time::Duration::from_secs(1));
 
         let state = AppState {
             tokens: Arc::new(access_tokens(&settings)),
@@ -106,8 +109,8 @@ impl Application {
             cache,
             mailer,
             clock,
-            outbox,
-            mail_sender,
+            outbox: drains.outbox,
+            mail_sender: drains.mail_sender,
             processor,
             project_actors: actors::Registry::new("project", actors::RegistryConfig::default()),
             payment_actors: actors::Registry::new("payment", actors::RegistryConfig::default()),
@@ -117,7 +120,7 @@ impl Application {
             ),
             jobs,
             crm: crm_setup,
-            crm_worker: crm_service.worker(),
+            crm_worker: drains.crm.worker(),
             webhook_http: Arc::new(webhook_http(&settings)?),
             realtime,
             sessions: Arc::default(),
@@ -131,11 +134,7 @@ impl Application {
             // delivers it again).
             processor_receipts: Arc::new(crate::state::Queue::new(2_500)),
         };
-        // Sessions are kept in memory only where every instance shares their epoch (Redis).
-        if state.cache.backend() == "redis" {
-            crate::store::session_cache::start(&state.db, state.sessions.clone());
-        }
-        crate::workflows::jobs::start_all(&state);
+        background::start_all(&state);
 
         let listener = match TcpListener::bind(settings.bind_addr) {
             Ok(listener) => listener,

@@ -38,7 +38,7 @@ pub struct AppState {
     /// One actor per project chat room: every post, edit, deletion and read mark of a room
     /// is stored then fanned out inside it, so frames go out in the order of the store.
     pub chat_rooms: actors::Registry<i64>,
-    /// Every periodic job of the service, by name (`workflows::jobs` starts them).
+    /// Every long-running loop of the service, by name (`background` starts them).
     pub jobs: actors::Jobs,
     /// The CRM client (or off), its sandbox and metrics.
     pub crm: Arc<CrmSetup>,

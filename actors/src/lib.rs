@@ -6,12 +6,15 @@
 //! * [`hub`]: rooms of members for real-time fan-out over bounded channels.
 //! * [`periodic`]: a supervised periodic job with exponential back-off.
 //! * [`jobs`]: the named set of periodic jobs a service runs.
+//! * [`loops`]: the shapes of loop a service runs as jobs (every interval, paced by
+//!   deadlines, draining a queue, listening on a connection), over a context of its own.
 //! * [`metrics`]: process-wide numbers about all of the above.
 
 #![warn(missing_docs)]
 
 pub mod hub;
 pub mod jobs;
+pub mod loops;
 pub mod metrics;
 pub mod periodic;
 pub mod registry;

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use actors::{Hub, MemberId};
 use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
 use tokio::sync::mpsc;
 
 use super::cache::{Cache, CacheError};
@@ -28,6 +29,9 @@ pub type Frame = Arc<str>;
 
 /// The hub's metrics kind (rooms, members, slow members dropped).
 pub const HUB_KIND: &str = "realtime_rooms";
+
+/// The name of the subscriber's job ([`Realtime::hand_out_frames`], started by `background`).
+pub const SUBSCRIBER: &str = "realtime_subscriber";
 
 /// What a WebSocket serves, as `/metrics` labels it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +80,8 @@ pub struct Realtime {
     /// This instance's sockets per (room, user): the shared presence key is removed only
     /// when the last of them leaves.
     local_presence: Mutex<HashMap<(String, i64), usize>>,
+    /// The subscription [`Realtime::start`] made, until the subscriber takes it.
+    subscribed: Mutex<Option<BoxStream<'static, String>>>,
 }
 
 fn presence_key(room: &str, user_id: i64) -> String {
@@ -84,41 +90,36 @@ fn presence_key(room: &str, user_id: i64) -> String {
 
 impl Realtime {
     /// Subscribes to the channel before answering, so nothing published after this returns is
-    /// missed; the subscriber task resubscribes if the connection drops.
+    /// missed: the subscriber ([`Realtime::hand_out_frames`]) starts from that subscription.
     pub async fn start(cache: Arc<dyn Cache>) -> Result<Arc<Self>, CacheError> {
-        let realtime = Arc::new(Self {
-            cache: cache.clone(),
+        let subscribed = cache.subscribe(CHANNEL).await?;
+        Ok(Arc::new(Self {
+            cache,
             hub: Hub::new(HUB_KIND),
             fanned_out: AtomicU64::new(0),
             sockets: [AtomicU64::new(0), AtomicU64::new(0)],
             local_presence: Mutex::new(HashMap::new()),
-        });
-        let mut stream = cache.subscribe(CHANNEL).await?;
-        let weak = Arc::downgrade(&realtime);
-        tokio::spawn(async move {
-            loop {
-                while let Some(message) = stream.next().await {
-                    let Some(me) = weak.upgrade() else { return };
-                    me.hand_out(&message);
-                }
-                // The connection was lost: subscribe again (frames sent meanwhile are lost;
-                // clients resynchronise over REST on reconnect).
-                loop {
-                    if weak.strong_count() == 0 {
-                        return;
-                    }
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    match cache.subscribe(CHANNEL).await {
-                        Ok(s) => {
-                            stream = s;
-                            break;
-                        }
-                        Err(e) => tracing::warn!(error = %e, "realtime channel: resubscribing"),
-                    }
-                }
-            }
-        });
-        Ok(realtime)
+            subscribed: Mutex::new(Some(subscribed)),
+        }))
+    }
+
+    /// The subscriber: hands every frame heard on the channel to this instance's sessions
+    /// until the connection is lost, then answers (run again, it subscribes anew; frames sent
+    /// meanwhile are lost, and clients resynchronise over REST on reconnect).
+    pub async fn hand_out_frames(&self) -> Result<(), CacheError> {
+        let first = self
+            .subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let mut stream = match first {
+            Some(stream) => stream,
+            None => self.cache.subscribe(CHANNEL).await?,
+        };
+        while let Some(message) = stream.next().await {
+            self.hand_out(&message);
+        }
+        Ok(())
     }
 
     /// Sends `frame` to every member of `room`, on every instance.

@@ -19,12 +19,11 @@
 //! epoch) read the session every time.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use sqlx::postgres::PgListener;
+use sqlx::postgres::{PgListener, PgPool};
 
-use super::Db;
 use super::sessions::Session;
 use super::users::User;
 
@@ -150,32 +149,25 @@ impl SessionCache {
     }
 }
 
-/// Listens for announcements for as long as the process runs (PostgreSQL only). Until it
-/// listens, and wherever it is not started, the cache stays empty and every request reads the
-/// database.
-pub fn start(db: &Db, cache: Arc<SessionCache>) {
-    let Db::Postgres(pool) = db else {
-        return;
-    };
-    let pool = pool.clone();
-    tokio::spawn(async move {
-        loop {
-            match PgListener::connect_with(&pool).await {
-                Ok(mut listener) => match listener.listen(CHANNEL).await {
-                    Ok(()) => {
-                        cache.reset(true);
-                        follow(&mut listener, &cache).await;
-                    }
-                    Err(e) => tracing::warn!(error = %e, "cannot listen for session changes"),
-                },
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot connect to listen for session changes")
-                }
-            }
-            cache.reset(false);
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-    });
+/// The name of the listener's job ([`follow_changes`], started by `background`).
+pub const LISTENER: &str = "session_changes_listener";
+
+/// Listens for announcements until the connection is lost (PostgreSQL only; run again, it
+/// connects anew). Until it listens, and wherever it does not run, the cache stays empty and
+/// every request reads the database.
+pub async fn follow_changes(pool: &PgPool, cache: &SessionCache) -> Result<(), sqlx::Error> {
+    let listened = listen(pool, cache).await;
+    // Announcements may be missed from now on.
+    cache.reset(false);
+    listened
+}
+
+async fn listen(pool: &PgPool, cache: &SessionCache) -> Result<(), sqlx::Error> {
+    let mut listener = PgListener::connect_with(pool).await?;
+    listener.listen(CHANNEL).await?;
+    cache.reset(true);
+    follow(&mut listener, cache).await;
+    Ok(())
 }
 
 /// Applies announcements until the connection is lost.

@@ -15,6 +15,7 @@ use crate::store::deliveries::{self, Delivery};
 use crate::store::milestones::{self, Milestone};
 use crate::store::projects::Project;
 use crate::store::{Exec, LockScope};
+use crate::workflows::deadlines;
 use crate::workflows::error::{FlowError, FlowResult};
 use crate::workflows::escrow::{self, Release, ReleaseTrigger};
 use crate::workflows::milestones::{
@@ -24,7 +25,6 @@ use crate::workflows::milestones::{
 };
 use crate::workflows::notify::for_user;
 use crate::workflows::projects::{Caller, record};
-use crate::workflows::timers;
 
 /// A review decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,7 +180,7 @@ async fn submit_now(
         caller.id,
         description,
         attachments,
-        timers::review_clock(state, now),
+        deadlines::review_clock(state, now),
         now,
     )
     .await?;
@@ -193,7 +193,7 @@ async fn submit_now(
     let d = deliveries::find(tx.exec(), id).await?.ok_or_else(changed)?;
     tx.commit().await?;
     state.outbox.wake();
-    timers::wake(state);
+    deadlines::wake(state);
     Ok(d)
 }
 
@@ -251,7 +251,7 @@ async fn resubmit_now(
     }
     let description = description.unwrap_or_else(|| d.description.clone());
     let attachments = attachments.unwrap_or_else(|| d.attachments.0.clone());
-    let clock = timers::review_clock(state, now);
+    let clock = deadlines::review_clock(state, now);
     if !deliveries::resubmit(tx.exec(), d.id, &description, &attachments, clock, now).await? {
         return Err(changed());
     }
@@ -267,7 +267,7 @@ async fn resubmit_now(
         .ok_or_else(changed)?;
     tx.commit().await?;
     state.outbox.wake();
-    timers::wake(state);
+    deadlines::wake(state);
     Ok(d)
 }
 

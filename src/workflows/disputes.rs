@@ -317,7 +317,7 @@ async fn raise_now(
     record(&mut tx, "dispute.created", id, payload, now).await?;
     tx.commit().await?;
     state.outbox.wake();
-    crate::workflows::timers::wake(state);
+    crate::workflows::deadlines::wake(state);
     Ok(id)
 }
 
@@ -661,7 +661,7 @@ pub(crate) async fn settle_project(
     disputed_since: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> FlowResult<String> {
-    crate::workflows::timers::resume_review_clocks(tx, project_id, disputed_since, now).await?;
+    crate::workflows::deadlines::resume_review_clocks(tx, project_id, disputed_since, now).await?;
     let (_, count) = milestones::list_for_project(tx.exec(), project_id, 1, 0).await?;
     let done = count > 0 && !milestones::has_unfinished(tx.exec(), project_id).await?;
     let to = if done { "completed" } else { "in_progress" };

@@ -18,7 +18,6 @@ use crate::integrations::mail::{Mailer, SENDS_AT_ONCE, Template};
 use crate::store::events::Event;
 use crate::store::mail_queue::{self, NewMail, QueuedMail};
 use crate::store::{Db, StoreResult};
-use crate::workflows::jobs;
 use crate::workflows::outbox::{self, Consumer, backoff};
 
 /// The payload key whose array the consumer queues.
@@ -198,21 +197,9 @@ impl MailSender {
             .await
             .map_err(|error| error.to_string())
     }
-
-    /// Runs the sender as a supervised job in `jobs` ([`jobs::draining`]) and answers its
-    /// handle, which the [`EmailConsumer`] wakes after queuing. A run sends every due
-    /// message, claim after claim.
-    pub fn start(
-        self,
-        jobs: &actors::Jobs,
-        interval: std::time::Duration,
-    ) -> actors::PeriodicHandle {
-        jobs::draining(jobs, JOB, interval, move || {
-            let sender = self.clone();
-            async move { sender.run_once().await }
-        })
-    }
 }
 
-/// The name of the sender's job (`/metrics`).
+/// The name of the sender's job, a drain `background::start_drains` starts: the
+/// [`EmailConsumer`] wakes it after queuing, and a run sends every due message, claim after
+/// claim.
 pub const JOB: &str = "mail_sender";

@@ -1,4 +1,4 @@
-//! The escrow's periodic jobs (started by `workflows::jobs`) and the reconciliation they
+//! The escrow's periodic jobs (started by `background`) and the reconciliation they
 //! share with administrators:
 //! - deferred transfers, retried daily (the platform balance was short, the processor down,
 //!   or the expert's account not active yet);

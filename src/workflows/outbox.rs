@@ -9,7 +9,6 @@ use std::sync::Arc;
 use crate::clock::Clock;
 use crate::store::events::{self, Event};
 use crate::store::{Db, StoreResult};
-use crate::workflows::jobs;
 
 /// Something done once per event: store a notification, push it, send an e-mail, call a
 /// webhook, sync the CRM. It must be idempotent by event id: after a crash between its effect
@@ -185,23 +184,8 @@ pub(crate) fn backoff(attempts: i64) -> Duration {
     Duration::seconds(1i64 << attempts.clamp(0, 12)).min(Duration::hours(1))
 }
 
-impl Dispatcher {
-    /// Runs the dispatcher as a supervised job in `jobs` ([`jobs::draining`]) and answers its
-    /// handle: writers `wake()` it right after a commit so events go out without waiting for
-    /// the next tick. A run drains every due event, batch after batch.
-    pub fn start(
-        self,
-        jobs: &actors::Jobs,
-        interval: std::time::Duration,
-    ) -> actors::PeriodicHandle {
-        jobs::draining(jobs, JOB, interval, move || {
-            let dispatcher = self.clone();
-            async move { dispatcher.run_once().await.map(|pass| pass.more) }
-        })
-    }
-}
-
-/// The name of the dispatcher's job.
+/// The name of the dispatcher's job, a drain `background::start_drains` starts: writers
+/// `wake()` it right after a commit, and a run drains every due event, batch after batch.
 pub const JOB: &str = "outbox_dispatcher";
 
 #[cfg(test)]

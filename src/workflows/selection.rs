@@ -221,7 +221,7 @@ async fn select_now(
         .ok_or_else(changed)?;
     tx.commit().await?;
     state.outbox.wake();
-    super::timers::wake(state);
+    super::deadlines::wake(state);
     // The intent is created after commit (no network call holds the transaction); if the
     // processor is down the payment stays without one and funding creates it later.
     let payment = match super::payments::ensure_intent(state, payment.clone()).await {

@@ -8,10 +8,12 @@
 //! * A milestone `awaiting_payment` for `FUNDING_REMINDER_DAYS` reminds the company; after
 //!   [`RELEASE_AFTER_DAYS`] the expert may end the engagement ([`release_engagement`]).
 //!
-//! One supervised job ([`TIMERS`]) fires whatever is due, found by indexed queries
-//! (`store::timers`), and asks to run again at the next deadline (at most a minute later);
-//! the workflows that start a nearer clock wake it. Every deadline reads `state.clock`, and
-//! every effect is a conditional update, so two instances fire each timer once.
+//! One supervised job ([`TIMERS`](crate::workflows::deadlines::TIMERS)) fires whatever is
+//! due, found by indexed queries (`store::timers`), and asks to run again at the next deadline
+//! (at most a minute later); the workflows that start a nearer clock wake it through
+//! `workflows::deadlines`, which sits below them, so none of them imports this job. Every
+//! deadline reads `state.clock`, and every effect is a conditional update, so two instances
+//! fire each timer once.
 
 use std::time::Duration;
 
@@ -21,7 +23,7 @@ use serde_json::json;
 use crate::domain::project::{ProjectStatus, format_minor};
 use crate::integrations::mail::Template;
 use crate::state::AppState;
-use crate::store::deliveries::{self, ReviewClock};
+use crate::store::deliveries;
 use crate::store::timers::{self, DueDelivery, DueDispute, DueFunding, ResponseOutcome};
 use crate::store::{LockScope, milestones, payments, projects, users};
 use crate::workflows::deliveries as review;
@@ -32,9 +34,6 @@ use crate::workflows::milestones::{changed, milestone_in, move_project, project_
 use crate::workflows::notify::{for_admins, for_user};
 use crate::workflows::projects::{Caller, record};
 
-/// The job's name in `state.jobs`.
-pub const TIMERS: &str = "timers";
-
 /// Days a milestone waits for its payment before the expert may end the engagement.
 pub const RELEASE_AFTER_DAYS: i64 = 14;
 
@@ -43,21 +42,6 @@ const BATCH: i64 = 50;
 
 /// Why the unfunded payment of an engagement the expert ended failed.
 const ENGAGEMENT_RELEASED: &str = "engagement_released";
-
-/// Tells the timer job a nearer deadline may exist (it recomputes its sleep).
-pub fn wake(state: &AppState) {
-    state.jobs.wake(TIMERS);
-}
-
-/// The review clock of a delivery submitted at `now`: approved by the service after
-/// `AUTO_APPROVE_DAYS`, the company first reminded at half of it.
-pub fn review_clock(state: &AppState, now: DateTime<Utc>) -> ReviewClock {
-    let window = state.settings.auto_approve_after;
-    ReviewClock {
-        auto_approve_at: now + window,
-        remind_at: now + window / 2,
-    }
-}
 
 /// Fires every due timer, then answers the wait until the next deadline. A timer that failed
 /// (the processor unreachable, …) fails the run, so the job backs off and retries it.
@@ -131,28 +115,6 @@ pub async fn fire_due(state: &AppState) -> FlowResult<Option<Duration>> {
 
 /// The longest the job sleeps (new deadlines wake it sooner).
 pub const MAX_WAIT: Duration = Duration::from_secs(60);
-
-/// A dispute stopped the review clocks of the project's submitted deliveries from `since`
-/// until `now`: they restart with the time they had left. Called where the dispute is decided
-/// and the project goes back to work.
-pub async fn resume_review_clocks(
-    tx: &mut crate::store::Tx,
-    project_id: i64,
-    since: DateTime<Utc>,
-    now: DateTime<Utc>,
-) -> FlowResult<()> {
-    let stopped = now - since;
-    if stopped <= chrono::Duration::zero() {
-        return Ok(());
-    }
-    for (id, auto_approve_at, remind_at) in
-        timers::review_clocks_of_project(tx.exec(), project_id).await?
-    {
-        let remind_at = remind_at.map(|at| at + stopped);
-        timers::set_review_clock(tx.exec(), id, auto_approve_at + stopped, remind_at).await?;
-    }
-    Ok(())
-}
 
 /// A window as people read it: "14 days", "0.5 days".
 fn days_text(window: chrono::Duration) -> String {

@@ -153,9 +153,11 @@ async fn events_survive_a_restart() {
 
     // A new process: a new pool on the same database, a new dispatcher.
     let consumer = Recorder::new("recorder", 0);
-    let outbox = Dispatcher::new(db.clone(), clock.clone(), vec![consumer.clone()]).start(
-        &actors::Jobs::default(),
+    let outbox = actors::Jobs::default().draining(
+        marketplace::workflows::outbox::JOB,
+        Dispatcher::new(db.clone(), clock.clone(), vec![consumer.clone()]),
         std::time::Duration::from_millis(50),
+        |dispatcher| async move { dispatcher.run_once().await.map(|pass| pass.more) },
     );
     let delivered = crate::helpers::wait_for(std::time::Duration::from_secs(5), || {
         (!consumer.seen().is_empty()).then(|| consumer.seen())

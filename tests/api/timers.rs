@@ -4,8 +4,8 @@
 //! with `state.clock.advance`; the timer job runs at once with `state.jobs.trigger`.
 
 use chrono::{DateTime, Utc};
+use marketplace::workflows::deadlines::TIMERS;
 use marketplace::workflows::escrow_jobs;
-use marketplace::workflows::timers::TIMERS;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json as j};
 

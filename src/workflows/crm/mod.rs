@@ -1,6 +1,6 @@
 //! CRM synchronisation (specification part 9, DESIGN §3–4): every sync runs in the background
 //! (the outbox's [`CrmConsumer`] queues it, the CRM worker performs it), is written to the sync log, and a failed one is replayed
-//! by the supervised retry scheduler ([`retry_failed`], started by `workflows::jobs`) with the user's state at that time.
+//! by the supervised retry scheduler ([`retry_failed`], started by `background`) with the user's state at that time.
 //!
 //! - [`ops`]: the operations a sync-log entry names, and how each is performed;
 //! - [`consumer`]: domain events to operations, recorded in the CRM queue;
@@ -31,7 +31,8 @@ pub use self::ops::Op;
 pub use self::retry::retry_failed;
 
 /// What every CRM workflow needs; cheap to clone. Built from the service state
-/// ([`CrmService::of`]), or before it for the outbox's consumer ([`CrmService::start`]).
+/// ([`CrmService::of`]), or before it for the outbox's consumer ([`CrmService::new`], given
+/// the worker's handle by `background::start_drains`).
 #[derive(Clone)]
 pub struct CrmService {
     pub(crate) db: Db,
@@ -54,25 +55,24 @@ impl CrmService {
         }
     }
 
-    /// Before the state exists: starts the queue worker in `jobs` when the CRM is on.
-    pub fn start(
-        db: Db,
-        clock: Clock,
-        settings: Arc<Settings>,
-        setup: Arc<CrmSetup>,
-        jobs: &actors::Jobs,
-    ) -> Self {
-        let mut crm = Self {
+    /// Before the state exists, without the queue worker: `background::start_drains` starts
+    /// it when the CRM is on.
+    pub fn new(db: Db, clock: Clock, settings: Arc<Settings>, setup: Arc<CrmSetup>) -> Self {
+        Self {
             db,
             clock,
             settings,
             setup,
             worker: None,
-        };
-        if crm.client().is_some() {
-            crm.worker = Some(worker::start(&crm, jobs));
         }
-        crm
+    }
+
+    /// The same, waking `worker` when a sync is queued.
+    pub fn with_worker(self, worker: actors::PeriodicHandle) -> Self {
+        Self {
+            worker: Some(worker),
+            ..self
+        }
     }
 
     /// The queue worker's handle, for the state.

@@ -1,11 +1,8 @@
-//! The CRM worker: a supervised periodic job (woken when a sync is queued, and every few
-//! seconds for syncs queued by other instances or left by a stop) that performs queued
-//! operations in order. The client's limiter paces it; a slow, down or rate-limited CRM only
-//! ever delays this queue, never the outbox's notifications and e-mails.
-
-use std::time::Duration;
-
-use actors::{PeriodicConfig, PeriodicHandle};
+//! The CRM worker: a supervised job draining the CRM queue (woken when a sync is queued, and
+//! every few seconds for syncs queued by other instances or left by a stop; started by
+//! `background::start_drains`) that performs queued operations in order. The client's
+//! limiter paces it; a slow, down or rate-limited CRM only ever delays this queue, never the
+//! outbox's notifications and e-mails.
 
 use super::{CrmService, Op};
 use crate::store::crm as store;
@@ -16,24 +13,6 @@ pub const JOB_NAME: &str = "crm_sync";
 /// How long a claimed item is reserved for the worker that claimed it.
 const LEASE: chrono::Duration = chrono::Duration::minutes(5);
 const BATCH: i64 = 20;
-
-/// Starts the worker in `jobs`; [`CrmService::wake`] reaches it through the handle.
-pub(super) fn start(crm: &CrmService, jobs: &actors::Jobs) -> PeriodicHandle {
-    let job_crm = crm.clone();
-    jobs.spawn(
-        JOB_NAME,
-        PeriodicConfig {
-            interval: Duration::from_secs(2),
-            initial_delay: Duration::ZERO,
-            backoff_base: Duration::from_millis(500),
-            backoff_max: Duration::from_secs(60),
-        },
-        move || {
-            let crm = job_crm.clone();
-            async move { drain(&crm).await.map(drop).map_err(|e| e.to_string()) }
-        },
-    )
-}
 
 /// Queues `op` (once per outbox event) and wakes the worker.
 pub async fn enqueue(

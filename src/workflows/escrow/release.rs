@@ -248,7 +248,7 @@ pub(crate) async fn release_in_actor(
     tx.commit().await?;
     state.outbox.wake();
     if next.is_some() {
-        crate::workflows::timers::wake(state);
+        crate::workflows::deadlines::wake(state);
     }
 
     let payment = transfer(state, released).await?;
