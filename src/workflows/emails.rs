@@ -19,7 +19,7 @@ use crate::store::events::Event;
 use crate::store::mail_queue::{self, NewMail, QueuedMail};
 use crate::store::{Db, StoreResult};
 use crate::workflows::jobs;
-use crate::workflows::outbox::{self, Consumer, backoff};
+use crate::workflows::outbox::{self, Consumer};
 
 /// The payload key whose array the consumer queues.
 pub const EMAIL_KEY: &str = "email";
@@ -164,7 +164,9 @@ impl MailSender {
         let now = self.clock.now();
         let claimed = {
             let mut conn = self.db.conn().await?;
-            mail_queue::claim_due(conn.exec(), now, now + LEASE, BATCH).await?
+            mail_queue::QUEUE
+                .claim(conn.exec(), now, now + LEASE, BATCH)
+                .await?
         };
         let outcomes =
             futures_util::future::join_all(claimed.iter().map(|mail| self.send(mail))).await;
@@ -175,11 +177,14 @@ impl MailSender {
         let sent: Vec<i64> = sent.iter().map(|(mail, _)| mail.id).collect();
         // What went is recorded first: a later failure to record must not send it again.
         let mut conn = self.db.conn().await?;
-        mail_queue::mark_sent(conn.exec(), &sent, self.clock.now()).await?;
+        mail_queue::QUEUE
+            .mark_done(conn.exec(), &sent, self.clock.now())
+            .await?;
         for (mail, outcome) in &failed {
             let error = outcome.as_ref().err().map_or("", String::as_str);
-            let retry_at = self.clock.now() + backoff(mail.attempts);
-            mail_queue::mark_failed(conn.exec(), mail.id, error, retry_at).await?;
+            mail_queue::QUEUE
+                .mark_failed(conn.exec(), mail.id, mail.attempts, error, self.clock.now())
+                .await?;
         }
         Ok(claimed.len() as i64 >= BATCH)
     }
