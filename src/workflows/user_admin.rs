@@ -180,8 +180,7 @@ pub async fn update_base(
         record_event(&mut tx, "user.updated", id, json!({"user_id": id}), now).await?;
     }
     let user = target(&mut tx, id).await?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(user)
 }
 
@@ -306,9 +305,8 @@ pub async fn change_password(
         now,
     )
     .await?;
-    tx.commit().await?;
+    state.commit(tx).await?;
     sessions_ended(state, id).await?;
-    state.outbox.wake();
     Ok(())
 }
 
@@ -349,8 +347,7 @@ pub async fn recontact(state: &AppState, admin_id: i64, id: i64) -> FlowResult<R
     )
     .await?;
     user_admin::record_action(tx.exec(), admin_id, Some(id), None, "recontact", "", now).await?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(Recontact {
         user_id: id,
         recontacted_at: now,
@@ -502,8 +499,7 @@ pub async fn request_deletion(
     )
     .await?;
     let request = deletion_of(&mut tx, id).await?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(request)
 }
 
@@ -547,9 +543,8 @@ pub async fn confirm_deletion(
     )
     .await?;
     let request = deletion_of(&mut tx, id).await?;
-    tx.commit().await?;
+    state.commit(tx).await?;
     sessions_ended(state, id).await?;
-    state.outbox.wake();
     Ok(request)
 }
 
@@ -592,9 +587,8 @@ pub async fn delete(state: &AppState, admin_id: i64, id: i64) -> FlowResult<Dele
     user_admin::anonymise(tx.exec(), id, now).await?;
     user_admin::record_action(tx.exec(), admin_id, Some(id), None, "delete", "", now).await?;
     let request = deletion_of(&mut tx, id).await?;
-    tx.commit().await?;
+    state.commit(tx).await?;
     sessions_ended(state, id).await?;
-    state.outbox.wake();
     remove_files(state, id, &chat_files).await;
     Ok(request)
 }

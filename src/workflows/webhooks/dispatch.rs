@@ -185,8 +185,7 @@ async fn record(state: &AppState, d: &Due, outcome: &Outcome) -> anyhow::Result<
             record_disabled(&mut tx, d.user_id, now).await?;
             WebhookMetrics::add(&metrics().disabled);
         }
-        tx.commit().await?;
-        state.outbox.wake();
+        state.commit(tx).await?;
         return Ok(());
     }
     WebhookMetrics::add(&metrics().retried);
