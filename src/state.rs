@@ -22,8 +22,8 @@ pub struct AppState {
     pub clock: Clock,
     /// Signing key and lifetimes of access and refresh tokens.
     pub tokens: Arc<AccessTokens>,
-    /// The outbox dispatcher (DESIGN §4): `wake()` it after a commit that wrote events;
-    /// `trigger()` runs a pass and waits for it.
+    /// The outbox dispatcher (DESIGN §4), woken by [`AppState::commit`] after a commit that
+    /// wrote events; `trigger()` runs a pass and waits for it.
     pub outbox: actors::PeriodicHandle,
     /// The mail sender (`workflows::emails`): the outbox's e-mail consumer wakes it after
     /// queuing messages.
@@ -60,6 +60,16 @@ pub struct AppState {
     /// and answers each after that commit: `Some(new)`, or `None` when it was not stored.
     pub processor_receipts:
         Arc<Queue<Asked<crate::store::processor_events::NewEvent, Option<bool>>>>,
+}
+
+impl AppState {
+    /// Commits a transaction that recorded events and wakes the outbox dispatcher, so they
+    /// go out now rather than at its next tick: the one way a workflow ends a change.
+    pub async fn commit(&self, tx: crate::store::Tx) -> crate::store::StoreResult<()> {
+        tx.commit().await?;
+        self.outbox.wake();
+        Ok(())
+    }
 }
 
 /// An item handed to a job, with where the job answers it.

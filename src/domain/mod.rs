@@ -1,6 +1,7 @@
 //! Types and rules with no I/O.
 
 pub mod access_token;
+pub mod backoff;
 pub mod client_address;
 pub mod commission;
 pub mod crm;

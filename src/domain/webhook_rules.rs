@@ -7,6 +7,8 @@ use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
+use super::backoff::{self, Backoff};
+
 /// How an address stands to the guard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AddressClass {
@@ -167,12 +169,19 @@ pub fn check_url(raw: &str, allow_private: bool) -> Result<Destination, &'static
 /// the first): about 1 min, 5 min, 30 min, 2 h, 6 h, 12 h, then 24 h. `jitter` in `[0, 1)`
 /// spreads the wait over ±20 %.
 pub fn retry_delay(failures: i64, jitter: f64) -> chrono::Duration {
-    const SCHEDULE: [i64; 7] = [60, 300, 1800, 7200, 21_600, 43_200, 86_400];
-    let index = (failures.max(1) - 1).min(SCHEDULE.len() as i64 - 1) as usize;
-    let base = SCHEDULE[index] as f64;
-    let factor = 0.8 + 0.4 * jitter.clamp(0.0, 0.999_999);
-    chrono::Duration::milliseconds((base * factor * 1000.0) as i64)
+    backoff::spread(RETRY.delay(failures.saturating_sub(1)), 0.2, jitter)
 }
+
+/// The waits of [`retry_delay`] before their spread.
+pub const RETRY: Backoff = Backoff::Steps(&[
+    chrono::Duration::minutes(1),
+    chrono::Duration::minutes(5),
+    chrono::Duration::minutes(30),
+    chrono::Duration::hours(2),
+    chrono::Duration::hours(6),
+    chrono::Duration::hours(12),
+    chrono::Duration::hours(24),
+]);
 
 /// An endpoint failing without a success for this long is disabled.
 pub fn disable_after() -> chrono::Duration {

@@ -142,7 +142,10 @@ pub async fn metrics(
         idle as f64,
     );
     if let Ok(mut conn) = state.db.conn().await {
-        if let Ok(pending) = crate::store::events::pending_count(conn.exec()).await {
+        if let Ok(pending) = crate::store::events::OUTBOX
+            .pending_count(conn.exec())
+            .await
+        {
             render_single(
                 &mut out,
                 "outbox_pending_events",
@@ -151,7 +154,10 @@ pub async fn metrics(
                 pending as f64,
             );
         }
-        if let Ok(unsent) = crate::store::mail_queue::unsent_count(conn.exec()).await {
+        if let Ok(unsent) = crate::store::mail_queue::QUEUE
+            .pending_count(conn.exec())
+            .await
+        {
             render_single(
                 &mut out,
                 "mail_queue_unsent",

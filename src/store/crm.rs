@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::types::Json;
 
+use super::queue::{Claimed, Done, Queue, Table};
 use super::{Exec, StoreResult};
 use crate::domain::crm::{ProfileFacts, UserFacts};
 use crate::on_exec;
@@ -592,6 +593,24 @@ pub struct QueueItem {
     pub available_at: DateTime<Utc>,
 }
 
+impl Claimed for QueueItem {
+    fn id(&self) -> i64 {
+        self.id
+    }
+}
+
+/// The queue: syncs due in the order they were recorded, deleted once performed. A sync that
+/// fails is logged in the sync log (for the retry scheduler), not retried here.
+pub static QUEUE: Queue<QueueItem> = Queue::new(Table {
+    name: "crm_queue",
+    due: "available_at",
+    pending: None,
+    order: "id",
+    columns: "id, user_id, op, available_at",
+    done: Some(Done::Deleted),
+    failures: None,
+});
+
 /// Records a sync to perform; once per outbox event (false when recorded already).
 pub async fn enqueue(
     ex: Exec<'_>,
@@ -612,56 +631,4 @@ pub async fn enqueue(
     .await
     .map(|r| r.rows_affected()))?;
     Ok(done == 1)
-}
-
-/// Syncs due now, in the order they were recorded.
-pub async fn due_queue(
-    ex: Exec<'_>,
-    now: DateTime<Utc>,
-    limit: i64,
-) -> StoreResult<Vec<QueueItem>> {
-    Ok(on_exec!(ex, c => sqlx::query_as(
-        "SELECT id, user_id, op, available_at FROM crm_queue WHERE available_at <= $1
-         ORDER BY id LIMIT $2",
-    )
-    .bind(now)
-    .bind(limit)
-    .fetch_all(c)
-    .await)?)
-}
-
-/// Leases an item until `until` (or puts it back for later): a conditional update, so of
-/// several workers exactly one wins each attempt.
-pub async fn lease_queue(
-    ex: Exec<'_>,
-    item: &QueueItem,
-    until: DateTime<Utc>,
-) -> StoreResult<bool> {
-    let done = on_exec!(ex, c => sqlx::query(
-        "UPDATE crm_queue SET available_at = $1 WHERE id = $2 AND available_at = $3",
-    )
-    .bind(until)
-    .bind(item.id)
-    .bind(item.available_at)
-    .execute(c)
-    .await
-    .map(|r| r.rows_affected()))?;
-    Ok(done == 1)
-}
-
-pub async fn dequeue(ex: Exec<'_>, id: i64) -> StoreResult<()> {
-    on_exec!(ex, c => sqlx::query("DELETE FROM crm_queue WHERE id = $1")
-        .bind(id)
-        .execute(c)
-        .await
-        .map(|r| r.rows_affected()))?;
-    Ok(())
-}
-
-pub async fn queue_len(ex: Exec<'_>) -> StoreResult<i64> {
-    Ok(
-        on_exec!(ex, c => sqlx::query_scalar("SELECT COUNT(*) FROM crm_queue")
-        .fetch_one(c)
-        .await)?,
-    )
 }

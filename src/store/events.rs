@@ -5,7 +5,9 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::types::Json;
 
+use super::queue::{Claimed, Done, Failures, Queue, Table};
 use super::{Exec, StoreResult};
+use crate::domain::backoff::Backoff;
 use crate::on_exec;
 
 /// A stored domain event.
@@ -20,6 +22,36 @@ pub struct Event {
     pub available_at: DateTime<Utc>,
     pub attempts: i64,
 }
+
+impl Claimed for Event {
+    fn id(&self) -> i64 {
+        self.id
+    }
+}
+
+/// The wait before an event some consumer failed on is dispatched again: 1 s, doubling, at
+/// most an hour.
+pub const RETRY: Backoff = Backoff::Exponential {
+    first: chrono::Duration::seconds(1),
+    factor: 2,
+    max: chrono::Duration::hours(1),
+};
+
+/// The outbox as a leased queue: events due oldest first, stamped `dispatched_at` once every
+/// consumer handled them.
+pub static OUTBOX: Queue<Event> = Queue::new(Table {
+    name: "events",
+    due: "available_at",
+    pending: Some("dispatched_at IS NULL"),
+    order: "id",
+    columns: "id, kind, aggregate, aggregate_id, payload, created_at, available_at, attempts",
+    done: Some(Done::Stamped("dispatched_at")),
+    failures: Some(Failures {
+        attempts: "attempts",
+        last_error: "last_error",
+        backoff: RETRY,
+    }),
+});
 
 /// What a transition records; `kind` names it (`payment.held`, `user.registered`, …).
 #[derive(Debug, Clone)]
@@ -76,31 +108,6 @@ pub async fn record_all(
     Ok(())
 }
 
-/// Claims up to `limit` due events, oldest first, until `lease_until`, in one statement. The
-/// update checks again that each event is due, so of several dispatchers (other instances)
-/// exactly one claims each attempt.
-pub async fn claim_due(
-    ex: Exec<'_>,
-    now: DateTime<Utc>,
-    lease_until: DateTime<Utc>,
-    limit: i64,
-) -> StoreResult<Vec<Event>> {
-    let mut claimed = on_exec!(ex, c => sqlx::query_as::<_, Event>(
-        "UPDATE events SET available_at = $1
-         WHERE id IN (SELECT id FROM events WHERE dispatched_at IS NULL AND available_at <= $2
-                      ORDER BY id LIMIT $3)
-           AND dispatched_at IS NULL AND available_at <= $2
-         RETURNING id, kind, aggregate, aggregate_id, payload, created_at, available_at, attempts",
-    )
-    .bind(lease_until)
-    .bind(now)
-    .bind(limit)
-    .fetch_all(c)
-    .await)?;
-    claimed.sort_by_key(|e| e.id);
-    Ok(claimed)
-}
-
 /// The consumers that already handled events with ids in `first..=last` (only events some
 /// consumer failed on have any): `(event id, consumer)`.
 pub async fn delivered_between(
@@ -134,58 +141,6 @@ pub async fn mark_delivered(
     .await
     .map(|r| r.rows_affected()))?;
     Ok(())
-}
-
-/// Marks the events every consumer handled, in one statement.
-pub async fn mark_dispatched(
-    ex: Exec<'_>,
-    event_ids: &[i64],
-    now: DateTime<Utc>,
-) -> StoreResult<()> {
-    if event_ids.is_empty() {
-        return Ok(());
-    }
-    let sql = format!(
-        "UPDATE events SET dispatched_at = $1 WHERE id IN ({})",
-        super::placeholders(2, super::list_len(event_ids.len()))
-    );
-    on_exec!(ex, c => {
-        // Placeholders only: the values are bound.
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.as_str())).bind(now);
-        for id in super::padded(event_ids) {
-            query = query.bind(*id);
-        }
-        query.execute(c).await.map(|r| r.rows_affected())
-    })?;
-    Ok(())
-}
-
-/// Records a failed attempt and when to try again.
-pub async fn mark_failed(
-    ex: Exec<'_>,
-    event_id: i64,
-    error: &str,
-    retry_at: DateTime<Utc>,
-) -> StoreResult<()> {
-    on_exec!(ex, c => sqlx::query(
-        "UPDATE events SET attempts = attempts + 1, last_error = $1, available_at = $2 WHERE id = $3",
-    )
-    .bind(error)
-    .bind(retry_at)
-    .bind(event_id)
-    .execute(c)
-    .await
-    .map(|r| r.rows_affected()))?;
-    Ok(())
-}
-
-/// Number of events still waiting, for `/metrics`.
-pub async fn pending_count(ex: Exec<'_>) -> StoreResult<i64> {
-    Ok(on_exec!(ex, c => sqlx::query_scalar(
-        "SELECT COUNT(*) FROM events WHERE dispatched_at IS NULL",
-    )
-    .fetch_one(c)
-    .await)?)
 }
 
 /// How many events of `kind` were recorded for one aggregate.

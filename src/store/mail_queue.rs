@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::types::Json;
 
+use super::queue::{Claimed, Done, Failures, Queue, Table};
 use super::{Exec, StoreResult};
 use crate::on_exec;
 
@@ -31,6 +32,28 @@ pub struct QueuedMail {
     /// Attempts before this one.
     pub attempts: i64,
 }
+
+impl Claimed for QueuedMail {
+    fn id(&self) -> i64 {
+        self.id
+    }
+}
+
+/// The queue: messages due oldest first, stamped `sent_at` once the mail server took them; a
+/// failed message waits as the outbox's events do ([`super::events::RETRY`]).
+pub static QUEUE: Queue<QueuedMail> = Queue::new(Table {
+    name: "mail_queue",
+    due: "available_at",
+    pending: Some("sent_at IS NULL"),
+    order: "available_at, id",
+    columns: "id, recipient, template, context, idempotency_key, attempts",
+    done: Some(Done::Stamped("sent_at")),
+    failures: Some(Failures {
+        attempts: "attempts",
+        last_error: "last_error",
+        backoff: super::events::RETRY,
+    }),
+});
 
 /// Messages written by one statement at most (seven values each, under SQLite's limit on
 /// bound values).
@@ -70,78 +93,4 @@ pub async fn enqueue_all(
         })?;
     }
     Ok(queued)
-}
-
-/// Claims up to `limit` due messages, oldest first, until `lease_until`, in one statement.
-/// The update checks again that each is due, so of several senders (other instances)
-/// exactly one claims each attempt.
-pub async fn claim_due(
-    ex: Exec<'_>,
-    now: DateTime<Utc>,
-    lease_until: DateTime<Utc>,
-    limit: i64,
-) -> StoreResult<Vec<QueuedMail>> {
-    let mut claimed = on_exec!(ex, c => sqlx::query_as::<_, QueuedMail>(
-        "UPDATE mail_queue SET available_at = $1
-         WHERE id IN (SELECT id FROM mail_queue WHERE sent_at IS NULL AND available_at <= $2
-                      ORDER BY available_at, id LIMIT $3)
-           AND sent_at IS NULL AND available_at <= $2
-         RETURNING id, recipient, template, context, idempotency_key, attempts",
-    )
-    .bind(lease_until)
-    .bind(now)
-    .bind(limit)
-    .fetch_all(c)
-    .await)?;
-    claimed.sort_by_key(|m| m.id);
-    Ok(claimed)
-}
-
-/// Marks messages sent, in one statement.
-pub async fn mark_sent(ex: Exec<'_>, ids: &[i64], now: DateTime<Utc>) -> StoreResult<()> {
-    if ids.is_empty() {
-        return Ok(());
-    }
-    let sql = format!(
-        "UPDATE mail_queue SET sent_at = $1 WHERE id IN ({})",
-        super::placeholders(2, super::list_len(ids.len()))
-    );
-    on_exec!(ex, c => {
-        // Placeholders only: the values are bound.
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.as_str())).bind(now);
-        for id in super::padded(ids) {
-            query = query.bind(*id);
-        }
-        query.execute(c).await.map(|r| r.rows_affected())
-    })?;
-    Ok(())
-}
-
-/// Records a failed attempt and when to try again.
-pub async fn mark_failed(
-    ex: Exec<'_>,
-    id: i64,
-    error: &str,
-    retry_at: DateTime<Utc>,
-) -> StoreResult<()> {
-    on_exec!(ex, c => sqlx::query(
-        "UPDATE mail_queue SET attempts = attempts + 1, last_error = $1, available_at = $2
-         WHERE id = $3",
-    )
-    .bind(error)
-    .bind(retry_at)
-    .bind(id)
-    .execute(c)
-    .await
-    .map(|r| r.rows_affected()))?;
-    Ok(())
-}
-
-/// Messages queued and not sent yet, for `/metrics`.
-pub async fn unsent_count(ex: Exec<'_>) -> StoreResult<i64> {
-    Ok(on_exec!(ex, c => sqlx::query_scalar(
-        "SELECT COUNT(*) FROM mail_queue WHERE sent_at IS NULL",
-    )
-    .fetch_one(c)
-    .await)?)
 }

@@ -33,6 +33,7 @@ pub mod platform_metrics;
 pub mod processor_events;
 pub mod profiles;
 pub mod projects;
+pub mod queue;
 pub mod reputation;
 pub mod reset;
 pub mod reviews;

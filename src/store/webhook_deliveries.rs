@@ -4,6 +4,7 @@
 
 use chrono::{DateTime, Utc};
 
+use super::queue::{Claimed, Queue, Table};
 use super::{Exec, StoreResult};
 use crate::on_exec;
 
@@ -27,6 +28,29 @@ pub struct Delivery {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
+
+impl Claimed for Delivery {
+    fn id(&self) -> i64 {
+        self.id
+    }
+}
+
+/// The deliveries as a leased queue, for the lease only. Which delivery may go depends on its
+/// endpoint (enabled, with a URL: [`due`] joins `webhook_configs`) and on room for its host in
+/// this instance, so the dispatcher picks deliveries one by one and claims each with
+/// [`Queue::claim_row`]; an attempt's outcome moves the delivery's state, its run of failures
+/// and its endpoint's together ([`record_attempt`]), not the engine's done and failed marks.
+pub static QUEUE: Queue<Delivery> = Queue::new(Table {
+    name: "webhook_deliveries",
+    due: "next_attempt_at",
+    pending: Some("state = 'pending'"),
+    order: "next_attempt_at, id",
+    columns: "id, message_id, user_id, event_id, event_type, body, state, attempts, failures, \
+              last_status_code, last_error, last_attempt_at, next_attempt_at, delivered_at, \
+              created_at, updated_at",
+    done: None,
+    failures: None,
+});
 
 macro_rules! select_deliveries {
     ($filter:literal) => {
@@ -120,26 +144,6 @@ pub async fn next_due_at(ex: Exec<'_>) -> StoreResult<Option<DateTime<Utc>>> {
     .fetch_one(c)
     .await)?,
     )
-}
-
-/// Holds a due delivery until `lease_until`: of several dispatchers exactly one wins.
-pub async fn claim(
-    ex: Exec<'_>,
-    id: i64,
-    expected: DateTime<Utc>,
-    lease_until: DateTime<Utc>,
-) -> StoreResult<bool> {
-    let n = on_exec!(ex, c => sqlx::query(
-        "UPDATE webhook_deliveries SET next_attempt_at = $1
-         WHERE id = $2 AND state = 'pending' AND next_attempt_at = $3",
-    )
-    .bind(lease_until)
-    .bind(id)
-    .bind(expected)
-    .execute(c)
-    .await
-    .map(|r| r.rows_affected()))?;
-    Ok(n == 1)
 }
 
 /// The outcome of one attempt.

@@ -321,8 +321,7 @@ pub async fn change_email(
     let updated = users::find(tx.exec(), user.id)
         .await?
         .ok_or(AccountError::InvalidToken)?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     send_verification(state, &updated).await?;
     Ok(updated)
 }
@@ -394,8 +393,7 @@ pub async fn register(
     let user = users::find(tx.exec(), id)
         .await?
         .ok_or(AccountError::InvalidToken)?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     // The registration e-mail counts as the first send of the resend window.
     let _ = state
         .cache
@@ -494,8 +492,7 @@ pub async fn add_role(state: &AppState, user_id: i64, role: Role) -> FlowResult<
     let user = users::find(tx.exec(), user_id)
         .await?
         .ok_or_else(|| FlowError::not_found("User not found"))?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(user)
 }
 
@@ -561,8 +558,7 @@ pub async fn update_own_account(
     let user = users::find(tx.exec(), user.id)
         .await?
         .ok_or_else(|| FlowError::not_found("User not found"))?;
-    tx.commit().await?;
+    state.commit(tx).await?;
     sessions_ended(state, user.id).await?;
-    state.outbox.wake();
     Ok(user)
 }

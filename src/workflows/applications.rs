@@ -108,8 +108,7 @@ pub async fn apply(
     let application = applications::find(tx.exec(), id)
         .await?
         .ok_or_else(|| anyhow::anyhow!("application {id} vanished"))?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(application)
 }
 
@@ -175,8 +174,7 @@ pub async fn request_revision(
     )
     .await?;
     let application = applications::find(tx.exec(), a.id).await?.unwrap_or(a);
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(application)
 }
 
@@ -220,8 +218,7 @@ pub async fn resubmit(
     let payload = json!({"project_id": p.id, "application_id": a.id, "notify": notify});
     record(&mut tx, "application.resubmitted", p.id, payload, now).await?;
     let application = applications::find(tx.exec(), a.id).await?.unwrap_or(a);
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(application)
 }
 
@@ -255,7 +252,6 @@ pub async fn reject(
     });
     record(&mut tx, "application.rejected", p.id, payload, now).await?;
     let application = applications::find(tx.exec(), a.id).await?.unwrap_or(a);
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(application)
 }

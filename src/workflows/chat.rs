@@ -172,8 +172,7 @@ async fn insert(
     let emails =
         crate::workflows::chat_digest::emails_for(state, &mut tx, &project, caller, now).await?;
     record(&mut tx, "chat.message_created", &message, now, emails).await?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     push_message(state, "message.created", &message).await;
     Ok(message)
 }
@@ -334,8 +333,7 @@ async fn edit_now(
         .await?
         .ok_or_else(not_found)?;
     record(&mut tx, "chat.message_updated", &m, now, Vec::new()).await?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     push_message(state, "message.updated", &m).await;
     Ok(m)
 }
@@ -383,8 +381,7 @@ async fn delete_now(
         .await?
         .ok_or_else(not_found)?;
     record(&mut tx, "chat.message_deleted", &gone, now, Vec::new()).await?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     if let Some(file) = &m.file_path {
         let _ = tokio::fs::remove_file(state.settings.uploads_dir.join(file)).await;
     }

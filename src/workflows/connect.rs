@@ -178,8 +178,7 @@ pub async fn disconnect(
     let link = profiles::processor_link(tx.exec(), user_id, EXPERT)
         .await?
         .ok_or_else(|| FlowError::not_found("This user has no expert profile"))?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(link)
 }
 

@@ -253,8 +253,7 @@ pub async fn notify_experts(
         )
         .await?;
     }
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(outcome)
 }
 

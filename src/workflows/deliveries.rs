@@ -191,8 +191,7 @@ async fn submit_now(
     });
     record(&mut tx, "delivery.submitted", p.id, payload, now).await?;
     let d = deliveries::find(tx.exec(), id).await?.ok_or_else(changed)?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     deadlines::wake(state);
     Ok(d)
 }
@@ -265,8 +264,7 @@ async fn resubmit_now(
     let d = deliveries::find(tx.exec(), d.id)
         .await?
         .ok_or_else(changed)?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     deadlines::wake(state);
     Ok(d)
 }
@@ -486,8 +484,7 @@ async fn decide_now(
     let delivery = deliveries::find(tx.exec(), d.id)
         .await?
         .ok_or_else(changed)?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     if let Some(outcome) = &rejection {
         refund_cancelled(state, p.id, outcome).await;
     }

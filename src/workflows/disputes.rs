@@ -315,8 +315,7 @@ async fn raise_now(
                          "raised_by": raised_by, "frozen_payments": frozen,
                          "notify": notify, "email": mails});
     record(&mut tx, "dispute.created", id, payload, now).await?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     crate::workflows::deadlines::wake(state);
     Ok(id)
 }
@@ -409,8 +408,7 @@ pub async fn mediate(
             let mediated = disputes::find(tx.exec(), dispute_id)
                 .await?
                 .ok_or_else(not_found)?;
-            tx.commit().await?;
-            st.outbox.wake();
+            st.commit(tx).await?;
             Ok(mediated)
         })
         .await?
@@ -552,8 +550,7 @@ async fn resolve_now(
     let dispute = disputes::find(tx.exec(), dispute_id)
         .await?
         .ok_or_else(not_found)?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(Resolved {
         dispute,
         payments: moved,

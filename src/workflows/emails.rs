@@ -18,7 +18,7 @@ use crate::integrations::mail::{Mailer, SENDS_AT_ONCE, Template};
 use crate::store::events::Event;
 use crate::store::mail_queue::{self, NewMail, QueuedMail};
 use crate::store::{Db, StoreResult};
-use crate::workflows::outbox::{self, Consumer, backoff};
+use crate::workflows::outbox::{self, Consumer};
 
 /// The payload key whose array the consumer queues.
 pub const EMAIL_KEY: &str = "email";
@@ -163,7 +163,9 @@ impl MailSender {
         let now = self.clock.now();
         let claimed = {
             let mut conn = self.db.conn().await?;
-            mail_queue::claim_due(conn.exec(), now, now + LEASE, BATCH).await?
+            mail_queue::QUEUE
+                .claim(conn.exec(), now, now + LEASE, BATCH)
+                .await?
         };
         let outcomes =
             futures_util::future::join_all(claimed.iter().map(|mail| self.send(mail))).await;
@@ -174,11 +176,14 @@ impl MailSender {
         let sent: Vec<i64> = sent.iter().map(|(mail, _)| mail.id).collect();
         // What went is recorded first: a later failure to record must not send it again.
         let mut conn = self.db.conn().await?;
-        mail_queue::mark_sent(conn.exec(), &sent, self.clock.now()).await?;
+        mail_queue::QUEUE
+            .mark_done(conn.exec(), &sent, self.clock.now())
+            .await?;
         for (mail, outcome) in &failed {
             let error = outcome.as_ref().err().map_or("", String::as_str);
-            let retry_at = self.clock.now() + backoff(mail.attempts);
-            mail_queue::mark_failed(conn.exec(), mail.id, error, retry_at).await?;
+            mail_queue::QUEUE
+                .mark_failed(conn.exec(), mail.id, mail.attempts, error, self.clock.now())
+                .await?;
         }
         Ok(claimed.len() as i64 >= BATCH)
     }

@@ -133,8 +133,7 @@ async fn secure_authorisation(state: &AppState, payment_id: i64) -> FlowResult<b
         now,
     )
     .await?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(captured)
 }
 
@@ -288,7 +287,6 @@ async fn reconcile_one(state: &AppState, payment_id: i64) -> FlowResult<Option<C
         now,
     )
     .await?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(Some(correction))
 }

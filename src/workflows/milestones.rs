@@ -333,8 +333,7 @@ async fn complete_now(
                          "email": mails});
     record(&mut tx, "milestone.completed", p.id, payload, now).await?;
     let m = milestones::find(tx.exec(), id).await?.ok_or_else(changed)?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(m)
 }
 
@@ -511,8 +510,7 @@ pub async fn after_release(
         "auto_approved": auto, "feedback": feedback, "notify": notify, "email": mails,
     });
     record(&mut tx, kind, p.id, payload, now).await?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(())
 }
 
@@ -585,8 +583,7 @@ async fn reject_now(
     });
     record(&mut tx, "milestone.rejected", p.id, payload, now).await?;
     let m = milestones::find(tx.exec(), id).await?.ok_or_else(changed)?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     refund_cancelled(state, p.id, &outcome).await;
     Ok(m)
 }

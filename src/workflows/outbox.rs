@@ -90,7 +90,9 @@ impl Dispatcher {
     pub async fn run_once(&self) -> StoreResult<Pass> {
         let mut conn = self.db.conn().await?;
         let now = self.clock.now();
-        let claimed = events::claim_due(conn.exec(), now, now + LEASE, BATCH).await?;
+        let claimed = events::OUTBOX
+            .claim(conn.exec(), now, now + LEASE, BATCH)
+            .await?;
         let mut pass = Pass {
             more: claimed.len() as i64 >= BATCH,
             ..Pass::default()
@@ -126,11 +128,20 @@ impl Dispatcher {
             for name in delivery.succeeded {
                 events::mark_delivered(conn.exec(), event.id, name, self.clock.now()).await?;
             }
-            let retry_at = self.clock.now() + backoff(event.attempts);
-            events::mark_failed(conn.exec(), event.id, &error, retry_at).await?;
+            events::OUTBOX
+                .mark_failed(
+                    conn.exec(),
+                    event.id,
+                    event.attempts,
+                    &error,
+                    self.clock.now(),
+                )
+                .await?;
             pass.failed += 1;
         }
-        events::mark_dispatched(conn.exec(), &dispatched, self.clock.now()).await?;
+        events::OUTBOX
+            .mark_done(conn.exec(), &dispatched, self.clock.now())
+            .await?;
         pass.dispatched = dispatched.len();
         Ok(pass)
     }
@@ -179,23 +190,6 @@ struct Delivery<'a> {
     first_error: Option<String>,
 }
 
-/// 2^attempts seconds, at most an hour.
-pub(crate) fn backoff(attempts: i64) -> Duration {
-    Duration::seconds(1i64 << attempts.clamp(0, 12)).min(Duration::hours(1))
-}
-
 /// The name of the dispatcher's job, a drain `background::start_drains` starts: writers
 /// `wake()` it right after a commit, and a run drains every due event, batch after batch.
 pub const JOB: &str = "outbox_dispatcher";
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_grows_and_caps() {
-        assert_eq!(backoff(0), Duration::seconds(1));
-        assert_eq!(backoff(3), Duration::seconds(8));
-        assert_eq!(backoff(40), Duration::hours(1));
-    }
-}

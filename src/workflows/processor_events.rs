@@ -561,8 +561,7 @@ async fn in_actors(state: &AppState, group: &[ForPayment], held: &[i64]) -> Flow
     }
     hold_waiting(&mut tx, &mut holds, &mut notes, now).await?;
     processor_events::note_all(tx.exec(), &notes).await?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(outcome)
 }
 
@@ -1218,7 +1217,6 @@ async fn apply_account_event(state: &AppState, event_id: &str, event: &Event) ->
         tx.rollback().await?;
         return Ok(());
     }
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(())
 }

@@ -120,7 +120,6 @@ async fn set_status_now(
         json!({"project_id": id, "from": from.as_str(), "to": to.as_str(), "by_admin": admin_id});
     record(&mut tx, "project.status_changed", id, payload, now).await?;
     let project = projects::find(tx.exec(), id).await?.unwrap_or(p);
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(project)
 }

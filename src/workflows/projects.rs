@@ -212,8 +212,7 @@ pub async fn fiscal_data_required(
         now,
     )
     .await?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(())
 }
 
@@ -279,8 +278,7 @@ pub async fn create(state: &AppState, caller: &Caller, d: ProjectDraft) -> FlowR
         payload["notify"] = json!([pending_publication_notice(&project)]);
     }
     record(&mut tx, "project.created", id, payload, now).await?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(project)
 }
 
@@ -317,8 +315,7 @@ pub async fn submit(state: &AppState, caller: &Caller, id: i64) -> FlowResult<Pr
     let payload = json!({"project_id": id, "notify": [pending_publication_notice(&p)]});
     record(&mut tx, "project.submitted", id, payload, now).await?;
     let project = projects::find(tx.exec(), id).await?.unwrap_or(p);
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(project)
 }
 
@@ -375,8 +372,7 @@ pub async fn request_budget(
     });
     record(&mut tx, "project.budget_requested", id, payload, now).await?;
     let project = projects::find(tx.exec(), id).await?.unwrap_or(p);
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(project)
 }
 
@@ -506,8 +502,7 @@ pub async fn validate(
     });
     record(&mut tx, kind, id, payload, now).await?;
     let project = projects::find(tx.exec(), id).await?.unwrap_or(p);
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(project)
 }
 
@@ -573,8 +568,7 @@ pub async fn invite_experts(
         });
         record(&mut tx, "project.experts_invited", id, payload, now).await?;
     }
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(invited)
 }
 
@@ -769,8 +763,7 @@ pub async fn change_status(
     let payload = json!({"project_id": id, "from": from.as_str(), "to": to.as_str()});
     record(&mut tx, "project.status_changed", id, payload, now).await?;
     let project = projects::find(tx.exec(), id).await?.unwrap_or(p);
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(project)
 }
 

@@ -61,8 +61,7 @@ pub async fn set_internal_rating(
     )
     .await?;
     let (history, _) = store::history(tx.exec(), user_id, 1).await?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     history
         .into_iter()
         .find(|h| h.id == id)

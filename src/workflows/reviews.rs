@@ -116,8 +116,7 @@ pub async fn create(state: &AppState, caller: &Caller, draft: Draft) -> FlowResu
     let review = reviews::find(tx.exec(), id)
         .await?
         .ok_or_else(|| FlowError::not_found("Review not found"))?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(review)
 }
 

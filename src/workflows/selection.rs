@@ -219,8 +219,7 @@ async fn select_now(
     let payment = payments::find(tx.exec(), payment_id)
         .await?
         .ok_or_else(changed)?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     super::deadlines::wake(state);
     // The intent is created after commit (no network call holds the transaction); if the
     // processor is down the payment stays without one and funding creates it later.
@@ -324,8 +323,7 @@ async fn cancel_now(state: &AppState, caller: &Caller, project_id: i64) -> FlowR
     )
     .await?;
     let project = projects::find(tx.exec(), project_id).await?.unwrap_or(p);
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(project)
 }
 

@@ -219,8 +219,7 @@ async fn remind_review(state: &AppState, d: &DueDelivery, now: DateTime<Utc>) ->
                          "reminder": sent, "auto_approve_at": d.auto_approve_at,
                          "notify": notify, "email": mails});
     record(&mut tx, "delivery.review_reminder", p.id, payload, now).await?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(())
 }
 
@@ -276,8 +275,7 @@ async fn escalate(state: &AppState, d: &DueDispute, now: DateTime<Utc>) -> FlowR
         now,
     )
     .await?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(())
 }
 
@@ -332,8 +330,7 @@ async fn remind_funding(state: &AppState, due: &DueFunding, now: DateTime<Utc>) 
     payload["notify"] = json!(notify);
     payload["email"] = json!(mails);
     record(&mut tx, "milestone.funding_reminder", p.id, payload, now).await?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(())
 }
 
@@ -439,8 +436,7 @@ async fn release_engagement_now(
     payload["expert_id"] = json!(caller.id);
     record(&mut tx, "project.engagement_released", p.id, payload, now).await?;
     let project = projects::find(tx.exec(), p.id).await?.ok_or_else(changed)?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(project)
 }
 

@@ -166,8 +166,7 @@ pub async fn update_base(
         record_event(&mut tx, "user.updated", id, json!({"user_id": id}), now).await?;
     }
     let user = target(&mut tx, id).await?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(user)
 }
 
@@ -291,9 +290,8 @@ pub async fn change_password(
         now,
     )
     .await?;
-    tx.commit().await?;
+    state.commit(tx).await?;
     sessions_ended(state, id).await?;
-    state.outbox.wake();
     Ok(())
 }
 
@@ -334,8 +332,7 @@ pub async fn recontact(state: &AppState, admin_id: i64, id: i64) -> FlowResult<R
     )
     .await?;
     user_admin::record_action(tx.exec(), admin_id, Some(id), None, "recontact", "", now).await?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(Recontact {
         user_id: id,
         recontacted_at: now,
@@ -486,8 +483,7 @@ pub async fn request_deletion(
     )
     .await?;
     let request = deletion_of(&mut tx, id).await?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(request)
 }
 
@@ -531,9 +527,8 @@ pub async fn confirm_deletion(
     )
     .await?;
     let request = deletion_of(&mut tx, id).await?;
-    tx.commit().await?;
+    state.commit(tx).await?;
     sessions_ended(state, id).await?;
-    state.outbox.wake();
     Ok(request)
 }
 
@@ -576,9 +571,8 @@ pub async fn delete(state: &AppState, admin_id: i64, id: i64) -> FlowResult<Dele
     user_admin::anonymise(tx.exec(), id, now).await?;
     user_admin::record_action(tx.exec(), admin_id, Some(id), None, "delete", "", now).await?;
     let request = deletion_of(&mut tx, id).await?;
-    tx.commit().await?;
+    state.commit(tx).await?;
     sessions_ended(state, id).await?;
-    state.outbox.wake();
     remove_files(state, id, &chat_files).await;
     Ok(request)
 }

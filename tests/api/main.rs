@@ -25,6 +25,7 @@ mod platform_metrics;
 mod processor;
 mod profiles;
 mod projects;
+mod queue;
 mod realtime;
 mod reviews;
 mod smtp;

@@ -346,7 +346,7 @@ async fn to_admins_reaches_each_administrator_once() {
     }
     assert_eq!(list(&app, &alice.access_token, "").await["total"], 0);
     let mut conn = app.db.conn().await.unwrap();
-    let pending = events::pending_count(conn.exec()).await.unwrap();
+    let pending = events::OUTBOX.pending_count(conn.exec()).await.unwrap();
     assert_eq!(pending, 0, "every event was dispatched");
     app.stop().await;
 }

@@ -166,7 +166,7 @@ impl CrmService {
             let mut conn = self.db.conn().await?;
             (
                 store::recent_statuses(conn.exec(), 100).await?,
-                store::queue_len(conn.exec()).await?,
+                store::QUEUE.pending_count(conn.exec()).await?,
             )
         };
         let count = |s: &str| statuses.iter().filter(|x| *x == s).count();

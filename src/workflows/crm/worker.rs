@@ -12,7 +12,12 @@ use crate::workflows::error::FlowResult;
 pub const JOB_NAME: &str = "crm_sync";
 /// How long a claimed item is reserved for the worker that claimed it.
 const LEASE: chrono::Duration = chrono::Duration::minutes(5);
-const BATCH: i64 = 20;
+/// Items claimed at once: one, leased just before it runs, so the calls of a slow CRM never
+/// use up the lease of items still waiting their turn.
+const CLAIMED_AT_ONCE: i64 = 1;
+/// How long an item the limiter held back waits before the next try (not a failure: the
+/// CRM was not called).
+const THROTTLED_WAIT: chrono::Duration = chrono::Duration::seconds(1);
 
 /// Queues `op` (once per outbox event) and wakes the worker.
 pub async fn enqueue(
@@ -34,52 +39,43 @@ pub async fn enqueue(
 pub async fn drain(crm: &CrmService) -> FlowResult<usize> {
     let mut performed = 0;
     loop {
-        let due = {
+        let now = crm.clock.now();
+        let claimed = {
             let mut conn = crm.db.conn().await?;
-            store::due_queue(conn.exec(), crm.clock.now(), BATCH).await?
+            store::QUEUE
+                .claim(conn.exec(), now, now + LEASE, CLAIMED_AT_ONCE)
+                .await?
         };
-        if due.is_empty() {
+        let Some(item) = claimed.into_iter().next() else {
             return Ok(performed);
-        }
-        for item in due {
-            let until = crm.clock.now() + LEASE;
-            {
+        };
+        let op: Op = match serde_json::from_value(item.op.0.clone()) {
+            Ok(op) => op,
+            Err(error) => {
+                tracing::warn!(item = item.id, %error, "CRM queue item not understood; dropped");
                 let mut conn = crm.db.conn().await?;
-                if !store::lease_queue(conn.exec(), &item, until).await? {
-                    continue; // another worker has it
-                }
-            }
-            let op: Op = match serde_json::from_value(item.op.0.clone()) {
-                Ok(op) => op,
-                Err(error) => {
-                    tracing::warn!(item = item.id, %error, "CRM queue item not understood; dropped");
-                    let mut conn = crm.db.conn().await?;
-                    store::dequeue(conn.exec(), item.id).await?;
-                    continue;
-                }
-            };
-            match crm.run(item.user_id, &op).await? {
-                Ok(_) => {
-                    let mut conn = crm.db.conn().await?;
-                    store::dequeue(conn.exec(), item.id).await?;
-                    performed += 1;
-                }
-                Err(throttled) => {
-                    // The limiter's budget is spent: back in the queue, the next pass goes on.
-                    tracing::info!(item = item.id, %throttled, "CRM sync postponed");
-                    let leased = store::QueueItem {
-                        available_at: until,
-                        ..item
-                    };
-                    let mut conn = crm.db.conn().await?;
-                    store::lease_queue(
-                        conn.exec(),
-                        &leased,
-                        crm.clock.now() + chrono::Duration::seconds(1),
-                    )
+                store::QUEUE
+                    .mark_done(conn.exec(), &[item.id], crm.clock.now())
                     .await?;
-                    return Ok(performed);
-                }
+                continue;
+            }
+        };
+        match crm.run(item.user_id, &op).await? {
+            Ok(_) => {
+                let mut conn = crm.db.conn().await?;
+                store::QUEUE
+                    .mark_done(conn.exec(), &[item.id], crm.clock.now())
+                    .await?;
+                performed += 1;
+            }
+            Err(throttled) => {
+                // The limiter's budget is spent: back in the queue, the next pass goes on.
+                tracing::info!(item = item.id, %throttled, "CRM sync postponed");
+                let mut conn = crm.db.conn().await?;
+                store::QUEUE
+                    .release(conn.exec(), &[item.id], crm.clock.now() + THROTTLED_WAIT)
+                    .await?;
+                return Ok(performed);
             }
         }
     }

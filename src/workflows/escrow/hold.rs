@@ -220,8 +220,7 @@ pub async fn sync_status(state: &AppState, payment_id: i64) -> FlowResult<Paymen
                 receipt_url: receipt.as_deref(),
             };
             hold_in_tx(&mut tx, hold, now).await?;
-            tx.commit().await?;
-            st.outbox.wake();
+            st.commit(tx).await?;
         } else if intent.status == "canceled" {
             let mut tx = st.db.begin().await?;
             payments::fail_pending(tx.exec(), y.id, "canceled", now).await?;

@@ -177,8 +177,7 @@ async fn record_refund(
         ));
     }
     announce_refund(&mut tx, y, now).await?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     load(state, y.id).await
 }
 

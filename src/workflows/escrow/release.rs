@@ -245,8 +245,7 @@ pub(crate) async fn release_in_actor(
         "notify": notify, "email": mails,
     });
     record(&mut tx, "payment.released", y.id, payload, now).await?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     if next.is_some() {
         crate::workflows::deadlines::wake(state);
     }

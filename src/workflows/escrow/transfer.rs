@@ -70,8 +70,7 @@ pub(crate) async fn transfer(state: &AppState, y: Payment) -> FlowResult<Payment
                 now,
             )
             .await?;
-            tx.commit().await?;
-            state.outbox.wake();
+            state.commit(tx).await?;
         }
         return load(state, y.id).await;
     }

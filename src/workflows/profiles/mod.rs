@@ -335,8 +335,7 @@ pub async fn create_profile(
         )
         .await?;
     }
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(profile)
 }
 
@@ -391,8 +390,7 @@ pub async fn update_profile(
     let profile = profiles::find(tx.exec(), profile.id)
         .await?
         .ok_or_else(|| FlowError::not_found("Profile not found"))?;
-    tx.commit().await?;
-    state.outbox.wake();
+    state.commit(tx).await?;
     Ok(profile)
 }
 

@@ -79,7 +79,10 @@ pub async fn deliver_due(state: &AppState) -> FlowResult<Option<Duration>> {
                 skipped += 1;
                 continue;
             };
-            if !store::claim(conn.exec(), d.id, d.next_attempt_at, now + LEASE).await? {
+            if !store::QUEUE
+                .claim_row(conn.exec(), d.id, d.next_attempt_at, now + LEASE)
+                .await?
+            {
                 skipped += 1; // another dispatcher has it
                 continue;
             }
@@ -182,8 +185,7 @@ async fn record(state: &AppState, d: &Due, outcome: &Outcome) -> anyhow::Result<
             record_disabled(&mut tx, d.user_id, now).await?;
             WebhookMetrics::add(&metrics().disabled);
         }
-        tx.commit().await?;
-        state.outbox.wake();
+        state.commit(tx).await?;
         return Ok(());
     }
     WebhookMetrics::add(&metrics().retried);

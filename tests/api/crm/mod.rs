@@ -381,7 +381,8 @@ async fn removal_tags_follow_the_deletion_events_and_never_block_on_a_crm_that_i
     .await;
     assert_eq!(wait_log(app, eva.id, "user_deleted").await.1, "failed");
     let mut conn = app.db.conn().await.unwrap();
-    let pending = marketplace::store::events::pending_count(conn.exec())
+    let pending = marketplace::store::events::OUTBOX
+        .pending_count(conn.exec())
         .await
         .unwrap();
     assert_eq!(pending, 0, "the outbox is not held up by the CRM");
