@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use marketplace::clock::Clock;
 use marketplace::config::Settings;
+use marketplace::domain::milestone::MilestoneStatus;
 use marketplace::domain::user::Role;
 use marketplace::integrations::processor::CreateAccount;
 use marketplace::integrations::processor::webhook::{SIGNATURE_HEADER, sign};
@@ -491,9 +492,9 @@ impl Parties {
                         currency: "eur",
                         due_date: None,
                         status: if position == 1 {
-                            "awaiting_payment"
+                            MilestoneStatus::AwaitingPayment
                         } else {
-                            "pending"
+                            MilestoneStatus::Pending
                         },
                     },
                     now,

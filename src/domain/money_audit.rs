@@ -3,13 +3,15 @@
 
 use serde::Serialize;
 
+use super::payment::{PaymentStatus, PayoutStatus};
+
 /// A payment as the service recorded it.
 #[derive(Debug, Clone)]
 pub struct Recorded<'a> {
-    pub status: &'a str,
+    pub status: PaymentStatus,
     pub amount_minor: i64,
     pub commission_minor: Option<i64>,
-    pub payout_status: &'a str,
+    pub payout_status: PayoutStatus,
     pub intent_id: Option<&'a str>,
     pub transfer_id: Option<&'a str>,
 }
@@ -84,17 +86,16 @@ pub fn check(rec: &Recorded<'_>, at: &AtProcessor<'_>) -> Vec<Mismatch> {
     }
     let refunded_fully = at.charge_refunded == Some(intent.amount);
     let consistent = match rec.status {
-        "pending" => matches!(
+        PaymentStatus::Pending => matches!(
             intent.status,
             "requires_payment_method" | "requires_confirmation" | "requires_action" | "processing"
         ),
-        "held" => intent.status == "requires_capture",
-        "released" | "disputed" => intent.status == "succeeded",
-        "refunded" => {
+        PaymentStatus::Held => intent.status == "requires_capture",
+        PaymentStatus::Released | PaymentStatus::Disputed => intent.status == "succeeded",
+        PaymentStatus::Refunded => {
             intent.status == "canceled" || (intent.status == "succeeded" && refunded_fully)
         }
-        "failed" => matches!(intent.status, "canceled" | "requires_payment_method"),
-        _ => false,
+        PaymentStatus::Failed => matches!(intent.status, "canceled" | "requires_payment_method"),
     };
     if !consistent {
         out.push(mismatch(
@@ -109,7 +110,10 @@ pub fn check(rec: &Recorded<'_>, at: &AtProcessor<'_>) -> Vec<Mismatch> {
             EXISTS,
             format!("transfer {id} not found"),
         )),
-        (None, _) if rec.status == "released" && rec.payout_status == "transferred" => {
+        (None, _)
+            if rec.status == PaymentStatus::Released
+                && rec.payout_status == PayoutStatus::Transferred =>
+        {
             out.push(mismatch(
                 "missing_in_records",
                 CAPTURED_SPLIT,
@@ -117,7 +121,7 @@ pub fn check(rec: &Recorded<'_>, at: &AtProcessor<'_>) -> Vec<Mismatch> {
             ))
         }
         (Some(_), Some(t)) => {
-            if rec.status == "released" {
+            if rec.status == PaymentStatus::Released {
                 let commission = rec.commission_minor.unwrap_or(0);
                 if t.amount + commission != intent.amount_received {
                     out.push(mismatch(
@@ -137,7 +141,7 @@ pub fn check(rec: &Recorded<'_>, at: &AtProcessor<'_>) -> Vec<Mismatch> {
                     ));
                 }
             }
-            if rec.status == "refunded" && t.amount_reversed != t.amount {
+            if rec.status == PaymentStatus::Refunded && t.amount_reversed != t.amount {
                 out.push(mismatch(
                     "amount",
                     REFUND_REVERSED,
@@ -156,10 +160,10 @@ mod tests {
 
     fn released<'a>() -> Recorded<'a> {
         Recorded {
-            status: "released",
+            status: PaymentStatus::Released,
             amount_minor: 10_000,
             commission_minor: Some(500),
-            payout_status: "transferred",
+            payout_status: PayoutStatus::Transferred,
             intent_id: Some("pi_1"),
             transfer_id: Some("tr_1"),
         }
@@ -197,15 +201,15 @@ mod tests {
         let found = check(&released(), &AtProcessor::default());
         assert_eq!(found[0].kind, "missing_at_processor");
         let held = Recorded {
-            status: "held",
+            status: PaymentStatus::Held,
             transfer_id: None,
-            payout_status: "pending",
+            payout_status: PayoutStatus::Pending,
             ..released()
         };
         let found = check(&held, &settled(9_500, 0));
         assert_eq!(found[0].kind, "status");
         let refunded = Recorded {
-            status: "refunded",
+            status: PaymentStatus::Refunded,
             ..released()
         };
         let mut at = settled(9_500, 0);

@@ -67,7 +67,22 @@ pub struct Paginated<T> {
     pub pages: i64,
 }
 
+/// A list's state filter as received (`?status=…`): `Some(None)` without one,
+/// `Some(Some(state))` for a state, and `None` for a text that names no state: that filter
+/// matches no row, so its list answers an empty page (as when the text reached the SQL).
+pub fn state_filter<S: std::str::FromStr>(text: Option<&str>) -> Option<Option<S>> {
+    match text {
+        None => Some(None),
+        Some(text) => text.parse().ok().map(Some),
+    }
+}
+
 impl<T> Paginated<T> {
+    /// A page of nothing: what a filter no row can match answers.
+    pub fn empty(page: Page) -> Self {
+        Self::new(Vec::new(), 0, page)
+    }
+
     pub fn new(items: Vec<T>, total: i64, page: Page) -> Self {
         Self {
             items,

@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
 use super::{Exec, StoreResult};
+use crate::domain::delivery::DeliveryStatus;
 use crate::on_exec;
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -14,8 +15,7 @@ pub struct Delivery {
     pub expert_id: Option<i64>,
     pub description: String,
     pub attachments: Json<Vec<String>>,
-    /// `submitted`, `approved`, `rejected`, `needs_revision`.
-    pub status: String,
+    pub status: DeliveryStatus,
     pub feedback: Option<String>,
     pub reviewed_at: Option<DateTime<Utc>>,
     pub reviewed_by: Option<i64>,
@@ -143,8 +143,8 @@ pub async fn list(
 pub async fn transition(
     ex: Exec<'_>,
     id: i64,
-    from: &str,
-    to: &str,
+    from: DeliveryStatus,
+    to: DeliveryStatus,
     feedback: Option<&str>,
     reviewed_by: Option<i64>,
     now: DateTime<Utc>,

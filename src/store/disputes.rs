@@ -5,6 +5,7 @@
 use chrono::{DateTime, Utc};
 
 use super::{Exec, StoreResult};
+use crate::domain::dispute::DisputeStatus;
 use crate::on_exec;
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -13,7 +14,7 @@ pub struct Dispute {
     pub project_id: i64,
     pub payment_id: Option<i64>,
     pub raised_by: Option<i64>,
-    pub status: String,
+    pub status: DisputeStatus,
     pub reason: String,
     pub description: Option<String>,
     pub title: Option<String>,
@@ -154,8 +155,8 @@ pub async fn attach_chargeback(
 pub async fn follow_processor(
     ex: Exec<'_>,
     id: i64,
-    from: [&str; 2],
-    to: &str,
+    from: [DisputeStatus; 2],
+    to: DisputeStatus,
     processor_status: &str,
     now: DateTime<Utc>,
 ) -> StoreResult<bool> {
@@ -285,7 +286,7 @@ pub async fn latest_of_project(ex: Exec<'_>, project_id: i64) -> StoreResult<Opt
 /// The administrators' list: filters and order.
 #[derive(Debug, Clone, Default)]
 pub struct DisputeFilter<'a> {
-    pub status: Option<&'a str>,
+    pub status: Option<DisputeStatus>,
     /// Matched case-insensitively in the dispute's title, reason and description and the
     /// project's title.
     pub search: Option<&'a str>,

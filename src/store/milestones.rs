@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 
 use super::{Exec, StoreResult};
+use crate::domain::milestone::MilestoneStatus;
 use crate::on_exec;
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -15,7 +16,7 @@ pub struct Milestone {
     pub amount_minor: i64,
     pub currency: String,
     pub due_date: Option<DateTime<Utc>>,
-    pub status: String,
+    pub status: MilestoneStatus,
     pub rejection_count: i64,
     pub started_at: Option<DateTime<Utc>>,
     pub approved_at: Option<DateTime<Utc>>,
@@ -51,7 +52,7 @@ pub struct NewMilestone<'a> {
     pub amount_minor: i64,
     pub currency: &'a str,
     pub due_date: Option<DateTime<Utc>>,
-    pub status: &'a str,
+    pub status: MilestoneStatus,
 }
 
 pub async fn insert(ex: Exec<'_>, m: &NewMilestone<'_>, now: DateTime<Utc>) -> StoreResult<i64> {
@@ -133,8 +134,8 @@ pub async fn next_position(ex: Exec<'_>, project_id: i64) -> StoreResult<i64> {
 pub async fn transition(
     ex: Exec<'_>,
     id: i64,
-    from: &str,
-    to: &str,
+    from: MilestoneStatus,
+    to: MilestoneStatus,
     now: DateTime<Utc>,
 ) -> StoreResult<bool> {
     Ok(transition_all(ex, &[id], from, to, now).await? == 1)
@@ -144,8 +145,8 @@ pub async fn transition(
 pub async fn transition_all(
     ex: Exec<'_>,
     ids: &[i64],
-    from: &str,
-    to: &str,
+    from: MilestoneStatus,
+    to: MilestoneStatus,
     now: DateTime<Utc>,
 ) -> StoreResult<u64> {
     super::transition_rows(
@@ -159,8 +160,8 @@ pub async fn transition_all(
              funding_reminded_at = CASE WHEN $1 = 'awaiting_payment' THEN NULL ELSE funding_reminded_at END
          WHERE status = $3 AND id IN ({})",
         ids,
-        from,
-        to,
+        from.as_str(),
+        to.as_str(),
         now,
     )
     .await
@@ -353,9 +354,9 @@ pub async fn delete_pending(ex: Exec<'_>, id: i64) -> StoreResult<bool> {
 pub async fn add_rejection(
     ex: Exec<'_>,
     id: i64,
-    from: &str,
+    from: MilestoneStatus,
     count: i64,
-    to: &str,
+    to: MilestoneStatus,
     now: DateTime<Utc>,
 ) -> StoreResult<bool> {
     let done = on_exec!(ex, c => sqlx::query(

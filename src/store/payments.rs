@@ -6,6 +6,7 @@ use serde_json::Value;
 use sqlx::types::Json;
 
 use super::{Exec, StoreResult};
+use crate::domain::payment::{PaymentStatus, PayoutStatus};
 use crate::on_exec;
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -19,13 +20,13 @@ pub struct Payment {
     pub currency: String,
     pub processor_payment_intent_id: Option<String>,
     pub processor_charge_id: Option<String>,
-    pub status: String,
+    pub status: PaymentStatus,
     pub commission_minor: Option<i64>,
     pub expert_level_used: Option<String>,
     pub application_fee_minor: Option<i64>,
     pub expert_amount_minor: Option<i64>,
     pub processor_transfer_id: Option<String>,
-    pub payout_status: String,
+    pub payout_status: PayoutStatus,
     pub held_at: Option<DateTime<Utc>>,
     pub released_at: Option<DateTime<Utc>>,
     pub refunded_at: Option<DateTime<Utc>>,
@@ -384,7 +385,7 @@ pub async fn mark_released(
         .bind(split.expert_amount_minor)
         .bind(charge_id)
         .bind(id)
-        .bind(from.as_str())
+        .bind(from.status())
     )
 }
 
@@ -398,10 +399,10 @@ pub enum ReleasedFrom {
 }
 
 impl ReleasedFrom {
-    pub fn as_str(self) -> &'static str {
+    pub fn status(self) -> PaymentStatus {
         match self {
-            Self::Held => "held",
-            Self::Disputed => "disputed",
+            Self::Held => PaymentStatus::Held,
+            Self::Disputed => PaymentStatus::Disputed,
         }
     }
 }
@@ -658,18 +659,18 @@ pub async fn stale(ex: Exec<'_>, before: DateTime<Utc>, limit: i64) -> StoreResu
 
 /// Filters of a payment list; `None` matches everything.
 #[derive(Debug, Clone, Default)]
-pub struct PaymentFilter<'a> {
+pub struct PaymentFilter {
     pub company_id: Option<i64>,
     pub expert_id: Option<i64>,
     pub project_id: Option<i64>,
-    pub status: Option<&'a str>,
-    pub payout_status: Option<&'a str>,
+    pub status: Option<PaymentStatus>,
+    pub payout_status: Option<PayoutStatus>,
 }
 
 /// One page of payments, newest first, and the total.
 pub async fn list(
     mut ex: Exec<'_>,
-    f: &PaymentFilter<'_>,
+    f: &PaymentFilter,
     limit: i64,
     offset: i64,
 ) -> StoreResult<(Vec<Payment>, i64)> {

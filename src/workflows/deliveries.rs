@@ -8,6 +8,8 @@
 
 use serde_json::json;
 
+use crate::domain::delivery::DeliveryStatus;
+use crate::domain::milestone::MilestoneStatus;
 use crate::domain::project::ProjectStatus;
 use crate::domain::text::Feedback;
 use crate::state::AppState;
@@ -144,9 +146,9 @@ async fn submit_now(
         ));
     }
     require_active(&p)?;
-    match m.status.as_str() {
-        "pending" | "in_progress" => {}
-        "awaiting_payment" => {
+    match m.status {
+        MilestoneStatus::Pending | MilestoneStatus::InProgress => {}
+        MilestoneStatus::AwaitingPayment => {
             return Err(FlowError::conflict(
                 "MILESTONE_NOT_FUNDED",
                 "The milestone's payment is not held in escrow yet",
@@ -167,8 +169,15 @@ async fn submit_now(
             "A delivery of this milestone is already waiting for review",
         ));
     }
-    if m.status == "pending"
-        && !milestones::transition(tx.exec(), m.id, "pending", "in_progress", now).await?
+    if m.status == MilestoneStatus::Pending
+        && !milestones::transition(
+            tx.exec(),
+            m.id,
+            MilestoneStatus::Pending,
+            MilestoneStatus::InProgress,
+            now,
+        )
+        .await?
     {
         return Err(changed());
     }
@@ -233,7 +242,7 @@ async fn resubmit_now(
         ));
     }
     require_active(&p)?;
-    if d.status != "needs_revision" || m.status != "in_progress" {
+    if d.status != DeliveryStatus::NeedsRevision || m.status != MilestoneStatus::InProgress {
         return Err(FlowError::conflict(
             "INVALID_STATE",
             format!(
@@ -308,7 +317,7 @@ async fn reviewable(
         ));
     }
     require_active(&p)?;
-    if d.status != "submitted" {
+    if !d.status.is_under_review() {
         return Err(FlowError::conflict(
             "INVALID_STATE",
             format!(
@@ -384,7 +393,7 @@ async fn approve_when_due_now(
         let Some(d) = deliveries::find(conn.exec(), id).await? else {
             return Ok(None);
         };
-        if d.status != "submitted" || d.auto_approve_at.is_none_or(|at| at > now) {
+        if !d.status.is_under_review() || d.auto_approve_at.is_none_or(|at| at > now) {
             return Ok(None);
         }
         let Some(p) = crate::store::projects::find(conn.exec(), d.project_id).await? else {
@@ -430,14 +439,14 @@ async fn decide_now(
     tx.lock(LockScope::Project, project_id).await?;
     let (d, p, m) = reviewable(tx.exec(), caller, id).await?;
     let to = if decision == Decision::Reject {
-        "rejected"
+        DeliveryStatus::Rejected
     } else {
-        "needs_revision"
+        DeliveryStatus::NeedsRevision
     };
     if !deliveries::transition(
         tx.exec(),
         d.id,
-        "submitted",
+        DeliveryStatus::Submitted,
         to,
         feedback,
         Some(caller.id),

@@ -10,6 +10,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
+use crate::domain::payment::PaymentStatus;
 use crate::domain::text::DecisionText;
 use crate::integrations::mail::Template;
 use crate::state::AppState;
@@ -219,7 +220,7 @@ async fn raise_now(
         .or_else(|| frozen.iter().copied().min())
         .or_else(|| {
             all.iter()
-                .filter(|y| y.status == "released")
+                .filter(|y| y.status == PaymentStatus::Released)
                 .map(|y| y.id)
                 .max()
         });
@@ -486,7 +487,7 @@ async fn resolve_now(
             && !ids.contains(&id)
             && payments::find(conn.exec(), id)
                 .await?
-                .is_some_and(|y| y.status == "released")
+                .is_some_and(|y| y.status == PaymentStatus::Released)
         {
             ids.push(id);
         }
@@ -500,7 +501,7 @@ async fn resolve_now(
         })
         .await?;
         let release = escrow::with_next_intent(state, y, next).await;
-        if release.payment.status == "refunded"
+        if release.payment.status == PaymentStatus::Refunded
             && let Some(m) = release.payment.milestone_id
         {
             refunded_milestones.push(m);
@@ -558,7 +559,7 @@ async fn resolve_now(
 }
 
 fn is_active(d: &Dispute) -> bool {
-    matches!(d.status.as_str(), "open" | "in_review")
+    d.status.is_active()
 }
 
 /// A chargeback on the dispute must be closed before an administrator decides: until then
@@ -612,9 +613,11 @@ async fn decide_payment(
             escrow::refund_in_actor(state, payment_id, RefundCause::DisputeResolved, None).await?;
         return Ok((y, None));
     }
-    match y.status.as_str() {
-        "released" => Ok((escrow::transfer(state, y).await?, None)),
-        "disputed" if y.held_at.is_some() || authorised_meanwhile(state, &y).await? => {
+    match y.status {
+        PaymentStatus::Released => Ok((escrow::transfer(state, y).await?, None)),
+        PaymentStatus::Disputed
+            if y.held_at.is_some() || authorised_meanwhile(state, &y).await? =>
+        {
             escrow::release_in_actor(
                 state,
                 payment_id,
@@ -624,7 +627,7 @@ async fn decide_payment(
             )
             .await
         }
-        "disputed" => {
+        PaymentStatus::Disputed => {
             // Never funded: nothing to release; the company funds it as before.
             let mut conn = state.db.conn().await?;
             payments::undispute_unfunded(conn.exec(), payment_id, state.clock.now()).await?;

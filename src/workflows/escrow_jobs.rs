@@ -10,6 +10,7 @@ use serde::Serialize;
 use serde_json::json;
 use utoipa::ToSchema;
 
+use crate::domain::payment::{PaymentStatus, PayoutStatus};
 use crate::state::AppState;
 use crate::store::payments::{self, Payment};
 use crate::workflows::error::{FlowError, FlowResult};
@@ -35,7 +36,7 @@ pub async fn retry_deferred_transfers(state: &AppState) -> FlowResult<usize> {
         })
         .await;
         match outcome {
-            Ok(y) if y.payout_status == "transferred" => transferred += 1,
+            Ok(y) if y.payout_status == PayoutStatus::Transferred => transferred += 1,
             Ok(_) => {}
             Err(error) => {
                 tracing::warn!(payment_id = y.id, %error, "deferred transfer not retried")
@@ -74,7 +75,7 @@ pub async fn watch_authorisations(state: &AppState) -> FlowResult<usize> {
 
 async fn secure_authorisation(state: &AppState, payment_id: i64) -> FlowResult<bool> {
     let y = escrow::load(state, payment_id).await?;
-    if !matches!(y.status.as_str(), "held" | "disputed") || y.capture_before.is_none() {
+    if !y.status.may_hold_money() || y.capture_before.is_none() {
         return Ok(false);
     }
     let now = state.clock.now();
@@ -141,8 +142,10 @@ async fn secure_authorisation(state: &AppState, payment_id: i64) -> FlowResult<b
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Correction {
     pub payment_id: i64,
-    pub from: String,
-    pub to: String,
+    #[schema(value_type = String)]
+    pub from: PaymentStatus,
+    #[schema(value_type = String)]
+    pub to: PaymentStatus,
     /// The intent's status at the processor.
     pub processor_status: String,
 }
@@ -197,7 +200,7 @@ async fn reconcile_one(state: &AppState, payment_id: i64) -> FlowResult<Option<C
     let Some(intent_id) = y.processor_payment_intent_id.clone() else {
         return Ok(None);
     };
-    if !matches!(y.status.as_str(), "pending" | "held") {
+    if !matches!(y.status, PaymentStatus::Pending | PaymentStatus::Held) {
         return Ok(None);
     }
     let intent = state
@@ -214,20 +217,24 @@ async fn reconcile_one(state: &AppState, payment_id: i64) -> FlowResult<Option<C
     let (capture_before, receipt) = charge_details(state, &intent).await;
     let now = state.clock.now();
     let mut tx = state.db.begin().await?;
-    let to = match (y.status.as_str(), intent.status.as_str()) {
-        ("pending", "requires_capture" | "succeeded") => {
+    let to = match (y.status, intent.status.as_str()) {
+        (PaymentStatus::Pending, "requires_capture" | "succeeded") => {
             let hold = Hold {
                 payment: &y,
                 intent: &intent,
                 capture_before,
                 receipt_url: receipt.as_deref(),
             };
-            hold_in_tx(&mut tx, hold, now).await?.then_some("held")
+            hold_in_tx(&mut tx, hold, now)
+                .await?
+                .then_some(PaymentStatus::Held)
         }
-        ("pending", "canceled") => payments::fail_pending(tx.exec(), y.id, "canceled", now)
-            .await?
-            .then_some("failed"),
-        ("held", "canceled") => {
+        (PaymentStatus::Pending, "canceled") => {
+            payments::fail_pending(tx.exec(), y.id, "canceled", now)
+                .await?
+                .then_some(PaymentStatus::Failed)
+        }
+        (PaymentStatus::Held, "canceled") => {
             let failed = payments::fail_held(tx.exec(), y.id, "authorisation_lapsed", now).await?;
             if failed {
                 let alert = for_admins(
@@ -248,9 +255,9 @@ async fn reconcile_one(state: &AppState, payment_id: i64) -> FlowResult<Option<C
                 )
                 .await?;
             }
-            failed.then_some("failed")
+            failed.then_some(PaymentStatus::Failed)
         }
-        ("held", "succeeded") if refunded => {
+        (PaymentStatus::Held, "succeeded") if refunded => {
             let metadata = y.payment_metadata.0.clone();
             let done = payments::mark_refunded(
                 tx.exec(),
@@ -264,7 +271,7 @@ async fn reconcile_one(state: &AppState, payment_id: i64) -> FlowResult<Option<C
             if done {
                 escrow::announce_refund(&mut tx, &y, now).await?;
             }
-            done.then_some("refunded")
+            done.then_some(PaymentStatus::Refunded)
         }
         _ => None,
     };
@@ -274,8 +281,8 @@ async fn reconcile_one(state: &AppState, payment_id: i64) -> FlowResult<Option<C
     };
     let correction = Correction {
         payment_id: y.id,
-        from: y.status.clone(),
-        to: to.to_owned(),
+        from: y.status,
+        to,
         processor_status: intent.status.clone(),
     };
     record(

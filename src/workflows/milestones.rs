@@ -9,6 +9,9 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
+use crate::domain::delivery::DeliveryStatus;
+use crate::domain::milestone::MilestoneStatus;
+use crate::domain::payment::PaymentStatus;
 use crate::domain::project::ProjectStatus;
 use crate::domain::text::{Feedback, Title};
 use crate::integrations::mail::Template;
@@ -211,7 +214,7 @@ pub async fn create(
             amount_minor: d.amount_minor,
             currency: &p.currency,
             due_date: d.due_date,
-            status: "pending",
+            status: MilestoneStatus::Pending,
         },
         now,
     )
@@ -310,7 +313,7 @@ async fn complete_now(
         return Err(only_expert());
     }
     require_active(&p)?;
-    if !matches!(m.status.as_str(), "pending" | "in_progress") {
+    if !m.status.may_be_completed() {
         return Err(FlowError::conflict(
             "INVALID_STATE",
             format!("A milestone cannot be completed while {}", m.status),
@@ -324,7 +327,7 @@ async fn complete_now(
             "A delivery of this milestone is waiting for review",
         ));
     }
-    if !milestones::transition(tx.exec(), m.id, &m.status, "completed", now).await? {
+    if !milestones::transition(tx.exec(), m.id, m.status, MilestoneStatus::Completed, now).await? {
         return Err(changed());
     }
     move_project(&mut tx, &p, ProjectStatus::InReview, now).await?;
@@ -405,7 +408,10 @@ async fn approve_now(
             return Err(only_company());
         }
         require_active(&p)?;
-        if !matches!(m.status.as_str(), "completed" | "in_progress") {
+        if !matches!(
+            m.status,
+            MilestoneStatus::Completed | MilestoneStatus::InProgress
+        ) {
             return Err(FlowError::conflict(
                 "INVALID_STATE",
                 format!("A milestone cannot be approved while {}", m.status),
@@ -450,8 +456,8 @@ pub async fn after_release(
         deliveries::transition(
             tx.exec(),
             d.id,
-            "approved",
-            "approved",
+            DeliveryStatus::Approved,
+            DeliveryStatus::Approved,
             feedback,
             reviewer,
             now,
@@ -550,7 +556,8 @@ async fn reject_now(
     let waiting = deliveries::submitted_of(tx.exec(), m.id).await?;
     // Only work handed in (completed, or a delivery waiting) can be rejected: rejections
     // lead to cancellation and a refund, so none can be counted against nothing.
-    let handed_in = m.status == "completed" || (m.status == "in_progress" && waiting.is_some());
+    let handed_in = m.status == MilestoneStatus::Completed
+        || (m.status == MilestoneStatus::InProgress && waiting.is_some());
     if !handed_in {
         return Err(FlowError::conflict(
             "INVALID_STATE",
@@ -564,8 +571,8 @@ async fn reject_now(
         && !deliveries::transition(
             tx.exec(),
             d.id,
-            "submitted",
-            "rejected",
+            DeliveryStatus::Submitted,
+            DeliveryStatus::Rejected,
             feedback,
             Some(caller.id),
             now,
@@ -616,11 +623,11 @@ pub async fn count_rejection(
     let count = m.rejection_count + 1;
     let cancelled = count >= MAX_REJECTIONS;
     let to = if cancelled {
-        "cancelled"
+        MilestoneStatus::Cancelled
     } else {
-        "in_progress"
+        MilestoneStatus::InProgress
     };
-    if !milestones::add_rejection(tx.exec(), m.id, &m.status, m.rejection_count, to, now).await? {
+    if !milestones::add_rejection(tx.exec(), m.id, m.status, m.rejection_count, to, now).await? {
         return Err(changed());
     }
     let mut refund = None;
@@ -628,7 +635,7 @@ pub async fn count_rejection(
         milestones::cancel_after(tx.exec(), p.id, m.position, now).await?;
         for y in payments::list_for_project(tx.exec(), p.id).await? {
             // An unfunded payment of a cancelled project must not be charged any more.
-            if y.status == "pending" {
+            if y.status == PaymentStatus::Pending {
                 payments::fail_pending(tx.exec(), y.id, PROJECT_CANCELLED, now).await?;
             }
         }

@@ -10,6 +10,7 @@ use serde_json::json;
 use crate::domain::money_audit::{
     AtProcessor, IntentFacts, Mismatch, Recorded, TransferFacts, check,
 };
+use crate::domain::payment::PaymentStatus;
 use crate::integrations::mail::Template;
 use crate::integrations::processor::ProcessorError;
 use crate::state::AppState;
@@ -28,7 +29,8 @@ const MAX_PAYMENTS: i64 = 5_000;
 pub struct PaymentMismatch {
     pub payment_id: i64,
     pub project_id: i64,
-    pub status: String,
+    #[schema(value_type = String)]
+    pub status: PaymentStatus,
     #[serde(flatten)]
     pub mismatch: Mismatch,
 }
@@ -79,7 +81,7 @@ pub async fn audit(
             .and_then(|i| i.latest_charge.as_ref())
             .map(|c| c.id().to_owned())
         {
-            Some(charge) if y.status == "refunded" => {
+            Some(charge) if y.status == PaymentStatus::Refunded => {
                 found(client.retrieve_charge(&charge).await)?.map(|c| c.amount_refunded)
             }
             _ => None,
@@ -89,10 +91,10 @@ pub async fn audit(
             None => None,
         };
         let rec = Recorded {
-            status: &y.status,
+            status: y.status,
             amount_minor: y.amount_minor,
             commission_minor: y.commission_minor,
-            payout_status: &y.payout_status,
+            payout_status: y.payout_status,
             intent_id: y.processor_payment_intent_id.as_deref(),
             transfer_id: y.processor_transfer_id.as_deref(),
         };
@@ -114,7 +116,7 @@ pub async fn audit(
                 .map(|mismatch| PaymentMismatch {
                     payment_id: y.id,
                     project_id: y.project_id,
-                    status: y.status.clone(),
+                    status: y.status,
                     mismatch,
                 }),
         );

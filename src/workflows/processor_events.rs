@@ -21,7 +21,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
+use crate::domain::dispute::DisputeStatus;
+use crate::domain::milestone::MilestoneStatus;
 use crate::domain::money::minor_to_number;
+use crate::domain::payment::{PaymentStatus, PayoutStatus};
 use crate::domain::project::format_minor;
 use crate::integrations::mail::Template;
 use crate::integrations::processor::webhook::{self, DEFAULT_TOLERANCE_SECS};
@@ -607,7 +610,8 @@ async fn ask_processor(
 ) -> FlowResult<Option<Authorised>> {
     Ok(match event.kind.as_str() {
         "payment_intent.succeeded" | "payment_intent.amount_capturable_updated"
-            if y.status == "pending" || (y.status == "disputed" && y.held_at.is_none()) =>
+            if y.status == PaymentStatus::Pending
+                || (y.status == PaymentStatus::Disputed && y.held_at.is_none()) =>
         {
             let intent = event.payment_intent().map_err(bad_object)?;
             let (capture_before, receipt_url) = charge_details(state, &intent).await;
@@ -658,7 +662,7 @@ async fn effects(
 /// afterwards would take the money twice). A failure is logged; the authorisation then
 /// lapses on its own.
 async fn release_lost_authorisation(state: &AppState, y: &Payment) {
-    if !matches!(y.status.as_str(), "held" | "disputed") {
+    if !y.status.may_hold_money() {
         return;
     }
     if let Err(error) = escrow::cancel_uncaptured(state, y).await {
@@ -729,7 +733,8 @@ async fn on_intent_failed(
             intent.cancellation_reason.as_deref().unwrap_or("unknown")
         )
     };
-    let in_escrow = y.status == "held" || (y.status == "disputed" && y.held_at.is_some());
+    let in_escrow = y.status == PaymentStatus::Held
+        || (y.status == PaymentStatus::Disputed && y.held_at.is_some());
     if in_escrow && !failed {
         let alert = for_admins(
             "payment_authorisation_lost",
@@ -799,7 +804,7 @@ async fn on_charge_refunded(tx: &mut Tx, y: &Payment, now: DateTime<Utc>) -> Flo
         return Ok(Some("payment not in a refundable state"));
     }
     announce_refund(tx, y, now).await?;
-    if y.payout_status == "transferred" && metadata.get("reversal_id").is_none() {
+    if y.payout_status == PayoutStatus::Transferred && metadata.get("reversal_id").is_none() {
         alert_admins(
             tx,
             y,
@@ -877,7 +882,7 @@ async fn on_transfer_failed(
         if let Some(current) = milestones::find(tx.exec(), m).await?
             && let Some(next) =
                 milestones::next_after(tx.exec(), y.project_id, current.position).await?
-            && next.status == "awaiting_payment"
+            && next.status == MilestoneStatus::AwaitingPayment
         {
             let next_payment = payments::open_of_milestone(tx.exec(), next.id).await?;
             orphan = json!({"milestone_id": next.id, "title": next.title,
@@ -992,8 +997,8 @@ async fn on_dispute_updated(tx: &mut Tx, event: &Event, now: DateTime<Utc>) -> F
             disputes::follow_processor(
                 tx.exec(),
                 ours.id,
-                ["open", "in_review"],
-                "in_review",
+                [DisputeStatus::Open, DisputeStatus::InReview],
+                DisputeStatus::InReview,
                 &dispute.status,
                 now,
             )
@@ -1003,8 +1008,8 @@ async fn on_dispute_updated(tx: &mut Tx, event: &Event, now: DateTime<Utc>) -> F
             disputes::follow_processor(
                 tx.exec(),
                 ours.id,
-                ["open", "open"],
-                "open",
+                [DisputeStatus::Open, DisputeStatus::Open],
+                DisputeStatus::Open,
                 &dispute.status,
                 now,
             )
@@ -1035,7 +1040,7 @@ async fn on_dispute_closed(
     if dispute.status != "lost" {
         // Already decided by an administrator (after the processor's decision was known):
         // nothing waits any more.
-        if y.status != "disputed" {
+        if y.status != PaymentStatus::Disputed {
             return Ok(Some("chargeback won; the payment was decided already"));
         }
         alert_admins(
@@ -1065,7 +1070,7 @@ async fn on_dispute_closed(
     {
         announce_refund(tx, y, now).await?;
         // The bank took the money back from the platform; the expert was paid already.
-        if y.payout_status == "transferred" {
+        if y.payout_status == PayoutStatus::Transferred {
             alert_admins(
                 tx,
                 y,

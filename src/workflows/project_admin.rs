@@ -4,6 +4,7 @@
 
 use serde_json::json;
 
+use crate::domain::payment::PaymentStatus;
 use crate::domain::project::{AdminMoveRefusal, MoneyOnProject, ProjectStatus, admin_move};
 use crate::domain::text::StatusReason;
 use crate::state::AppState;
@@ -51,11 +52,11 @@ async fn set_status_now(
         .ok_or_else(|| anyhow::anyhow!("unknown project status {}", p.status))?;
     let all = payments::list_for_project(tx.exec(), id).await?;
     let money = MoneyOnProject {
-        in_escrow: all
+        in_escrow: all.iter().filter(|y| y.status.may_hold_money()).count(),
+        pending: all
             .iter()
-            .filter(|y| matches!(y.status.as_str(), "held" | "disputed"))
+            .filter(|y| y.status == PaymentStatus::Pending)
             .count(),
-        pending: all.iter().filter(|y| y.status == "pending").count(),
     };
     match admin_move(from, to, p.expert_id.is_some(), money) {
         Ok(()) => {}
@@ -82,7 +83,7 @@ async fn set_status_now(
         }
     }
     if to == ProjectStatus::Cancelled || to.is_before_selection() {
-        for y in all.iter().filter(|y| y.status == "pending") {
+        for y in all.iter().filter(|y| y.status == PaymentStatus::Pending) {
             if !payments::fail_pending(tx.exec(), y.id, "project_cancelled", now).await? {
                 return Err(FlowError::conflict(
                     "MONEY_STRANDED",

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::domain::payment::PaymentStatus;
 use crate::domain::project::{ProjectStatus, ProjectType};
 use crate::domain::text::{ChatText, Feedback, RefundReason, ReviewText, StatusReason, Title};
 use crate::integrations::processor::SandboxHandle;
@@ -321,7 +322,7 @@ async fn fund(state: &AppState, sandbox: &SandboxHandle, payment: Payment) -> Fl
         .map_err(sandbox_failed)?;
     for _ in 0..200 {
         let y = escrow::sync_status(state, payment.id).await?;
-        if y.status == "held" {
+        if y.status == PaymentStatus::Held {
             return Ok(y);
         }
         tokio::time::sleep(Duration::from_millis(25)).await;

@@ -8,6 +8,8 @@
 
 use serde_json::json;
 
+use crate::domain::milestone::MilestoneStatus;
+use crate::domain::payment::PaymentStatus;
 use crate::domain::project::ProjectStatus;
 use crate::integrations::mail::Template;
 use crate::state::AppState;
@@ -128,7 +130,7 @@ async fn select_now(
                     amount_minor: m.amount_minor,
                     currency: &p.currency,
                     due_date: m.due_date,
-                    status: "pending",
+                    status: MilestoneStatus::Pending,
                 },
                 now,
             )
@@ -139,7 +141,15 @@ async fn select_now(
     let first = plan
         .first()
         .ok_or_else(|| FlowError::rule("NO_MILESTONES", "The proposal has no milestones"))?;
-    if !milestones::transition(tx.exec(), first.id, "pending", "awaiting_payment", now).await? {
+    if !milestones::transition(
+        tx.exec(),
+        first.id,
+        MilestoneStatus::Pending,
+        MilestoneStatus::AwaitingPayment,
+        now,
+    )
+    .await?
+    {
         return Err(FlowError::conflict(
             "INVALID_STATE",
             "The project's first milestone is not waiting to be funded",
@@ -260,10 +270,7 @@ async fn cancel_now(state: &AppState, caller: &Caller, project_id: i64) -> FlowR
     // Money first: a payment held a moment ago has also moved the project on, and the
     // caller should hear why rather than only that the state changed.
     let payments = payments::list_for_project(tx.exec(), project_id).await?;
-    if payments
-        .iter()
-        .any(|y| !matches!(y.status.as_str(), "pending" | "failed"))
-    {
+    if payments.iter().any(|y| !y.status.moved_no_money()) {
         return Err(FlowError::conflict(
             "MONEY_AUTHORISED",
             "Money has been authorised for this project; the selection cannot be cancelled",
@@ -278,7 +285,10 @@ async fn cancel_now(state: &AppState, caller: &Caller, project_id: i64) -> FlowR
             ),
         ));
     }
-    for y in payments.iter().filter(|y| y.status == "pending") {
+    for y in payments
+        .iter()
+        .filter(|y| y.status == PaymentStatus::Pending)
+    {
         // Conditional: a payment held a moment ago makes this fail, and nothing is undone.
         if !payments::fail_pending(tx.exec(), y.id, "selection_cancelled", now).await? {
             return Err(FlowError::conflict(
@@ -307,7 +317,7 @@ async fn cancel_now(state: &AppState, caller: &Caller, project_id: i64) -> FlowR
     }
     let cancelled: Vec<i64> = payments
         .iter()
-        .filter(|y| y.status == "pending")
+        .filter(|y| y.status == PaymentStatus::Pending)
         .map(|y| y.id)
         .collect();
     let payload = json!({
@@ -336,7 +346,7 @@ pub(crate) async fn release_unfunded_intents(state: &AppState, project_id: i64) 
         payments::list_for_project(conn.exec(), project_id)
             .await?
             .into_iter()
-            .filter(|y| y.status == "pending")
+            .filter(|y| y.status == PaymentStatus::Pending)
             .collect()
     };
     let client = &state.processor.client;

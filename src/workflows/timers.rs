@@ -20,6 +20,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::json;
 
+use crate::domain::milestone::MilestoneStatus;
+use crate::domain::payment::PaymentStatus;
 use crate::domain::project::{ProjectStatus, format_minor};
 use crate::integrations::mail::Template;
 use crate::state::AppState;
@@ -148,7 +150,7 @@ async fn auto_approve(state: &AppState, d: &DueDelivery) -> FlowResult<()> {
             // nothing is left to do.
             let mut conn = state.db.conn().await?;
             match deliveries::find(conn.exec(), d.id).await? {
-                Some(now) if now.status == "submitted" => Err(error),
+                Some(now) if now.status.is_under_review() => Err(error),
                 _ => Ok(()),
             }
         }
@@ -370,7 +372,7 @@ async fn release_engagement_now(
             "Only the project's expert may end the engagement",
         ));
     }
-    if m.status != "awaiting_payment"
+    if m.status != MilestoneStatus::AwaitingPayment
         || !matches!(p.status.as_str(), "assigned" | "in_progress" | "in_review")
     {
         return Err(FlowError::conflict(
@@ -397,7 +399,7 @@ async fn release_engagement_now(
     }
     let payment = payments::open_of_milestone(tx.exec(), m.id).await?;
     if let Some(y) = &payment
-        && y.status != "pending"
+        && y.status != PaymentStatus::Pending
     {
         // Authorised meanwhile: the money is there, the engagement goes on.
         return Err(FlowError::conflict(

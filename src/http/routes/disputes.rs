@@ -1,6 +1,7 @@
 //! Disputes: raised on a project by its company or expert (`/api/projects/{id}/dispute`),
 //! mediated and resolved by administrators (`/api/admin/disputes/…`).
 
+use crate::domain::dispute::DisputeStatus;
 use crate::domain::search::SearchTerm;
 use crate::domain::text::{DecisionText, TextError};
 use actix_web::{HttpResponse, get, post, put, web};
@@ -30,7 +31,8 @@ pub struct DisputeView {
     pub payment_id: Option<i64>,
     pub raised_by: Option<i64>,
     /// `open`, `in_review`, `resolved`, `closed`.
-    pub status: String,
+    #[schema(value_type = String)]
+    pub status: DisputeStatus,
     pub title: Option<String>,
     pub reason: String,
     pub description: Option<String>,
@@ -255,8 +257,6 @@ pub struct AdminDisputeQuery {
     pub search: Option<SearchTerm>,
 }
 
-const STATUSES: [&str; 4] = ["open", "in_review", "resolved", "closed"];
-
 impl AdminDisputeQuery {
     fn order(&self) -> Result<DisputeOrder, Vec<FieldError>> {
         let mut errors = Vec::new();
@@ -315,9 +315,8 @@ pub async fn admin_list(
         errors.extend(e);
         DisputeOrder::default()
     });
-    if let Some(s) = q.status.as_deref()
-        && !STATUSES.contains(&s)
-    {
+    let status = q.status.as_deref().map(DisputeStatus::parse);
+    if status == Some(None) {
         errors.push(FieldError::new(
             "status",
             "open, in_review, resolved or closed",
@@ -327,7 +326,7 @@ pub async fn admin_list(
         return Err(ApiError::validation(errors));
     }
     let filter = DisputeFilter {
-        status: q.status.as_deref(),
+        status: status.flatten(),
         search: q.search.as_ref().map(SearchTerm::as_str),
         order,
     };

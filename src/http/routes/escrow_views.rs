@@ -6,7 +6,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
+use crate::domain::milestone::MilestoneStatus;
 use crate::domain::money::minor_to_number;
+use crate::domain::payment::{PaymentStatus, PayoutStatus};
 use crate::store::milestones::Milestone;
 use crate::store::payments::Payment;
 
@@ -23,7 +25,8 @@ pub struct MilestoneView {
     pub due_date: Option<DateTime<Utc>>,
     /// `awaiting_payment`, `pending`, `in_progress`, `completed`, `approved`, `rejected`,
     /// `cancelled`.
-    pub status: String,
+    #[schema(value_type = String)]
+    pub status: MilestoneStatus,
     pub rejection_count: i64,
     pub started_at: Option<DateTime<Utc>>,
     pub approved_at: Option<DateTime<Utc>>,
@@ -37,7 +40,7 @@ pub struct MilestoneView {
 
 impl From<Milestone> for MilestoneView {
     fn from(m: Milestone) -> Self {
-        let waits = m.status == "awaiting_payment";
+        let waits = m.status == MilestoneStatus::AwaitingPayment;
         let funding_due_at = waits.then_some(m.funding_due_at).flatten();
         Self {
             id: m.id,
@@ -72,14 +75,16 @@ pub struct PaymentView {
     pub processor_payment_intent_id: Option<String>,
     pub processor_charge_id: Option<String>,
     /// `pending`, `held`, `released`, `refunded`, `failed`, `disputed`.
-    pub status: String,
+    #[schema(value_type = String)]
+    pub status: PaymentStatus,
     pub commission_amount: Option<f64>,
     pub expert_level_used: Option<String>,
     pub application_fee_amount: Option<f64>,
     pub expert_amount: Option<f64>,
     pub processor_transfer_id: Option<String>,
     /// `pending`, `transferred`, `failed`.
-    pub payout_status: String,
+    #[schema(value_type = String)]
+    pub payout_status: PayoutStatus,
     #[schema(value_type = Object)]
     pub payment_metadata: Value,
     pub created_at: DateTime<Utc>,

@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::domain::delivery::DeliveryStatus;
 use crate::domain::money::parse_number;
 use crate::domain::project::parse_deadline;
 use crate::domain::text::{Feedback, TextError, Title};
@@ -41,7 +42,8 @@ pub struct DeliveryView {
     /// File paths or links.
     pub attachments: Vec<String>,
     /// `submitted`, `approved`, `rejected`, `needs_revision`.
-    pub status: String,
+    #[schema(value_type = String)]
+    pub status: DeliveryStatus,
     pub feedback: Option<String>,
     pub reviewed_at: Option<DateTime<Utc>>,
     pub reviewed_by: Option<i64>,
@@ -57,7 +59,7 @@ pub struct DeliveryView {
 
 impl From<Delivery> for DeliveryView {
     fn from(d: Delivery) -> Self {
-        let waits = d.status == "submitted";
+        let waits = d.status.is_under_review();
         let auto_approve_at = waits.then_some(d.auto_approve_at).flatten();
         Self {
             id: d.id,

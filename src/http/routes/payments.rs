@@ -5,11 +5,12 @@ use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use crate::domain::payment::PaymentStatus;
 use crate::domain::text::{RefundReason, TextError};
 use crate::domain::user::Role;
 use crate::http::auth::{AdminUser, AuthUser, CsrfChecked};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::http::pagination::{PageQuery, Paginated};
+use crate::http::pagination::{PageQuery, Paginated, state_filter};
 use crate::http::routes::escrow_views::PaymentView;
 use crate::integrations::processor::webhook::SIGNATURE_HEADER;
 use crate::state::AppState;
@@ -84,7 +85,7 @@ async fn client_secret(state: &AppState, y: &Payment) -> Option<String> {
 }
 
 async fn with_secret(state: &AppState, y: Payment) -> PaymentWithSecret {
-    let client_secret = if y.status == "pending" {
+    let client_secret = if y.status == PaymentStatus::Pending {
         client_secret(state, &y).await
     } else {
         None
@@ -359,8 +360,11 @@ pub async fn history(
         size: q.size,
     }
     .validate()?;
+    let Some(status) = state_filter(q.status.as_deref()) else {
+        return Ok(HttpResponse::Ok().json(Paginated::<PaymentView>::empty(page)));
+    };
     let mut filter = PaymentFilter {
-        status: q.status.as_deref(),
+        status,
         ..PaymentFilter::default()
     };
     match auth.user.active_role {
@@ -545,7 +549,7 @@ pub async fn confirm_initial(
         payments::list_for_project(conn.exec(), project_id)
             .await?
             .into_iter()
-            .find(|y| matches!(y.status.as_str(), "pending" | "held"))
+            .find(|y| matches!(y.status, PaymentStatus::Pending | PaymentStatus::Held))
             .ok_or_else(|| {
                 ApiError::conflict("NO_PAYMENT", "The project has no payment to confirm")
             })?
@@ -556,7 +560,7 @@ pub async fn confirm_initial(
         .await?
         .map(|p| p.status)
         .unwrap_or_default();
-    let message = if y.status == "held" {
+    let message = if y.status == PaymentStatus::Held {
         "The payment is held in escrow; the project is under way"
     } else {
         "The payment is not authorised yet"
@@ -651,12 +655,18 @@ pub async fn admin_list(
         size: q.size,
     }
     .validate()?;
+    let (Some(status), Some(payout_status)) = (
+        state_filter(q.status.as_deref()),
+        state_filter(q.payout_status.as_deref()),
+    ) else {
+        return Ok(HttpResponse::Ok().json(Paginated::<PaymentView>::empty(page)));
+    };
     let filter = PaymentFilter {
         company_id: q.company_id,
         expert_id: q.expert_id,
         project_id: q.project_id,
-        status: q.status.as_deref(),
-        payout_status: q.payout_status.as_deref(),
+        status,
+        payout_status,
     };
     let mut conn = state.db.conn().await?;
     let (items, total) = payments::list(conn.exec(), &filter, page.limit(), page.offset()).await?;

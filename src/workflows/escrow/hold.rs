@@ -5,6 +5,8 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::*;
+use crate::domain::milestone::MilestoneStatus;
+use crate::domain::payment::PaymentStatus;
 use crate::integrations::mail::Template;
 use crate::integrations::processor::PaymentIntent;
 use crate::state::AppState;
@@ -63,13 +65,20 @@ pub(crate) async fn hold_all_locked_in_tx(
             receipt_url: h.receipt_url,
         };
         let y = h.payment;
-        if y.status == "disputed" {
+        if y.status == PaymentStatus::Disputed {
             // Frozen by a dispute before it was funded: the money is kept for the decision.
             if payments::record_authorisation_while_disputed(tx.exec(), y.id, &auth, metadata, now)
                 .await?
                 && let Some(m) = y.milestone_id
             {
-                milestones::transition(tx.exec(), m, "awaiting_payment", "pending", now).await?;
+                milestones::transition(
+                    tx.exec(),
+                    m,
+                    MilestoneStatus::AwaitingPayment,
+                    MilestoneStatus::Pending,
+                    now,
+                )
+                .await?;
             }
             continue;
         }
@@ -92,8 +101,8 @@ pub(crate) async fn hold_all_locked_in_tx(
     milestones::transition_all(
         tx.exec(),
         &milestone_ids,
-        "awaiting_payment",
-        "pending",
+        MilestoneStatus::AwaitingPayment,
+        MilestoneStatus::Pending,
         now,
     )
     .await?;
@@ -200,7 +209,7 @@ pub async fn sync_status(state: &AppState, payment_id: i64) -> FlowResult<Paymen
         let Some(intent_id) = y.processor_payment_intent_id.clone() else {
             return Ok(y);
         };
-        if y.status != "pending" {
+        if y.status != PaymentStatus::Pending {
             return Ok(y);
         }
         let intent = st
@@ -272,7 +281,9 @@ pub async fn initiate(
             if let Some(open) = payments::open_of_milestone(tx.exec(), m.id).await? {
                 // Prepared without its intent (a crash or the processor down right after
                 // the commit that made it): creating that intent is what funding it needs.
-                if open.status == "pending" && open.processor_payment_intent_id.is_none() {
+                if open.status == PaymentStatus::Pending
+                    && open.processor_payment_intent_id.is_none()
+                {
                     return Ok(open);
                 }
                 return Err(FlowError::conflict(
@@ -283,7 +294,10 @@ pub async fn initiate(
                     ),
                 ));
             }
-            if !matches!(m.status.as_str(), "awaiting_payment" | "pending") {
+            if !matches!(
+                m.status,
+                MilestoneStatus::AwaitingPayment | MilestoneStatus::Pending
+            ) {
                 return Err(FlowError::conflict(
                     "INVALID_STATE",
                     format!(
@@ -296,9 +310,15 @@ pub async fn initiate(
                 FlowError::rule("NO_EXPERT", "The project has no expert selected yet")
             })?;
             require_connect_active(&st, Some(expert_id)).await?;
-            if m.status == "pending"
-                && milestones::transition(tx.exec(), m.id, "pending", "awaiting_payment", now)
-                    .await?
+            if m.status == MilestoneStatus::Pending
+                && milestones::transition(
+                    tx.exec(),
+                    m.id,
+                    MilestoneStatus::Pending,
+                    MilestoneStatus::AwaitingPayment,
+                    now,
+                )
+                .await?
             {
                 let due = now + st.settings.funding_reminder_after;
                 milestones::start_funding_clock(tx.exec(), m.id, due).await?;

@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::*;
+use crate::domain::payment::{PaymentStatus, PayoutStatus};
 use crate::domain::text::RefundReason;
 use crate::integrations::mail::Template;
 use crate::integrations::processor::{
@@ -49,7 +50,7 @@ pub(crate) async fn refund_in_actor(
     reason: Option<&str>,
 ) -> FlowResult<Payment> {
     let y = load(state, payment_id).await?;
-    if !matches!(y.status.as_str(), "held" | "released" | "disputed") {
+    if !y.status.may_be_refunded() {
         return Err(FlowError::conflict(
             "PAYMENT_NOT_REFUNDABLE",
             format!("The payment is {}; there is no money to refund", y.status),
@@ -60,8 +61,8 @@ pub(crate) async fn refund_in_actor(
     // takes it back instead of leaving it with the expert.
     let y = match y.transfer_attempt_at {
         Some(at)
-            if y.status == "released"
-                && y.payout_status == "pending"
+            if y.status == PaymentStatus::Released
+                && y.payout_status == PayoutStatus::Pending
                 && y.payment_metadata.0["transfer_failed_attempt"]
                     != json!(at.timestamp_millis()) =>
         {
@@ -72,7 +73,7 @@ pub(crate) async fn refund_in_actor(
     let client = &state.processor.client;
     let mut metadata = y.payment_metadata.0.clone();
     // The expert's money first: a refund must never leave the platform paying twice.
-    if y.payout_status == "transferred"
+    if y.payout_status == PayoutStatus::Transferred
         && let Some(transfer_id) = y.processor_transfer_id.as_deref()
         && metadata.get("reversal_id").is_none()
     {
@@ -98,7 +99,7 @@ pub(crate) async fn refund_in_actor(
         let mut conn = state.db.conn().await?;
         payments::set_metadata(conn.exec(), y.id, &metadata, state.clock.now()).await?;
     }
-    let unfunded = y.status == "disputed" && y.held_at.is_none();
+    let unfunded = y.status == PaymentStatus::Disputed && y.held_at.is_none();
     let Some(intent_id) = y.processor_payment_intent_id.as_deref() else {
         // A disputed payment whose intent was never made: nothing was taken.
         return if unfunded {
@@ -191,9 +192,9 @@ pub async fn cancel_abandoned_intents(state: &AppState, project_id: i64, reason:
         payments::list_for_project(conn.exec(), project_id).await
     };
     let abandoned = match listed.await {
-        Ok(all) => all
-            .into_iter()
-            .filter(|y| y.status == "failed" && y.failure_reason.as_deref() == Some(reason)),
+        Ok(all) => all.into_iter().filter(|y| {
+            y.status == PaymentStatus::Failed && y.failure_reason.as_deref() == Some(reason)
+        }),
         Err(error) => {
             tracing::warn!(project_id, %error, "abandoned intents not listed");
             return;

@@ -6,6 +6,8 @@ use serde_json::json;
 
 use super::*;
 use crate::domain::commission;
+use crate::domain::milestone::MilestoneStatus;
+use crate::domain::payment::PaymentStatus;
 use crate::integrations::mail::Template;
 use crate::integrations::processor::PaymentIntent;
 use crate::state::AppState;
@@ -35,7 +37,7 @@ pub async fn release_milestone(
             .ok_or_else(|| FlowError::not_found("No such milestone in this project"))?;
         payments::open_of_milestone(conn.exec(), m.id)
             .await?
-            .filter(|y| y.status == "held")
+            .filter(|y| y.status == PaymentStatus::Held)
             .ok_or_else(|| {
                 FlowError::conflict(
                     "PAYMENT_NOT_HELD",
@@ -90,13 +92,13 @@ pub(crate) async fn release_in_actor(
     delivery_id: Option<i64>,
 ) -> FlowResult<(Payment, Option<Payment>)> {
     let y = load(state, payment_id).await?;
-    if y.status != from.as_str() {
+    if y.status != from.status() {
         return Err(FlowError::conflict(
             "PAYMENT_NOT_HELD",
             format!(
                 "The payment is {}; only a {} payment is released here",
                 y.status,
-                from.as_str()
+                from.status()
             ),
         ));
     }
@@ -133,7 +135,14 @@ pub(crate) async fn release_in_actor(
     if let Some(m) = &milestone
         && from == ReleasedFrom::Disputed
     {
-        milestones::transition(tx.exec(), m.id, "awaiting_payment", "pending", now).await?;
+        milestones::transition(
+            tx.exec(),
+            m.id,
+            MilestoneStatus::AwaitingPayment,
+            MilestoneStatus::Pending,
+            now,
+        )
+        .await?;
     }
     if let Some(m) = &milestone
         && !milestones::approve_with_delivery(tx.exec(), m.id, delivery_id, actor_id, now).await?
@@ -266,8 +275,15 @@ async fn prepare_next(
     let Some(next) = milestones::next_after(tx.exec(), y.project_id, position).await? else {
         return Ok(None);
     };
-    if next.status != "pending"
-        || !milestones::transition(tx.exec(), next.id, "pending", "awaiting_payment", now).await?
+    if next.status != MilestoneStatus::Pending
+        || !milestones::transition(
+            tx.exec(),
+            next.id,
+            MilestoneStatus::Pending,
+            MilestoneStatus::AwaitingPayment,
+            now,
+        )
+        .await?
     {
         return Ok(None);
     }

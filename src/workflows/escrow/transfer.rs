@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::json;
 
 use super::*;
+use crate::domain::payment::{PaymentStatus, PayoutStatus};
 use crate::integrations::processor::CreateTransfer;
 use crate::state::AppState;
 use crate::store::milestones;
@@ -38,7 +39,7 @@ fn transfer_blocker(y: &Payment, expert: Option<&profiles::Profile>) -> Option<&
 /// balance short or the processor failing → deferred the same way, for the retry job.
 /// Answers the payment as stored afterwards.
 pub(crate) async fn transfer(state: &AppState, y: Payment) -> FlowResult<Payment> {
-    if y.status != "released" || y.payout_status != "pending" {
+    if y.status != PaymentStatus::Released || y.payout_status != PayoutStatus::Pending {
         return Ok(y);
     }
     let mut conn = state.db.conn().await?;
@@ -98,7 +99,8 @@ pub(crate) async fn transfer(state: &AppState, y: Payment) -> FlowResult<Payment
             let current = load(state, y.id).await?;
             match current.transfer_attempt_at {
                 Some(theirs)
-                    if current.status == "released" && current.payout_status == "pending" =>
+                    if current.status == PaymentStatus::Released
+                        && current.payout_status == PayoutStatus::Pending =>
                 {
                     attempt = theirs;
                 }
@@ -164,8 +166,9 @@ pub async fn retry_transfer(
     in_payment_actor(state, payment_id, move |st| async move {
         let y = load(&st, payment_id).await?;
         let eligible = matches!(
-            (y.status.as_str(), y.payout_status.as_str()),
-            ("held", "failed") | ("released", "pending")
+            (y.status, y.payout_status),
+            (PaymentStatus::Held, PayoutStatus::Failed)
+                | (PaymentStatus::Released, PayoutStatus::Pending)
         );
         if !eligible {
             return Err(FlowError::conflict(
@@ -177,7 +180,7 @@ pub async fn retry_transfer(
             ));
         }
         require_connect_active(&st, y.expert_id).await?;
-        let y = if y.status == "held" {
+        let y = if y.status == PaymentStatus::Held {
             let intent = capture(&st, &y).await?;
             let now = st.clock.now();
             let mut tx = st.db.begin().await?;
