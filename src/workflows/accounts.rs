@@ -183,6 +183,7 @@ pub async fn verify_email(state: &AppState, token: &str) -> Result<User, Account
         .await?
         .ok_or(AccountError::InvalidToken)?;
     tx.commit().await?;
+    super::auth::user_changed(state, user.id);
 
     let template = match (
         user.roles.contains(&Role::Empresa),
@@ -322,6 +323,7 @@ pub async fn change_email(
         .await?
         .ok_or(AccountError::InvalidToken)?;
     state.commit(tx).await?;
+    super::auth::user_changed(state, user.id);
     send_verification(state, &updated).await?;
     Ok(updated)
 }
@@ -493,6 +495,7 @@ pub async fn add_role(state: &AppState, user_id: i64, role: Role) -> FlowResult<
         .await?
         .ok_or_else(|| FlowError::not_found("User not found"))?;
     state.commit(tx).await?;
+    super::auth::user_changed(state, user_id);
     Ok(user)
 }
 

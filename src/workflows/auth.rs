@@ -238,6 +238,14 @@ async fn session_with_user(
     Ok(found)
 }
 
+/// After the commit of a change to `user_id` that ends no session (a role added, an address
+/// verified or changed): this instance forgets the user's cached sessions at once, so the
+/// caller's next request reads the change back; other instances hear of it through the
+/// database's `auth_changed` announcement.
+pub fn user_changed(state: &AppState, user_id: i64) {
+    state.sessions.forget_user(user_id);
+}
+
 /// After the commit that ended sessions of `user_id` (or cut its rights), before answering:
 /// no instance serves a session it read before from memory any more (the epoch changes), and
 /// this one forgets the user's sessions at once.

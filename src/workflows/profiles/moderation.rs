@@ -77,6 +77,7 @@ pub async fn create_for_user(
     if !user.roles.contains(&role) {
         let mut conn = state.db.conn().await?;
         users::add_role(conn.exec(), user_id, role, state.clock.now()).await?;
+        crate::workflows::auth::user_changed(state, user_id);
     }
     create_profile(state, user_id, &user.username, role, input).await
 }
