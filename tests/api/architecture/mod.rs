@@ -4,7 +4,6 @@
 
 mod layers;
 mod routes;
-mod states;
 
 use std::path::{Path, PathBuf};
 

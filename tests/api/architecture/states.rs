@@ -1,1 +1,0 @@
-//! States as types (filled in by its check).
