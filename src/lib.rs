@@ -7,6 +7,7 @@
 pub mod background;
 pub mod clock;
 pub mod config;
+pub mod demo;
 pub mod domain;
 pub mod http;
 pub mod integrations;

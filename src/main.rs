@@ -5,9 +5,9 @@ use std::process::ExitCode;
 
 use marketplace::clock::Clock;
 use marketplace::config::Settings;
+use marketplace::demo::seed;
 use marketplace::startup::Application;
 use marketplace::store::Db;
-use marketplace::workflows::seed;
 use marketplace::{telemetry, workflows};
 
 #[derive(Parser)]

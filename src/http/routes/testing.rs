@@ -5,10 +5,10 @@
 
 use actix_web::{HttpRequest, HttpResponse, post, web};
 
+use crate::demo::reset::{self, ResetReport};
 use crate::domain::token::constant_time_eq;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::state::AppState;
-use crate::workflows::reset::{self, ResetReport};
 
 pub const TOKEN_HEADER: &str = "X-Test-Reset-Token";
 

@@ -61,7 +61,10 @@ fn state_imports_no_workflow() {
         .collect();
     assert_eq!(state.len(), 1, "src/state.rs");
     let offences = naming(&state, |part| {
-        matches!(part, "workflows" | "http" | "startup" | "background")
+        matches!(
+            part,
+            "workflows" | "http" | "startup" | "background" | "demo"
+        )
     });
     assert!(
         offences.is_empty(),
@@ -71,11 +74,11 @@ fn state_imports_no_workflow() {
 }
 
 /// Use cases are below the routes: `workflows` never name `http` (nor the start-up that
-/// wires them, nor the list of loops that calls them).
+/// wires them, nor the list of loops that calls them, nor the demo data built on them).
 #[test]
 fn workflows_never_import_http() {
     let offences = naming(&sources("workflows"), |part| {
-        matches!(part, "http" | "startup" | "background")
+        matches!(part, "http" | "startup" | "background" | "demo")
     });
     assert!(
         offences.is_empty(),

@@ -4,11 +4,11 @@
 
 use serde::Serialize;
 
+use crate::demo::seed::{self, DEMO_PASSWORD, DEMO_USERS};
+use crate::demo::story::{self, Story};
 use crate::state::AppState;
 use crate::store::reset;
 use crate::workflows::error::FlowResult;
-use crate::workflows::seed::{self, DEMO_PASSWORD, DEMO_USERS};
-use crate::workflows::seed_story::{self, Story};
 
 /// A demo account the reset leaves ready to log in.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -39,7 +39,7 @@ pub async fn reset_e2e(state: &AppState) -> FlowResult<ResetReport> {
         .map_err(anyhow::Error::from)?;
     seed::seed_demo(&state.db, &state.clock, state.settings.bcrypt_cost).await?;
     let story = if state.processor.sandbox.is_some() {
-        seed_story::load(state).await?
+        story::load(state).await?
     } else {
         Story::default()
     };
