@@ -112,7 +112,9 @@ async fn run(command: Command, settings: Settings) -> anyhow::Result<()> {
             redeliver_ms,
         } => {
             use anyhow::Context as _;
-            use marketplace::integrations::processor::{SandboxConfig, sandbox::standalone};
+            use marketplace::integrations::{
+                processor::SandboxConfig, standins::processor::standalone,
+            };
             let secret_key = settings
                 .processor_secret_key
                 .clone()

@@ -5,4 +5,5 @@ pub mod crm;
 pub mod mail;
 pub mod processor;
 pub mod realtime;
+pub mod standins;
 pub mod webhook_http;

@@ -14,7 +14,7 @@ use utoipa::ToSchema;
 
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::integrations::processor::SandboxHandle;
-use crate::integrations::processor::sandbox::{
+use crate::integrations::standins::processor::{
     DisputeOutcome, DisputeUpdate, FailureSpec, Operation, PayoutOutcome, SandboxError,
 };
 use crate::state::AppState;

@@ -5,7 +5,6 @@
 
 mod client;
 pub mod metrics;
-pub mod sandbox;
 pub mod types;
 pub mod webhook;
 
@@ -19,8 +18,8 @@ pub use self::client::{
     DEFAULT_API_VERSION,
 };
 pub use self::metrics::CrmMetrics;
-pub use self::sandbox::CrmSandbox;
 pub use self::types::{Contact, CustomField, Opportunity};
+pub use super::standins::crm::CrmSandbox;
 use crate::clock::Clock;
 use crate::config::{Secret, Settings};
 

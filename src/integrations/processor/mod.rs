@@ -6,10 +6,9 @@
 //! This adapter is the only place that names the vendor (its header, API host and version);
 //! everything outside says "processor".
 
-mod client;
+pub(crate) mod client;
 mod error;
-mod form;
-pub mod sandbox;
+pub(crate) mod form;
 pub mod types;
 pub mod webhook;
 
@@ -23,8 +22,8 @@ pub use self::client::{
     ProcessorClient, RefundTarget,
 };
 pub use self::error::ProcessorError;
-pub use self::sandbox::{Sandbox, SandboxConfig, SandboxHandle};
 pub use self::types::{Account, Charge, Dispute, Event, PaymentIntent, Transfer};
+pub use super::standins::processor::{Sandbox, SandboxConfig, SandboxHandle};
 use crate::clock::Clock;
 use crate::config::{Secret, Settings};
 

@@ -1,5 +1,5 @@
 //! The processor sandbox: a stateful fake of the processor's REST protocol, served from this
-//! process on a loopback port, so [`ProcessorClient`](super::ProcessorClient) is the client in
+//! process on a loopback port, so [`ProcessorClient`](crate::integrations::processor::ProcessorClient) is the client in
 //! every mode (DESIGN §5).
 //!
 //! It keeps intents, charges, refunds, transfers, accounts, customers, payment methods,
@@ -334,7 +334,7 @@ impl std::fmt::Debug for SandboxHandle {
 }
 
 impl SandboxHandle {
-    /// `http://127.0.0.1:<port>`: the API base for [`ProcessorClient`](super::ProcessorClient).
+    /// `http://127.0.0.1:<port>`: the API base for [`ProcessorClient`](crate::integrations::processor::ProcessorClient).
     pub fn base_url(&self) -> &str {
         &self.base_url
     }

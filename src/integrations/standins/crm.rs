@@ -1,5 +1,5 @@
 //! The CRM sandbox (`CRM_API_BASE=sandbox`): a stateful fake of LeadConnector v2 served from
-//! this process on a loopback port, so [`CrmClient`](super::CrmClient) is the client in every
+//! this process on a loopback port, so [`CrmClient`](crate::integrations::crm::CrmClient) is the client in every
 //! mode and `cargo run` shows the whole synchronisation. Contacts, tags, custom fields and
 //! opportunities live in memory, in the wire format of `fixtures/crm/README.md`.
 
