@@ -3,64 +3,29 @@
 
 use chrono::{DateTime, NaiveDateTime, Utc};
 
-/// The states of a project. `published` and `open` are legacy states still accepted for
-/// selection; `cancelled` is added by this service (DESIGN §6).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ProjectStatus {
-    Draft,
-    PendingPublication,
-    PublishedPrivate,
-    PublishedCurated,
-    Bidding,
-    Assigned,
-    InProgress,
-    InReview,
-    Completed,
-    Disputed,
-    Published,
-    Open,
-    Cancelled,
+use super::state::state_enum;
+
+state_enum! {
+    /// The states of a project. `published` and `open` are legacy states still accepted for
+    /// selection; `cancelled` is added by this service (DESIGN §6).
+    pub enum ProjectStatus {
+        Draft = "draft",
+        PendingPublication = "pending_publication",
+        PublishedPrivate = "published_private",
+        PublishedCurated = "published_curated",
+        Bidding = "bidding",
+        Assigned = "assigned",
+        InProgress = "in_progress",
+        InReview = "in_review",
+        Completed = "completed",
+        Disputed = "disputed",
+        Published = "published",
+        Open = "open",
+        Cancelled = "cancelled",
+    }
 }
 
 impl ProjectStatus {
-    pub const ALL: [ProjectStatus; 13] = [
-        Self::Draft,
-        Self::PendingPublication,
-        Self::PublishedPrivate,
-        Self::PublishedCurated,
-        Self::Bidding,
-        Self::Assigned,
-        Self::InProgress,
-        Self::InReview,
-        Self::Completed,
-        Self::Disputed,
-        Self::Published,
-        Self::Open,
-        Self::Cancelled,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Draft => "draft",
-            Self::PendingPublication => "pending_publication",
-            Self::PublishedPrivate => "published_private",
-            Self::PublishedCurated => "published_curated",
-            Self::Bidding => "bidding",
-            Self::Assigned => "assigned",
-            Self::InProgress => "in_progress",
-            Self::InReview => "in_review",
-            Self::Completed => "completed",
-            Self::Disputed => "disputed",
-            Self::Published => "published",
-            Self::Open => "open",
-            Self::Cancelled => "cancelled",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == text)
-    }
-
     /// A company may select an expert from these states.
     pub fn allows_selection(self) -> bool {
         matches!(
