@@ -31,6 +31,7 @@ use anyhow::Context as _;
 use marketplace::clock::Clock;
 use marketplace::config::Settings;
 use marketplace::domain::milestone::MilestoneStatus;
+use marketplace::domain::project::{ProjectStatus, ValidationStatus};
 use marketplace::domain::user::Role;
 use marketplace::integrations::processor::CreateAccount;
 use marketplace::integrations::processor::webhook::{SIGNATURE_HEADER, sign};
@@ -469,8 +470,8 @@ impl Parties {
                     deadline: None,
                     skills_required: &skills,
                     project_type: "curated",
-                    status: "assigned",
-                    validation_status: Some("approved"),
+                    status: ProjectStatus::Assigned,
+                    validation_status: Some(ValidationStatus::Approved),
                     submitted_at: None,
                 },
                 now,

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use marketplace::clock::Clock;
 use marketplace::config::Settings;
+use marketplace::domain::webhook_rules::WebhookDeliveryState;
 use marketplace::startup::Application;
 use marketplace::state::AppState;
 use marketplace::store::webhook_deliveries::{self, NewDelivery};
@@ -164,7 +165,7 @@ async fn queue(state: &AppState, tag: &str, users: &[i64], n: usize) -> anyhow::
                 event_id: None,
                 event_type: "project.created",
                 body: &body,
-                state: "pending",
+                state: WebhookDeliveryState::Pending,
             },
             now,
         )

@@ -3,6 +3,7 @@
 //! changes nothing the second time.
 
 use crate::clock::Clock;
+use crate::domain::profile::VerificationStatus;
 use crate::domain::user::Role;
 use crate::store::{Db, profiles, users};
 use crate::workflows::accounts;
@@ -125,7 +126,8 @@ async fn profile(
     p.fiscal_data_complete = true;
     profiles::update_fiscal(tx.exec(), &p, now).await?;
     if let Some(admin_id) = admin_id {
-        profiles::set_verification(tx.exec(), id, true, "verified", None, admin_id, now).await?;
+        let verified = VerificationStatus::Verified;
+        profiles::set_verification(tx.exec(), id, true, verified, None, admin_id, now).await?;
     }
     users::verify_email(tx.exec(), user.id, &user.email, now).await?;
     tx.commit().await?;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::domain::payment::PaymentStatus;
+use crate::domain::profile::ConnectStatus;
 use crate::domain::project::{ProjectStatus, ProjectType};
 use crate::domain::text::{ChatText, Feedback, RefundReason, ReviewText, StatusReason, Title};
 use crate::integrations::processor::SandboxHandle;
@@ -35,7 +36,8 @@ pub struct Story {
 pub struct StoryProject {
     pub id: i64,
     pub title: String,
-    pub status: String,
+    #[schema(value_type = String)]
+    pub status: ProjectStatus,
 }
 
 struct Cast {
@@ -94,7 +96,7 @@ pub async fn load(state: &AppState) -> FlowResult<Story> {
         story.projects.push(StoryProject {
             id: p.id,
             title: p.title.clone(),
-            status: p.status.clone(),
+            status: p.status,
         })
     };
     keep(&draft(state, &cast, "Brand refresh (draft)", false).await?);
@@ -226,7 +228,7 @@ async fn onboard(state: &AppState, sandbox: &SandboxHandle, expert: &User) -> Fl
         .map_err(sandbox_failed)?;
     for _ in 0..200 {
         let link = connect::status(state, expert.id).await?;
-        if link.is_some_and(|l| l.connect_status.as_deref() == Some("active")) {
+        if link.is_some_and(|l| l.connect_status == Some(ConnectStatus::Active)) {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(25)).await;

@@ -8,6 +8,21 @@ use serde::{Deserialize, Serialize};
 use crate::domain::token::random_token;
 use crate::domain::user::Role;
 
+/// Why a session was ended (`auth_sessions.revoked_reason`); the reason decides what its
+/// next request hears.
+pub mod revoke_reason {
+    pub const LOGOUT: &str = "logout";
+    pub const SESSION_LIMIT: &str = "session_limit";
+    pub const PASSWORD_CHANGED: &str = "password_changed";
+    /// A refresh token was presented again after it had been rotated: someone else holds a
+    /// copy, so the whole session (every token descended from it) ends.
+    pub const REFRESH_REUSED: &str = "refresh_reused";
+    pub const SUSPENDED: &str = "suspended";
+    pub const DEACTIVATED: &str = "deactivated";
+    pub const PASSWORD_SET_BY_ADMIN: &str = "password_set_by_admin";
+    pub const DELETION_CONFIRMED: &str = "deletion_confirmed";
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AccessClaims {
     /// The user id, as text (JWT convention).

@@ -5,6 +5,8 @@ use std::collections::BTreeSet;
 
 use serde_json::{Number, Value};
 
+use super::state::state_enum;
+
 pub const TAG_REGISTRATION_INCOMPLETE: &str = "registro-incompleto";
 pub const TAG_COMPANY_PENDING: &str = "empresa-pendiente";
 pub const TAG_EXPERT_PENDING: &str = "experto-pendiente";
@@ -35,7 +37,33 @@ pub const EVENT_TYPES: [&str; 8] = [
     "opportunity_create",
     "opportunity_update",
 ];
-pub const STATUSES: [&str; 3] = ["success", "failed", "skipped"];
+
+state_enum! {
+    /// How one sync-log entry went (`crm_sync_log.status`): done, failed (retried until
+    /// [`MAX_RETRIES`]), or skipped because nothing needed sending.
+    pub enum SyncStatus {
+        Success = "success",
+        Failed = "failed",
+        Skipped = "skipped",
+    }
+}
+
+state_enum! {
+    /// A CRM opportunity's status (`crm_opportunities.status`), LeadConnector's vocabulary.
+    pub enum OpportunityStatus {
+        Open = "open",
+        Won = "won",
+        Lost = "lost",
+        Abandoned = "abandoned",
+    }
+}
+
+/// LeadConnector's do-not-disturb status of a channel (`dndSettings.Email.status`): on when
+/// `active`, in any case.
+pub fn dnd_is_on(status: &str) -> bool {
+    status.eq_ignore_ascii_case("active")
+}
+
 /// Attempts of a failed entry after which the retry scheduler gives up.
 pub const MAX_RETRIES: i64 = 5;
 /// Failed entries replayed per retry cycle.

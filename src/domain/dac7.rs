@@ -3,6 +3,19 @@
 
 use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 
+use super::state::state_enum;
+
+state_enum! {
+    /// An expert's DAC7 review for a tax year (`dac7_reviews.status`, and the latest in
+    /// `profiles.dac7_review_status`): waiting (`pending_review`), the expert told to check
+    /// their data (`notified`), or checked (`reviewed`).
+    pub enum Dac7ReviewStatus {
+        PendingReview = "pending_review",
+        Notified = "notified",
+        Reviewed = "reviewed",
+    }
+}
+
 /// A seller is left out of the report only with fewer than 30 paid activities **and** at
 /// most EUR 2,000 of consideration in the year (Annex V, excluded seller).
 pub const ACTIVITY_THRESHOLD: i64 = 30;

@@ -1,6 +1,6 @@
 //! A delivery's states (`deliveries.status`) and the moves between them.
 
-use super::state::state_enum;
+use super::state::{Lifecycle, state_enum};
 
 state_enum! {
     /// Work handed in for a milestone, waiting for review (`submitted`), accepted
@@ -13,10 +13,10 @@ state_enum! {
     }
 }
 
-impl DeliveryStatus {
+impl Lifecycle for DeliveryStatus {
     /// The moves the workflows make: a review decides a submitted delivery, a revision is
     /// handed in again, and a failed transfer puts an approval back under review.
-    pub fn can_move_to(self, next: Self) -> bool {
+    fn can_move_to(self, next: Self) -> bool {
         use DeliveryStatus::*;
         matches!(
             (self, next),
@@ -25,7 +25,9 @@ impl DeliveryStatus {
                 | (Approved, Submitted)
         )
     }
+}
 
+impl DeliveryStatus {
     /// Waiting for the company's review (the only state a review decides).
     pub fn is_under_review(self) -> bool {
         self == Self::Submitted
@@ -35,6 +37,7 @@ impl DeliveryStatus {
 #[cfg(test)]
 mod tests {
     use super::DeliveryStatus::{self, *};
+    use crate::domain::state::Lifecycle;
     use proptest::prelude::*;
 
     #[test]

@@ -1,6 +1,6 @@
 //! A dispute's states (`disputes.status`) and the moves between them.
 
-use super::state::state_enum;
+use super::state::{Lifecycle, state_enum};
 
 state_enum! {
     /// Raised (`open`), taken up by an administrator or the card issuer (`in_review`),
@@ -13,10 +13,10 @@ state_enum! {
     }
 }
 
-impl DisputeStatus {
+impl Lifecycle for DisputeStatus {
     /// The moves the workflows and the processor's notices make: mediation takes an open
     /// dispute up, a chargeback waiting for a response reopens it, and a decision ends it.
-    pub fn can_move_to(self, next: Self) -> bool {
+    fn can_move_to(self, next: Self) -> bool {
         use DisputeStatus::*;
         match next {
             InReview => self.is_active(),
@@ -24,16 +24,36 @@ impl DisputeStatus {
             Resolved | Closed => self.is_active(),
         }
     }
+}
 
+impl DisputeStatus {
     /// Not yet decided: the project stays frozen.
     pub fn is_active(self) -> bool {
         matches!(self, Self::Open | Self::InReview)
     }
 }
 
+/// The card issuer's side of a chargeback as the processor words it
+/// (`disputes.processor_dispute_status`). Kept as the processor's text, not an enum: its
+/// vocabulary is the processor's to grow.
+pub mod chargeback {
+    /// Decided for the platform.
+    pub const WON: &str = "won";
+    /// Decided for the cardholder: the money goes back to them.
+    pub const LOST: &str = "lost";
+    /// An inquiry closed without becoming a chargeback.
+    pub const WARNING_CLOSED: &str = "warning_closed";
+
+    /// The issuer has decided: the processor will not change it again.
+    pub fn is_decided(status: &str) -> bool {
+        matches!(status, WON | LOST)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::DisputeStatus::{self, *};
+    use crate::domain::state::Lifecycle;
     use proptest::prelude::*;
 
     #[test]

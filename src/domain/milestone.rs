@@ -1,6 +1,6 @@
 //! A milestone's states (`milestones.status`) and the moves between them.
 
-use super::state::state_enum;
+use super::state::{Lifecycle, state_enum};
 
 state_enum! {
     /// A milestone waits for its money (`awaiting_payment`), is funded and ready (`pending`),
@@ -17,9 +17,9 @@ state_enum! {
     }
 }
 
-impl MilestoneStatus {
+impl Lifecycle for MilestoneStatus {
     /// The moves the workflows make (each guarded in SQL by the state it starts from).
-    pub fn can_move_to(self, next: Self) -> bool {
+    fn can_move_to(self, next: Self) -> bool {
         use MilestoneStatus::*;
         match next {
             // Funded, or its funding cancelled again (a released dispute, an undone hold).
@@ -34,7 +34,9 @@ impl MilestoneStatus {
             Rejected => false,
         }
     }
+}
 
+impl MilestoneStatus {
     /// The expert may mark the work done.
     pub fn may_be_completed(self) -> bool {
         matches!(self, Self::Pending | Self::InProgress)
@@ -54,6 +56,7 @@ impl MilestoneStatus {
 #[cfg(test)]
 mod tests {
     use super::MilestoneStatus::{self, *};
+    use crate::domain::state::Lifecycle;
     use proptest::prelude::*;
 
     #[test]

@@ -1,7 +1,7 @@
 //! A payment's states (`payments.status`) and its payout's (`payments.payout_status`), with
 //! the moves between them and the rules workflows decide from a state.
 
-use super::state::state_enum;
+use super::state::{Lifecycle, state_enum};
 
 state_enum! {
     /// Where a milestone's money is: authorised and waiting (`pending`), in escrow (`held`),
@@ -17,9 +17,9 @@ state_enum! {
     }
 }
 
-impl PaymentStatus {
+impl Lifecycle for PaymentStatus {
     /// The moves the store's conditional updates make.
-    pub fn can_move_to(self, next: Self) -> bool {
+    fn can_move_to(self, next: Self) -> bool {
         use PaymentStatus::*;
         matches!(
             (self, next),
@@ -31,7 +31,9 @@ impl PaymentStatus {
                 | (Disputed, Released | Refunded | Pending)
         )
     }
+}
 
+impl PaymentStatus {
     /// The money may be refunded to the company: in escrow, with the expert, or disputed.
     pub fn may_be_refunded(self) -> bool {
         self.can_move_to(Self::Refunded)
@@ -63,10 +65,10 @@ state_enum! {
     }
 }
 
-impl PayoutStatus {
+impl Lifecycle for PayoutStatus {
     /// The moves the store's conditional updates make: a transfer succeeds or fails, a
     /// failed one is tried again on the next release, and a refund takes back a transfer.
-    pub fn can_move_to(self, next: Self) -> bool {
+    fn can_move_to(self, next: Self) -> bool {
         use PayoutStatus::*;
         matches!(
             (self, next),

@@ -1,6 +1,7 @@
 //! Profile rules with no I/O: slugs, fiscal completeness, verification
 //! actions and the closed sets of values a profile may hold.
 
+use super::state::state_enum;
 use super::user::Role;
 
 /// Expert levels; a new expert is `Global` (DESIGN §6).
@@ -131,6 +132,32 @@ pub fn fiscal_data_complete(profile_type: Role, f: &FiscalFields<'_>) -> bool {
     missing_fiscal_fields(profile_type, f).is_empty()
 }
 
+state_enum! {
+    /// Where a profile's verification stands (`profiles.verification_status`).
+    pub enum VerificationStatus {
+        Pending = "pending",
+        PreEvaluated = "pre_evaluated",
+        Verified = "verified",
+        Rejected = "rejected",
+        Resubmitted = "resubmitted",
+    }
+}
+
+state_enum! {
+    /// An expert's payout account at the processor (`profiles.processor_connect_status`),
+    /// derived from the processor's flags; `None` before any account.
+    pub enum ConnectStatus {
+        /// Onboarding not finished, or under the processor's review.
+        Pending = "pending",
+        /// Charges and payouts enabled: transfers may go to the account.
+        Active = "active",
+        /// Onboarded, then disabled by the processor until more information is given.
+        Restricted = "restricted",
+        /// An administrator detached the account.
+        Disconnected = "disconnected",
+    }
+}
+
 /// An administrator's verdict on a profile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VerificationAction {
@@ -143,13 +170,13 @@ pub enum VerificationAction {
 
 impl VerificationAction {
     /// `(is_verified, verification_status)` after the action.
-    pub fn outcome(self) -> (bool, &'static str) {
+    pub fn outcome(self) -> (bool, VerificationStatus) {
         match self {
-            Self::Verify => (true, "verified"),
-            Self::Unverify => (false, "pending"),
-            Self::Reject => (false, "rejected"),
-            Self::Resubmit => (false, "resubmitted"),
-            Self::PreEvaluate => (false, "pre_evaluated"),
+            Self::Verify => (true, VerificationStatus::Verified),
+            Self::Unverify => (false, VerificationStatus::Pending),
+            Self::Reject => (false, VerificationStatus::Rejected),
+            Self::Resubmit => (false, VerificationStatus::Resubmitted),
+            Self::PreEvaluate => (false, VerificationStatus::PreEvaluated),
         }
     }
 }
@@ -403,11 +430,12 @@ mod tests {
 
     #[test]
     fn verification_outcomes() {
-        assert_eq!(VerificationAction::Verify.outcome(), (true, "verified"));
-        assert_eq!(VerificationAction::Reject.outcome(), (false, "rejected"));
+        use VerificationStatus::*;
+        assert_eq!(VerificationAction::Verify.outcome(), (true, Verified));
+        assert_eq!(VerificationAction::Reject.outcome(), (false, Rejected));
         assert_eq!(
             VerificationAction::PreEvaluate.outcome(),
-            (false, "pre_evaluated")
+            (false, PreEvaluated)
         );
     }
 }

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, NaiveDateTime, Utc};
 
-use super::state::state_enum;
+use super::state::{Lifecycle, state_enum};
 
 state_enum! {
     /// The states of a project. `published` and `open` are legacy states still accepted for
@@ -22,6 +22,28 @@ state_enum! {
         Published = "published",
         Open = "open",
         Cancelled = "cancelled",
+    }
+}
+
+impl Lifecycle for ProjectStatus {
+    /// The moves the workflows make. An administrator's forced move ([`admin_move`]) is
+    /// the one way around them, with its own rules.
+    fn can_move_to(self, next: Self) -> bool {
+        use ProjectStatus::*;
+        match (self, next) {
+            (from, to) if manual_move_allowed(from, to, true) => true,
+            // Validation publishes a project or sends it back.
+            (PendingPublication, Draft | PublishedCurated | PublishedPrivate) => true,
+            // A selection, and its undoing back to the state it was made from.
+            (from, Assigned) => from.allows_selection(),
+            (Assigned, to) if to.allows_selection() => true,
+            // Work: funded, handed in, sent back, finished, disputed or cancelled.
+            (Assigned, InProgress) | (InProgress, InReview) | (InReview, InProgress) => true,
+            (Assigned | InProgress | InReview, Completed | Disputed | Cancelled) => true,
+            // A dispute decided: work goes on, or the project ends.
+            (Disputed, InProgress | Completed | Cancelled) => true,
+            _ => false,
+        }
     }
 }
 
@@ -100,8 +122,39 @@ pub fn admin_move(
     }
 }
 
-/// The states listed publicly, as SQL reads them.
-pub const PUBLIC_LISTING_STATES: [&str; 4] = ["published_curated", "bidding", "published", "open"];
+state_enum! {
+    /// A proposal (`applications.status`): waiting for the company (`pending`), sent back
+    /// for changes (`needs_revision`), chosen (`accepted`) or not (`rejected`).
+    pub enum ApplicationStatus {
+        Pending = "pending",
+        NeedsRevision = "needs_revision",
+        Accepted = "accepted",
+        Rejected = "rejected",
+    }
+}
+
+impl Lifecycle for ApplicationStatus {
+    /// The company asks for changes, the expert revises, one proposal is chosen and the
+    /// others declined; undoing a selection puts them all back to `pending`.
+    fn can_move_to(self, next: Self) -> bool {
+        use ApplicationStatus::*;
+        matches!(
+            (self, next),
+            (Pending, NeedsRevision | Accepted | Rejected)
+                | (NeedsRevision, Pending | Rejected)
+                | (Accepted | Rejected, Pending)
+        )
+    }
+}
+
+state_enum! {
+    /// An administrator's decision on publishing a project (`projects.validation_status`).
+    pub enum ValidationStatus {
+        Pending = "pending",
+        Approved = "approved",
+        Rejected = "rejected",
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProjectType {

@@ -5,6 +5,16 @@ use chrono::{DateTime, Duration, Utc};
 use rust_decimal::prelude::ToPrimitive as _;
 use rust_decimal::{Decimal, RoundingStrategy};
 
+use super::state::state_enum;
+
+state_enum! {
+    /// Whether a review is shown (`reviews.visibility`): administrators hide and publish.
+    pub enum ReviewVisibility {
+        Published = "published",
+        Hidden = "hidden",
+    }
+}
+
 /// A review's rating: a whole number of stars.
 pub const RATINGS: std::ops::RangeInclusive<i64> = 1..=5;
 pub fn check_rating(rating: i64) -> Result<(), String> {

@@ -2,6 +2,43 @@
 //! text the column has always held (no data migration), so rows hold the enum and binds
 //! take it on both engines.
 
+/// A state column's enum, as [`state_enum!`] declares it: what code generic over states
+/// (the store's conditional updates, the architecture checks) needs.
+pub trait State: Copy + Eq + std::fmt::Debug + Send + Sync + 'static {
+    /// The enum's name, e.g. `PaymentStatus`.
+    const NAME: &'static str;
+    /// The stored text.
+    fn text(self) -> &'static str;
+}
+
+/// A state column with declared moves: the store's transitions refuse any other before they
+/// reach the database, and each move is also guarded in SQL by the state it starts from.
+pub trait Lifecycle: State {
+    fn can_move_to(self, next: Self) -> bool;
+}
+
+/// A move a [`Lifecycle`] does not allow: a bug in the workflow that asked for it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind} may not move from `{from}` to `{to}`")]
+pub struct IllegalMove {
+    pub kind: &'static str,
+    pub from: &'static str,
+    pub to: &'static str,
+}
+
+/// `Ok` when `from` may move to `to`.
+pub fn check_move<S: Lifecycle>(from: S, to: S) -> Result<(), IllegalMove> {
+    if from.can_move_to(to) {
+        Ok(())
+    } else {
+        Err(IllegalMove {
+            kind: S::NAME,
+            from: from.text(),
+            to: to.text(),
+        })
+    }
+}
+
 /// A stored text that names no state of the column's enum.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("`{text}` is not a {kind}")]
@@ -56,6 +93,14 @@ macro_rules! state_enum {
                     $($text => Some(Self::$variant),)+
                     _ => None,
                 }
+            }
+        }
+
+        impl $crate::domain::state::State for $name {
+            const NAME: &'static str = stringify!($name);
+
+            fn text(self) -> &'static str {
+                self.as_str()
             }
         }
 

@@ -4,6 +4,8 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::state::state_enum;
+
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema, PartialOrd, Ord,
 )]
@@ -127,6 +129,41 @@ pub fn check_password_policy(password: &str) -> Result<(), &'static str> {
         Err(
             "must contain an upper-case letter, a lower-case letter, a digit and a special character",
         )
+    }
+}
+
+state_enum! {
+    /// An account's standing as administrators see it, derived from its dates and flag.
+    pub enum AccountStatus {
+        Active = "active",
+        Inactive = "inactive",
+        Suspended = "suspended",
+        Deleted = "deleted",
+    }
+}
+
+state_enum! {
+    /// An administrators' invitation, derived from its flag and expiry: open (`pending`),
+    /// taken (`used`) or run out (`expired`).
+    pub enum InvitationStatus {
+        Pending = "pending",
+        Used = "used",
+        Expired = "expired",
+    }
+}
+
+impl AccountStatus {
+    /// Deleted before suspended before the active flag.
+    pub fn of(deleted: bool, suspended: bool, active: bool) -> Self {
+        if deleted {
+            Self::Deleted
+        } else if suspended {
+            Self::Suspended
+        } else if active {
+            Self::Active
+        } else {
+            Self::Inactive
+        }
     }
 }
 

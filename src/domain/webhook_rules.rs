@@ -8,6 +8,19 @@ use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
 use super::backoff::{self, Backoff};
+use super::state::state_enum;
+
+state_enum! {
+    /// An outgoing webhook delivery (`webhook_deliveries.state`): waiting for its next
+    /// attempt (`pending`), received (`delivered`), given up after the last retry
+    /// (`failed`), or dropped because its destination was switched off (`disabled`).
+    pub enum WebhookDeliveryState {
+        Pending = "pending",
+        Delivered = "delivered",
+        Failed = "failed",
+        Disabled = "disabled",
+    }
+}
 
 /// How an address stands to the guard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

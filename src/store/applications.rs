@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::types::Json;
 
 use super::{Exec, StoreResult};
+use crate::domain::project::ApplicationStatus;
 use crate::on_exec;
 
 /// One milestone of a proposal, as stored in `proposed_milestones`.
@@ -26,7 +27,7 @@ pub struct Application {
     pub cover_letter: String,
     pub proposed_budget_minor: i64,
     pub proposed_milestones: Json<Vec<ProposedMilestone>>,
-    pub status: String,
+    pub status: ApplicationStatus,
     pub attempt_number: i64,
     pub feedback: Option<String>,
     pub revision_requested_at: Option<DateTime<Utc>>,
@@ -115,7 +116,7 @@ pub async fn exists(ex: Exec<'_>, project_id: i64, expert_id: i64) -> StoreResul
 pub async fn list_for_project(
     mut ex: Exec<'_>,
     project_id: i64,
-    status: Option<&str>,
+    status: Option<ApplicationStatus>,
     limit: i64,
     offset: i64,
 ) -> StoreResult<(Vec<Application>, i64)> {
@@ -143,7 +144,7 @@ pub async fn list_for_project(
 pub async fn list_for_expert(
     mut ex: Exec<'_>,
     expert_id: i64,
-    status: Option<&str>,
+    status: Option<ApplicationStatus>,
     limit: i64,
     offset: i64,
 ) -> StoreResult<(Vec<Application>, i64)> {
@@ -168,13 +169,18 @@ pub async fn list_for_expert(
 }
 
 /// Counts of an expert's applications by status.
-pub async fn counts_for_expert(ex: Exec<'_>, expert_id: i64) -> StoreResult<Vec<(String, i64)>> {
-    Ok(on_exec!(ex, c => sqlx::query_as::<_, (String, i64)>(
+pub async fn counts_for_expert(
+    ex: Exec<'_>,
+    expert_id: i64,
+) -> StoreResult<Vec<(ApplicationStatus, i64)>> {
+    Ok(
+        on_exec!(ex, c => sqlx::query_as::<_, (ApplicationStatus, i64)>(
         "SELECT status, COUNT(*) FROM applications WHERE expert_id = $1 GROUP BY status",
     )
     .bind(expert_id)
     .fetch_all(c)
-    .await)?)
+    .await)?,
+    )
 }
 
 /// `pending` → `needs_revision` with the company's feedback.

@@ -7,7 +7,7 @@ use sqlx::types::Json;
 
 use super::queue::{Claimed, Done, Queue, Table};
 use super::{Exec, StoreResult};
-use crate::domain::crm::{ProfileFacts, UserFacts};
+use crate::domain::crm::{ProfileFacts, SyncStatus, UserFacts};
 use crate::on_exec;
 
 #[derive(sqlx::FromRow)]
@@ -191,7 +191,7 @@ pub struct SyncEntry {
     pub user_id: Option<i64>,
     pub crm_contact_id: Option<String>,
     pub event_type: String,
-    pub status: String,
+    pub status: SyncStatus,
     pub payload: Json<Value>,
     pub response: Option<Json<Value>>,
     pub response_status: Option<i64>,
@@ -225,7 +225,7 @@ macro_rules! log_filter {
 /// What one CRM call did.
 #[derive(Debug, Clone)]
 pub struct Outcome {
-    pub status: &'static str,
+    pub status: SyncStatus,
     pub crm_contact_id: Option<String>,
     pub response: Option<Value>,
     pub response_status: Option<i64>,
@@ -315,7 +315,7 @@ pub async fn find_log(ex: Exec<'_>, id: i64) -> StoreResult<Option<SyncEntry>> {
 pub struct LogFilter {
     pub user_id: Option<i64>,
     pub event_type: Option<String>,
-    pub status: Option<String>,
+    pub status: Option<SyncStatus>,
     pub contact_id: Option<String>,
 }
 
@@ -333,7 +333,7 @@ pub async fn list_logs(
     ))
     .bind(filter.user_id)
     .bind(filter.event_type.as_deref())
-    .bind(filter.status.as_deref())
+    .bind(filter.status)
     .bind(filter.contact_id.as_deref())
     .bind(limit)
     .bind(offset)
@@ -342,7 +342,7 @@ pub async fn list_logs(
     let total: i64 = on_exec!(ex, c => sqlx::query_scalar(concat!("SELECT COUNT(*) FROM crm_sync_log ", log_filter!()))
     .bind(filter.user_id)
     .bind(filter.event_type.as_deref())
-    .bind(filter.status.as_deref())
+    .bind(filter.status)
     .bind(filter.contact_id.as_deref())
     .fetch_one(c)
     .await)?;
@@ -361,7 +361,7 @@ pub async fn contact_from_log(ex: Exec<'_>, user_id: i64) -> StoreResult<Option<
 }
 
 /// Statuses of the last `n` entries.
-pub async fn recent_statuses(ex: Exec<'_>, n: i64) -> StoreResult<Vec<String>> {
+pub async fn recent_statuses(ex: Exec<'_>, n: i64) -> StoreResult<Vec<SyncStatus>> {
     Ok(on_exec!(ex, c => sqlx::query_scalar(
         "SELECT status FROM crm_sync_log ORDER BY created_at DESC, id DESC LIMIT $1",
     )

@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 
 use super::{Exec, StoreResult};
+use crate::domain::dac7::Dac7ReviewStatus;
 use crate::on_exec;
 
 /// An expert's income of one year, from the payments released to them, with the fiscal
@@ -41,7 +42,7 @@ pub struct SellerYear {
     pub fiscal_country: Option<String>,
     pub birth_date: Option<String>,
     pub email: String,
-    pub review_status: Option<String>,
+    pub review_status: Option<Dac7ReviewStatus>,
 }
 
 /// Income of the year bounded by `q` (its quarter starts and the next year's start), per
@@ -107,7 +108,7 @@ pub async fn year_income(
 /// An expert's review of one tax year.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Review {
-    pub status: String,
+    pub status: Dac7ReviewStatus,
     pub review_deadline: Option<String>,
     pub notified_at: Option<DateTime<Utc>>,
     pub reviewed_at: Option<DateTime<Utc>>,
@@ -145,7 +146,15 @@ pub async fn mark_reviewed(
     .await
     .map(|r| r.rows_affected()))?;
     if rows == 1 {
-        set_profile_status(ex, user_id, "reviewed", period, Some(now), now).await?;
+        set_profile_status(
+            ex,
+            user_id,
+            Dac7ReviewStatus::Reviewed,
+            period,
+            Some(now),
+            now,
+        )
+        .await?;
     }
     Ok(rows == 1)
 }
@@ -174,7 +183,7 @@ pub async fn mark_notified(
     .await
     .map(|r| r.rows_affected()))?;
     if rows == 1 {
-        set_profile_status(ex, user_id, "notified", period, None, now).await?;
+        set_profile_status(ex, user_id, Dac7ReviewStatus::Notified, period, None, now).await?;
     }
     Ok(rows == 1)
 }
@@ -183,7 +192,7 @@ pub async fn mark_notified(
 async fn set_profile_status(
     ex: Exec<'_>,
     user_id: i64,
-    status: &str,
+    status: Dac7ReviewStatus,
     period: i64,
     reviewed_at: Option<DateTime<Utc>>,
     now: DateTime<Utc>,

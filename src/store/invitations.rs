@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 
 use super::{Exec, StoreResult};
+use crate::domain::user::InvitationStatus;
 use crate::on_exec;
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -105,19 +106,10 @@ pub async fn delete(ex: Exec<'_>, id: i64) -> StoreResult<bool> {
     Ok(rows == 1)
 }
 
-/// Which invitations a list shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StatusFilter {
-    All,
-    Pending,
-    Used,
-    Expired,
-}
-
 /// One page of invitations, newest first, with the total that matched.
 pub async fn list(
     mut ex: Exec<'_>,
-    status: StatusFilter,
+    status: Option<InvitationStatus>,
     search: Option<&str>,
     now: DateTime<Utc>,
     limit: i64,
@@ -129,12 +121,7 @@ pub async fn list(
             OR ($1 = 'used' AND i.used = TRUE)
             OR ($1 = 'expired' AND i.used = FALSE AND i.expires_at <= $2))
           AND ($3 = '' OR LOWER(i.email) LIKE $3 ESCAPE '\\')";
-    let status = match status {
-        StatusFilter::All => "all",
-        StatusFilter::Pending => "pending",
-        StatusFilter::Used => "used",
-        StatusFilter::Expired => "expired",
-    };
+    let status = status.map_or("all", InvitationStatus::as_str);
     let pattern = search
         .map(|s| format!("%{}%", super::escape_like(&s.trim().to_lowercase())))
         .filter(|p| p != "%%")

@@ -160,8 +160,8 @@ pub async fn transition_all(
              funding_reminded_at = CASE WHEN $1 = 'awaiting_payment' THEN NULL ELSE funding_reminded_at END
          WHERE status = $3 AND id IN ({})",
         ids,
-        from.as_str(),
-        to.as_str(),
+        from,
+        to,
         now,
     )
     .await

@@ -13,6 +13,7 @@ use std::str::FromStr as _;
 use std::time::Duration;
 
 use crate::config::DatabaseTarget;
+use crate::domain::state::{Lifecycle, State, check_move};
 
 pub mod applications;
 pub mod chat;
@@ -70,6 +71,9 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("cannot prepare the database directory: {0}")]
     Io(#[from] std::io::Error),
+    /// A transition its state's lifecycle does not allow: refused before any SQL runs.
+    #[error(transparent)]
+    IllegalMove(#[from] crate::domain::state::IllegalMove),
 }
 
 impl StoreError {
@@ -183,15 +187,31 @@ pub fn value_rows(first: usize, rows: usize, columns: usize) -> String {
 
 /// Moves the rows of `ids` from `from` to `to` with `update`, an `UPDATE … SET status = $1,
 /// updated_at = $2 … WHERE status = $3 AND id IN ({})` whose list is filled here; how many
-/// moved. The one statement of every set-based transition (`milestones`, `projects`).
-pub(crate) async fn transition_rows(
+/// moved. The one statement of every set-based transition (`milestones`, `projects`). A
+/// move the state's lifecycle does not allow is refused before the statement runs.
+pub(crate) async fn transition_rows<S: Lifecycle>(
     ex: Exec<'_>,
     update: &str,
     ids: &[i64],
-    from: &str,
-    to: &str,
+    from: S,
+    to: S,
     now: chrono::DateTime<chrono::Utc>,
 ) -> StoreResult<u64> {
+    check_move(from, to)?;
+    forced_transition_rows(ex, update, ids, from, to, now).await
+}
+
+/// [`transition_rows`] without the lifecycle's check: only for a move whose own rules were
+/// checked by its caller (an administrator's forced move).
+pub(crate) async fn forced_transition_rows<S: State>(
+    ex: Exec<'_>,
+    update: &str,
+    ids: &[i64],
+    from: S,
+    to: S,
+    now: chrono::DateTime<chrono::Utc>,
+) -> StoreResult<u64> {
+    let (from, to) = (from.text(), to.text());
     if ids.is_empty() {
         return Ok(0);
     }

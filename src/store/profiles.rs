@@ -3,6 +3,8 @@
 use chrono::{DateTime, Utc};
 
 use super::{Exec, StoreResult};
+use crate::domain::dac7::Dac7ReviewStatus;
+use crate::domain::profile::{ConnectStatus, VerificationStatus};
 use crate::on_exec;
 
 /// A profile as stored.
@@ -17,7 +19,7 @@ pub struct Profile {
     pub location: Option<String>,
     pub profile_picture: Option<String>,
     pub is_verified: bool,
-    pub verification_status: String,
+    pub verification_status: VerificationStatus,
     pub verification_notes: Option<String>,
     pub slug: Option<String>,
     pub expert_level: String,
@@ -50,11 +52,11 @@ pub struct Profile {
     pub irpf_rate: Option<i64>,
     pub commercial_registry: Option<String>,
     pub fiscal_data_complete: bool,
-    pub dac7_review_status: Option<String>,
+    pub dac7_review_status: Option<Dac7ReviewStatus>,
     pub dac7_review_period: Option<i64>,
     pub dac7_reviewed_at: Option<DateTime<Utc>>,
     pub processor_connect_account_id: Option<String>,
-    pub processor_connect_status: Option<String>,
+    pub processor_connect_status: Option<ConnectStatus>,
     pub verified_at: Option<DateTime<Utc>>,
     pub verified_by: Option<i64>,
     pub created_at: DateTime<Utc>,
@@ -241,7 +243,7 @@ pub async fn set_verification(
     ex: Exec<'_>,
     id: i64,
     is_verified: bool,
-    status: &str,
+    status: VerificationStatus,
     notes: Option<&str>,
     admin_id: i64,
     now: DateTime<Utc>,
@@ -272,7 +274,7 @@ pub async fn set_verification(
 pub struct AdminFilter {
     pub profile_type: Option<String>,
     pub is_verified: Option<bool>,
-    pub verification_status: Option<String>,
+    pub verification_status: Option<VerificationStatus>,
     pub search: Option<String>,
 }
 
@@ -307,7 +309,7 @@ pub async fn list_admin(
     ))
     .bind(&f.profile_type)
     .bind(f.is_verified)
-    .bind(&f.verification_status)
+    .bind(f.verification_status)
     .bind(&search)
     .bind(limit)
     .bind(offset)
@@ -319,7 +321,7 @@ pub async fn list_admin(
     ))
     .bind(&f.profile_type)
     .bind(f.is_verified)
-    .bind(&f.verification_status)
+    .bind(f.verification_status)
     .bind(&search)
     .fetch_one(c)
     .await)?;
@@ -584,7 +586,7 @@ pub struct ProcessorLink {
     pub user_id: i64,
     pub connect_account_id: Option<String>,
     /// `pending`, `active`, `restricted` or `disconnected`; `None` before any account.
-    pub connect_status: Option<String>,
+    pub connect_status: Option<ConnectStatus>,
     pub charges_enabled: bool,
     pub payouts_enabled: bool,
     pub customer_id: Option<String>,
@@ -616,7 +618,7 @@ pub async fn set_connect_account(
     ex: Exec<'_>,
     profile_id: i64,
     account_id: &str,
-    status: &str,
+    status: ConnectStatus,
     now: DateTime<Utc>,
 ) -> StoreResult<bool> {
     let rows = on_exec!(ex, c => sqlx::query(
@@ -640,7 +642,7 @@ pub async fn set_connect_account(
 pub async fn set_connect_state(
     ex: Exec<'_>,
     account_id: &str,
-    status: &str,
+    status: ConnectStatus,
     charges_enabled: bool,
     payouts_enabled: bool,
     now: DateTime<Utc>,
@@ -665,7 +667,7 @@ pub async fn set_connect_state(
 pub async fn clear_connect_account(
     ex: Exec<'_>,
     profile_id: i64,
-    status: &str,
+    status: ConnectStatus,
     now: DateTime<Utc>,
 ) -> StoreResult<bool> {
     let rows = on_exec!(ex, c => sqlx::query(

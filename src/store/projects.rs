@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
 use super::{Exec, StoreResult};
+use crate::domain::project::{ProjectStatus, ValidationStatus};
 use crate::on_exec;
 
 /// A project as stored.
@@ -25,8 +26,8 @@ pub struct Project {
     pub deadline: Option<DateTime<Utc>>,
     pub skills_required: Json<Vec<String>>,
     pub project_type: String,
-    pub status: String,
-    pub validation_status: Option<String>,
+    pub status: ProjectStatus,
+    pub validation_status: Option<ValidationStatus>,
     pub validation_notes: Option<String>,
     pub submitted_at: Option<DateTime<Utc>>,
     pub validated_at: Option<DateTime<Utc>>,
@@ -37,7 +38,7 @@ pub struct Project {
     pub cancelled_at: Option<DateTime<Utc>>,
     pub invited_experts: Json<Vec<i64>>,
     pub admin_notes: String,
-    pub status_before_selection: Option<String>,
+    pub status_before_selection: Option<ProjectStatus>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -101,8 +102,8 @@ pub struct NewProject<'a> {
     pub deadline: Option<DateTime<Utc>>,
     pub skills_required: &'a [String],
     pub project_type: &'a str,
-    pub status: &'a str,
-    pub validation_status: Option<&'a str>,
+    pub status: ProjectStatus,
+    pub validation_status: Option<ValidationStatus>,
     pub submitted_at: Option<DateTime<Utc>>,
 }
 
@@ -186,8 +187,11 @@ pub async fn count_assigned_to(ex: Exec<'_>, expert_id: i64) -> StoreResult<i64>
 }
 
 /// How many projects an expert was selected for, by project status.
-pub async fn assigned_counts(ex: Exec<'_>, expert_id: i64) -> StoreResult<Vec<(String, i64)>> {
-    Ok(on_exec!(ex, c => sqlx::query_as::<_, (String, i64)>(
+pub async fn assigned_counts(
+    ex: Exec<'_>,
+    expert_id: i64,
+) -> StoreResult<Vec<(ProjectStatus, i64)>> {
+    Ok(on_exec!(ex, c => sqlx::query_as::<_, (ProjectStatus, i64)>(
         "SELECT status, COUNT(*) FROM projects WHERE expert_id = $1 GROUP BY status",
     )
     .bind(expert_id)
@@ -199,7 +203,7 @@ pub async fn assigned_counts(ex: Exec<'_>, expert_id: i64) -> StoreResult<Vec<(S
 pub async fn update_details(
     ex: Exec<'_>,
     p: &Project,
-    expected_status: &str,
+    expected_status: ProjectStatus,
     now: DateTime<Utc>,
 ) -> StoreResult<bool> {
     let done = on_exec!(ex, c => sqlx::query(
@@ -225,12 +229,18 @@ pub async fn update_details(
     Ok(done == 1)
 }
 
+/// The statement of every project move, `from` (`$3`) to `to` (`$1`).
+const MOVE: &str = "UPDATE projects SET status = $1, updated_at = $2,
+         cancelled_at = CASE WHEN $1 = 'cancelled' THEN $2 ELSE cancelled_at END,
+         completed_at = CASE WHEN $1 = 'completed' THEN $2 ELSE completed_at END
+     WHERE status = $3 AND id IN ({})";
+
 /// Moves a project from `from` to `to` (the conditional update every transition is guarded by).
 pub async fn transition(
     ex: Exec<'_>,
     id: i64,
-    from: &str,
-    to: &str,
+    from: ProjectStatus,
+    to: ProjectStatus,
     now: DateTime<Utc>,
 ) -> StoreResult<bool> {
     Ok(transition_all(ex, &[id], from, to, now).await? == 1)
@@ -240,29 +250,30 @@ pub async fn transition(
 pub async fn transition_all(
     ex: Exec<'_>,
     ids: &[i64],
-    from: &str,
-    to: &str,
+    from: ProjectStatus,
+    to: ProjectStatus,
     now: DateTime<Utc>,
 ) -> StoreResult<u64> {
-    super::transition_rows(
-        ex,
-        "UPDATE projects SET status = $1, updated_at = $2,
-             cancelled_at = CASE WHEN $1 = 'cancelled' THEN $2 ELSE cancelled_at END,
-             completed_at = CASE WHEN $1 = 'completed' THEN $2 ELSE completed_at END
-         WHERE status = $3 AND id IN ({})",
-        ids,
-        from,
-        to,
-        now,
-    )
-    .await
+    super::transition_rows(ex, MOVE, ids, from, to, now).await
+}
+
+/// An administrator's forced move, outside the lifecycle (its own rules are
+/// `domain::project::admin_move`), still only from `from`.
+pub async fn force(
+    ex: Exec<'_>,
+    id: i64,
+    from: ProjectStatus,
+    to: ProjectStatus,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    Ok(super::forced_transition_rows(ex, MOVE, &[id], from, to, now).await? == 1)
 }
 
 /// Sends a project for validation: `pending_publication`, validation `pending`, submitted now.
 pub async fn submit_for_validation(
     ex: Exec<'_>,
     id: i64,
-    from: &str,
+    from: ProjectStatus,
     now: DateTime<Utc>,
 ) -> StoreResult<bool> {
     let done = on_exec!(ex, c => sqlx::query(
@@ -284,7 +295,7 @@ pub async fn submit_for_validation(
 pub async fn record_validation(
     ex: Exec<'_>,
     id: i64,
-    to: &str,
+    to: ProjectStatus,
     approved: bool,
     notes: Option<&str>,
     admin_id: i64,
@@ -297,7 +308,11 @@ pub async fn record_validation(
          WHERE id = $7 AND status = 'pending_publication'",
     )
     .bind(to)
-    .bind(if approved { "approved" } else { "rejected" })
+    .bind(if approved {
+        ValidationStatus::Approved
+    } else {
+        ValidationStatus::Rejected
+    })
     .bind(notes)
     .bind(now)
     .bind(admin_id)
@@ -313,7 +328,7 @@ pub async fn record_validation(
 pub async fn assign(
     ex: Exec<'_>,
     id: i64,
-    from: &str,
+    from: ProjectStatus,
     expert_id: i64,
     now: DateTime<Utc>,
 ) -> StoreResult<bool> {
@@ -349,7 +364,7 @@ pub async fn unassign(ex: Exec<'_>, id: i64, now: DateTime<Utc>) -> StoreResult<
 
 /// Deletes a project while it is still in `status` (its children go with it; a payment or a
 /// dispute would block it by foreign key).
-pub async fn delete(ex: Exec<'_>, id: i64, status: &str) -> StoreResult<bool> {
+pub async fn delete(ex: Exec<'_>, id: i64, status: ProjectStatus) -> StoreResult<bool> {
     let done = on_exec!(ex, c => sqlx::query(
         "DELETE FROM projects WHERE id = $1 AND status = $2 AND expert_id IS NULL",
     )
@@ -480,7 +495,7 @@ pub async fn set_invited_experts(
 /// Filters of the project lists.
 #[derive(Debug, Default, Clone)]
 pub struct ProjectFilter {
-    pub status: Option<String>,
+    pub status: Option<ProjectStatus>,
     pub project_type: Option<String>,
     /// A skill name, matched case-insensitively against `skills_required`.
     pub skill: Option<String>,
@@ -565,7 +580,7 @@ pub async fn list_visible(
     ))
     .bind(kind)
     .bind(user_id)
-    .bind(&f.status)
+    .bind(f.status)
     .bind(&f.project_type)
     .bind(&skill)
     .bind(f.min_budget_minor)
@@ -582,7 +597,7 @@ pub async fn list_visible(
     ))
     .bind(kind)
     .bind(user_id)
-    .bind(&f.status)
+    .bind(f.status)
     .bind(&f.project_type)
     .bind(&skill)
     .bind(f.min_budget_minor)
@@ -598,7 +613,7 @@ pub async fn list_visible(
 pub async fn list_mine(
     mut ex: Exec<'_>,
     user_id: i64,
-    status: Option<&str>,
+    status: Option<ProjectStatus>,
     limit: i64,
     offset: i64,
 ) -> StoreResult<(Vec<Project>, i64)> {
@@ -754,7 +769,7 @@ pub async fn completed_count(ex: Exec<'_>, user_id: i64) -> StoreResult<i64> {
 /// Filters of the administrators' project list.
 #[derive(Debug, Default, Clone)]
 pub struct AdminProjectFilter {
-    pub status: Option<String>,
+    pub status: Option<ProjectStatus>,
     pub project_type: Option<String>,
     pub company_id: Option<i64>,
     pub expert_id: Option<i64>,
@@ -791,7 +806,7 @@ pub async fn list_admin(
         admin_project_where!(),
         "ORDER BY p.created_at DESC, p.id DESC LIMIT $8 OFFSET $9"
     ))
-    .bind(&f.status)
+    .bind(f.status)
     .bind(&f.project_type)
     .bind(f.company_id)
     .bind(f.expert_id)
@@ -806,7 +821,7 @@ pub async fn list_admin(
         "SELECT COUNT(*) FROM projects p ",
         admin_project_where!()
     ))
-    .bind(&f.status)
+    .bind(f.status)
     .bind(&f.project_type)
     .bind(f.company_id)
     .bind(f.expert_id)

@@ -8,6 +8,7 @@
 use chrono::{DateTime, Utc};
 
 use super::{Exec, StoreResult};
+use crate::domain::reputation::ReviewVisibility;
 use crate::on_exec;
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -21,7 +22,7 @@ pub struct Review {
     pub comment: Option<String>,
     pub response: Option<String>,
     pub responded_at: Option<DateTime<Utc>>,
-    pub visibility: String,
+    pub visibility: ReviewVisibility,
     pub blind_until: Option<DateTime<Utc>>,
     pub revealed_at: Option<DateTime<Utc>>,
     pub announced_at: Option<DateTime<Utc>>,
@@ -241,7 +242,7 @@ pub async fn respond(
 pub async fn set_visibility(
     ex: Exec<'_>,
     id: i64,
-    visibility: &str,
+    visibility: ReviewVisibility,
     now: DateTime<Utc>,
 ) -> StoreResult<bool> {
     let done = on_exec!(ex, c => sqlx::query(

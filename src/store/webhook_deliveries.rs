@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 
 use super::queue::{Claimed, Queue, Table};
 use super::{Exec, StoreResult};
+use crate::domain::webhook_rules::WebhookDeliveryState;
 use crate::on_exec;
 
 /// A delivery as its owner's log shows it.
@@ -17,7 +18,7 @@ pub struct Delivery {
     pub event_id: Option<i64>,
     pub event_type: String,
     pub body: String,
-    pub state: String,
+    pub state: WebhookDeliveryState,
     pub attempts: i64,
     pub failures: i64,
     pub last_status_code: Option<i64>,
@@ -72,7 +73,7 @@ pub struct NewDelivery<'a> {
     pub event_type: &'a str,
     pub body: &'a str,
     /// `pending` (due at once) or `failed`/`delivered` for a test sent on the spot.
-    pub state: &'a str,
+    pub state: WebhookDeliveryState,
 }
 
 /// Stores a delivery; `None` when its `message_id` exists already (a replayed event).
@@ -81,7 +82,7 @@ pub async fn insert(
     d: &NewDelivery<'_>,
     now: DateTime<Utc>,
 ) -> StoreResult<Option<i64>> {
-    let next = (d.state == "pending").then_some(now);
+    let next = (d.state == WebhookDeliveryState::Pending).then_some(now);
     Ok(on_exec!(ex, c => sqlx::query_scalar::<_, i64>(
         "INSERT INTO webhook_deliveries (message_id, user_id, event_id, event_type, body, state,
              attempts, failures, next_attempt_at, created_at, updated_at)
@@ -152,7 +153,7 @@ pub struct Attempt<'a> {
     pub status_code: Option<i64>,
     pub error: Option<&'a str>,
     /// `delivered`, `pending` (retry at `next_attempt_at`) or `failed`.
-    pub state: &'a str,
+    pub state: WebhookDeliveryState,
     pub next_attempt_at: Option<DateTime<Utc>>,
 }
 
@@ -162,7 +163,7 @@ pub async fn record_attempt(
     a: &Attempt<'_>,
     now: DateTime<Utc>,
 ) -> StoreResult<()> {
-    let delivered = a.state == "delivered";
+    let delivered = a.state == WebhookDeliveryState::Delivered;
     on_exec!(ex, c => sqlx::query(
         "UPDATE webhook_deliveries SET attempts = attempts + 1,
              failures = CASE WHEN $1 THEN 0 ELSE failures + 1 END,

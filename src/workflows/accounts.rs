@@ -251,7 +251,7 @@ pub async fn reset_password(
         tx.exec(),
         found.user_id,
         None,
-        crate::workflows::auth::revoke_reason::PASSWORD_CHANGED,
+        crate::domain::access_token::revoke_reason::PASSWORD_CHANGED,
         now,
     )
     .await?;
@@ -279,7 +279,7 @@ pub async fn change_password(
         tx.exec(),
         user.id,
         Some(keep_session),
-        crate::workflows::auth::revoke_reason::PASSWORD_CHANGED,
+        crate::domain::access_token::revoke_reason::PASSWORD_CHANGED,
         now,
     )
     .await?;

@@ -14,7 +14,7 @@ use crate::store::{LockScope, users};
 use crate::workflows::emails::email;
 use crate::workflows::error::{FlowError, FlowResult};
 use crate::workflows::notify::for_user;
-use crate::workflows::projects::{Caller, load_owned, load_visible, record, status_of};
+use crate::workflows::projects::{Caller, load_owned, load_visible, record};
 
 fn project_ref(p: &Project, application_id: i64) -> serde_json::Value {
     json!({"project_id": p.id, "project_title": p.title, "application_id": application_id})
@@ -45,7 +45,7 @@ pub async fn apply(
             "A company cannot apply to its own project",
         ));
     }
-    let status = status_of(&p).unwrap_or(ProjectStatus::Draft);
+    let status = p.status;
     match rules::may_apply(status, rel.invited, rel.target) {
         Ok(()) => {}
         Err(ApplyRefusal::NotOpen) => {

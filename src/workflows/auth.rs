@@ -9,6 +9,7 @@
 
 use chrono::{DateTime, Utc};
 
+use crate::domain::access_token::revoke_reason;
 use crate::domain::access_token::{Bearer, TokenRejection};
 use crate::domain::token::{constant_time_eq, hash_token, random_token};
 use crate::domain::user::Role;
@@ -19,16 +20,6 @@ use crate::store::users::User;
 use crate::store::{LockScope, StoreError, session_cache, users};
 
 pub use crate::domain::access_token::AccessClaims;
-
-/// Why a session was ended; the reason decides what its next request hears.
-pub mod revoke_reason {
-    pub const LOGOUT: &str = "logout";
-    pub const SESSION_LIMIT: &str = "session_limit";
-    pub const PASSWORD_CHANGED: &str = "password_changed";
-    /// A refresh token was presented again after it had been rotated: someone else holds a
-    /// copy, so the whole session (every token descended from it) ends.
-    pub const REFRESH_REUSED: &str = "refresh_reused";
-}
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum AuthError {

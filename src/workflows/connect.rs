@@ -5,6 +5,7 @@
 use chrono::{DateTime, TimeZone as _, Utc};
 use serde_json::json;
 
+use crate::domain::profile::ConnectStatus;
 use crate::domain::token::random_token;
 use crate::integrations::processor::types::Account;
 use crate::integrations::processor::{
@@ -18,24 +19,15 @@ use crate::store::{Exec, LockScope, StoreResult};
 use crate::workflows::error::{FlowError, FlowResult};
 use crate::workflows::notify::for_user;
 
-/// Onboarding not finished, or under the processor's review.
-pub const PENDING: &str = "pending";
-/// Charges and payouts enabled: transfers may go to the account.
-pub const ACTIVE: &str = "active";
-/// Onboarded, then disabled by the processor until more information is given.
-pub const RESTRICTED: &str = "restricted";
-/// An administrator detached the account.
-pub const DISCONNECTED: &str = "disconnected";
-
 /// The event an administrator's disconnect records (it also numbers reconnections).
 const DISCONNECTED_EVENT: &str = "processor_connect.disconnected";
 
 const EXPERT: &str = "experto";
 
 /// The one rule from the processor's account to `processor_connect_status`.
-pub fn status_of(account: &Account) -> &'static str {
+pub fn status_of(account: &Account) -> ConnectStatus {
     if account.charges_enabled && account.payouts_enabled && account.details_submitted {
-        return ACTIVE;
+        return ConnectStatus::Active;
     }
     // Before the holder submits their details the processor lists every onboarding field as
     // past due and the account as disabled: that is onboarding still to do, not a restriction.
@@ -44,9 +36,9 @@ pub fn status_of(account: &Account) -> &'static str {
         .as_ref()
         .is_some_and(|r| r.disabled_reason.is_some() || !r.past_due.is_empty());
     if account.details_submitted && blocked {
-        RESTRICTED
+        ConnectStatus::Restricted
     } else {
-        PENDING
+        ConnectStatus::Pending
     }
 }
 
@@ -57,7 +49,7 @@ pub async fn apply_account_update(
     ex: Exec<'_>,
     account: &Account,
     now: DateTime<Utc>,
-) -> StoreResult<Option<&'static str>> {
+) -> StoreResult<Option<ConnectStatus>> {
     let status = status_of(account);
     let found = profiles::set_connect_state(
         ex,
@@ -152,7 +144,8 @@ pub async fn disconnect(
     let link = profiles::processor_link(tx.exec(), user_id, EXPERT)
         .await?
         .ok_or_else(|| FlowError::not_found("This user has no expert profile"))?;
-    profiles::clear_connect_account(tx.exec(), link.profile_id, DISCONNECTED, now).await?;
+    profiles::clear_connect_account(tx.exec(), link.profile_id, ConnectStatus::Disconnected, now)
+        .await?;
     if let Some(account) = &link.connect_account_id {
         events::record(
             tx.exec(),
@@ -219,8 +212,14 @@ async fn ensure_account(state: &AppState, user: &User, link: ProcessorLink) -> F
         .map_err(|e| processor_failure(e, "create account"))?;
     let mut conn = state.db.conn().await?;
     let now = state.clock.now();
-    if profiles::set_connect_account(conn.exec(), link.profile_id, &account.id, PENDING, now)
-        .await?
+    if profiles::set_connect_account(
+        conn.exec(),
+        link.profile_id,
+        &account.id,
+        ConnectStatus::Pending,
+        now,
+    )
+    .await?
     {
         return Ok(account.id);
     }
@@ -313,23 +312,35 @@ mod tests {
             disabled_reason: Some("requirements.past_due".into()),
             ..Default::default()
         };
-        assert_eq!(status_of(&account(true, true, true, none.clone())), ACTIVE);
+        assert_eq!(
+            status_of(&account(true, true, true, none.clone())),
+            ConnectStatus::Active
+        );
         // A new account: onboarding to do, even though the processor calls it disabled.
         assert_eq!(
             status_of(&account(false, false, false, disabled.clone())),
-            PENDING
+            ConnectStatus::Pending
         );
         assert_eq!(
             status_of(&account(false, false, false, past_due.clone())),
-            PENDING
+            ConnectStatus::Pending
         );
         // Onboarded, then disabled or missing information: restricted.
-        assert_eq!(status_of(&account(false, true, true, disabled)), RESTRICTED);
-        assert_eq!(status_of(&account(true, false, true, past_due)), RESTRICTED);
+        assert_eq!(
+            status_of(&account(false, true, true, disabled)),
+            ConnectStatus::Restricted
+        );
+        assert_eq!(
+            status_of(&account(true, false, true, past_due)),
+            ConnectStatus::Restricted
+        );
         // Onboarded, nothing missing, not yet enabled: under review.
-        assert_eq!(status_of(&account(false, false, true, none)), PENDING);
+        assert_eq!(
+            status_of(&account(false, false, true, none)),
+            ConnectStatus::Pending
+        );
         let mut bare = account(true, true, false, AccountRequirements::default());
         bare.requirements = None;
-        assert_eq!(status_of(&bare), PENDING);
+        assert_eq!(status_of(&bare), ConnectStatus::Pending);
     }
 }

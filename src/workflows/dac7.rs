@@ -7,7 +7,9 @@ use serde::Serialize;
 use serde_json::json;
 use utoipa::ToSchema;
 
-use crate::domain::dac7::{self, amount, csv_field, is_reportable, quarter_bounds};
+use crate::domain::dac7::{
+    self, Dac7ReviewStatus, amount, csv_field, is_reportable, quarter_bounds,
+};
 use crate::domain::money::minor_to_number;
 use crate::integrations::mail::Template;
 use crate::state::AppState;
@@ -156,7 +158,8 @@ pub async fn summary(state: &AppState, user_id: i64, year: i32) -> FlowResult<Da
         income_summary: income_of(row),
         review_status: review
             .as_ref()
-            .map_or_else(|| "pending_review".to_owned(), |r| r.status.clone()),
+            .map_or(Dac7ReviewStatus::PendingReview, |r| r.status)
+            .to_string(),
         review_deadline: review.as_ref().and_then(|r| r.review_deadline.clone()),
         notified_at: review.as_ref().and_then(|r| r.notified_at),
         reviewed_at: review.as_ref().and_then(|r| r.reviewed_at),
@@ -295,8 +298,8 @@ pub async fn report_csv(state: &AppState, year: i32) -> FlowResult<String> {
             s.paid_activities.to_string(),
             text(&Some(
                 s.review_status
-                    .clone()
-                    .unwrap_or_else(|| "pending_review".into()),
+                    .unwrap_or(Dac7ReviewStatus::PendingReview)
+                    .to_string(),
             )),
         ];
         out.push_str(&fields.join(","));

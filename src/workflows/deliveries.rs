@@ -472,7 +472,7 @@ async fn decide_now(
         payload["email"] = json!(mails);
     } else {
         // The ball is back with the expert.
-        if p.status == ProjectStatus::InReview.as_str() {
+        if p.status == ProjectStatus::InReview {
             move_project(&mut tx, &p, ProjectStatus::InProgress, now).await?;
         }
         if let Some(expert_id) = d.expert_id {

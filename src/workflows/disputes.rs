@@ -10,7 +10,9 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
+use crate::domain::dispute::chargeback;
 use crate::domain::payment::PaymentStatus;
+use crate::domain::project::ProjectStatus;
 use crate::domain::text::DecisionText;
 use crate::integrations::mail::Template;
 use crate::state::AppState;
@@ -196,7 +198,10 @@ async fn raise_now(
     if p.company_id != Some(raised_by) && p.expert_id != Some(raised_by) {
         return Err(not_a_party());
     }
-    if matches!(p.status.as_str(), "completed" | "disputed" | "cancelled") {
+    if matches!(
+        p.status,
+        ProjectStatus::Completed | ProjectStatus::Disputed | ProjectStatus::Cancelled
+    ) {
         return Err(FlowError::conflict(
             "DISPUTE_NOT_ALLOWED",
             format!("A dispute cannot be raised on a {} project", p.status),
@@ -224,7 +229,15 @@ async fn raise_now(
                 .map(|y| y.id)
                 .max()
         });
-    if !projects::transition(tx.exec(), project_id, &p.status, "disputed", now).await? {
+    if !projects::transition(
+        tx.exec(),
+        project_id,
+        p.status,
+        ProjectStatus::Disputed,
+        now,
+    )
+    .await?
+    {
         return Err(FlowError::conflict(
             "INVALID_STATE",
             "The project changed; try again",
@@ -570,7 +583,10 @@ async fn require_no_open_chargeback(state: &AppState, d: &Dispute) -> FlowResult
     let Some(chargeback) = d.processor_dispute_id.as_deref() else {
         return Ok(());
     };
-    if matches!(d.processor_dispute_status.as_deref(), Some("won" | "lost")) {
+    if d.processor_dispute_status
+        .as_deref()
+        .is_some_and(chargeback::is_decided)
+    {
         return Ok(());
     }
     let live = state
@@ -580,9 +596,9 @@ async fn require_no_open_chargeback(state: &AppState, d: &Dispute) -> FlowResult
         .await
         .map_err(|e| escrow::processor_failure("report the chargeback", &e))?;
     match live.status.as_str() {
-        "won" | "warning_closed" => Ok(()),
+        chargeback::WON | chargeback::WARNING_CLOSED => Ok(()),
         // Lost, its notice not applied yet: the refund it records comes first.
-        "lost" => Err(FlowError::conflict(
+        chargeback::LOST => Err(FlowError::conflict(
             "CHARGEBACK_CLOSING",
             "The card issuer has just decided the chargeback; try again in a moment",
         )),
@@ -660,12 +676,17 @@ pub(crate) async fn settle_project(
     project_id: i64,
     disputed_since: DateTime<Utc>,
     now: DateTime<Utc>,
-) -> FlowResult<String> {
+) -> FlowResult<ProjectStatus> {
     crate::workflows::deadlines::resume_review_clocks(tx, project_id, disputed_since, now).await?;
     let (_, count) = milestones::list_for_project(tx.exec(), project_id, 1, 0).await?;
     let done = count > 0 && !milestones::has_unfinished(tx.exec(), project_id).await?;
-    let to = if done { "completed" } else { "in_progress" };
-    if projects::transition(tx.exec(), project_id, "disputed", to, now).await? && done {
+    let to = if done {
+        ProjectStatus::Completed
+    } else {
+        ProjectStatus::InProgress
+    };
+    if projects::transition(tx.exec(), project_id, ProjectStatus::Disputed, to, now).await? && done
+    {
         crate::workflows::reviews::ask_for_reviews(tx, project_id, now).await?;
     }
     let p = projects::find(tx.exec(), project_id)

@@ -24,7 +24,7 @@ use crate::workflows::emails::email;
 use crate::workflows::error::{FlowError, FlowResult, Refusal};
 use crate::workflows::escrow::{self, RefundCause, Release, ReleaseTrigger};
 use crate::workflows::notify::for_user;
-use crate::workflows::projects::{Caller, load_owned, record, status_of};
+use crate::workflows::projects::{Caller, load_owned, record};
 
 /// Rejections after which a milestone is cancelled (specification, Limits).
 pub const MAX_REJECTIONS: i64 = 3;
@@ -106,10 +106,8 @@ pub async fn project_of(state: &AppState, milestone_id: i64) -> FlowResult<i64> 
 
 /// Work happens only while the project is under way (not disputed, finished or cancelled).
 pub fn require_active(p: &Project) -> FlowResult<()> {
-    match status_of(p) {
-        Some(ProjectStatus::Assigned | ProjectStatus::InProgress | ProjectStatus::InReview) => {
-            Ok(())
-        }
+    match p.status {
+        ProjectStatus::Assigned | ProjectStatus::InProgress | ProjectStatus::InReview => Ok(()),
         _ => Err(FlowError::conflict(
             "INVALID_STATE",
             format!(
@@ -137,9 +135,7 @@ pub async fn move_project(
     to: ProjectStatus,
     now: DateTime<Utc>,
 ) -> FlowResult<()> {
-    if p.status != to.as_str()
-        && !projects::transition(tx.exec(), p.id, &p.status, to.as_str(), now).await?
-    {
+    if p.status != to && !projects::transition(tx.exec(), p.id, p.status, to, now).await? {
         return Err(changed());
     }
     Ok(())
@@ -192,8 +188,8 @@ pub async fn create(
     tx.lock(LockScope::Project, project_id).await?;
     let p = load_owned(tx.exec(), caller, project_id, false).await?;
     if matches!(
-        status_of(&p),
-        Some(ProjectStatus::Completed | ProjectStatus::Cancelled | ProjectStatus::Disputed)
+        p.status,
+        ProjectStatus::Completed | ProjectStatus::Cancelled | ProjectStatus::Disputed
     ) {
         return Err(FlowError::conflict(
             "INVALID_STATE",
@@ -641,7 +637,7 @@ pub async fn count_rejection(
         }
         move_project(tx, p, ProjectStatus::Cancelled, now).await?;
         refund = milestones::held_payment(tx.exec(), m.id).await?;
-    } else if p.status == ProjectStatus::InReview.as_str() {
+    } else if p.status == ProjectStatus::InReview {
         move_project(tx, p, ProjectStatus::InProgress, now).await?;
     }
     Ok(Rejection {

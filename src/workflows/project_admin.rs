@@ -48,8 +48,7 @@ async fn set_status_now(
     let p = projects::find(tx.exec(), id)
         .await?
         .ok_or_else(|| FlowError::not_found("Project not found"))?;
-    let from = ProjectStatus::parse(&p.status)
-        .ok_or_else(|| anyhow::anyhow!("unknown project status {}", p.status))?;
+    let from = p.status;
     let all = payments::list_for_project(tx.exec(), id).await?;
     let money = MoneyOnProject {
         in_escrow: all.iter().filter(|y| y.status.may_hold_money()).count(),
@@ -93,7 +92,7 @@ async fn set_status_now(
         }
         milestones::cancel_open_of_project(tx.exec(), id, now).await?;
     }
-    if !projects::transition(tx.exec(), id, from.as_str(), to.as_str(), now).await? {
+    if !projects::force(tx.exec(), id, from, to, now).await? {
         return Err(FlowError::conflict(
             "INVALID_STATE",
             "The project changed; try again",

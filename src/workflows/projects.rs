@@ -5,7 +5,9 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use crate::domain::project::{self as rules, CurationCandidate, ProjectStatus, ProjectType};
+use crate::domain::project::{
+    self as rules, CurationCandidate, ProjectStatus, ProjectType, ValidationStatus,
+};
 use crate::domain::text::Title;
 use crate::domain::user::Role;
 use crate::integrations::mail::Template;
@@ -45,12 +47,7 @@ impl Relation {
 
 /// Whether a project is on the public marketplace (curated, in a listed state).
 pub fn is_public(p: &Project) -> bool {
-    p.project_type == ProjectType::Curated.as_str()
-        && status_of(p).is_some_and(ProjectStatus::is_public_listing)
-}
-
-pub fn status_of(p: &Project) -> Option<ProjectStatus> {
-    ProjectStatus::parse(&p.status)
+    p.project_type == ProjectType::Curated.as_str() && p.status.is_public_listing()
 }
 
 /// The project if `caller` may see it: administrators see every project, anyone a public
@@ -263,8 +260,8 @@ pub async fn create(state: &AppState, caller: &Caller, d: ProjectDraft) -> FlowR
             deadline: d.deadline,
             skills_required: &d.skills_required,
             project_type: d.project_type.as_str(),
-            status: status.as_str(),
-            validation_status: d.submit.then_some("pending"),
+            status,
+            validation_status: d.submit.then_some(ValidationStatus::Pending),
             submitted_at: d.submit.then_some(now),
         },
         now,
@@ -297,7 +294,7 @@ pub async fn submit(state: &AppState, caller: &Caller, id: i64) -> FlowResult<Pr
     let mut tx = state.db.begin().await?;
     tx.lock(LockScope::Project, id).await?;
     let p = load_owned(tx.exec(), caller, id, false).await?;
-    if p.status != ProjectStatus::Draft.as_str() {
+    if p.status != ProjectStatus::Draft {
         return Err(FlowError::conflict(
             "INVALID_STATE",
             format!(
@@ -306,7 +303,7 @@ pub async fn submit(state: &AppState, caller: &Caller, id: i64) -> FlowResult<Pr
             ),
         ));
     }
-    if !projects::submit_for_validation(tx.exec(), id, &p.status, now).await? {
+    if !projects::submit_for_validation(tx.exec(), id, p.status, now).await? {
         return Err(FlowError::conflict(
             "INVALID_STATE",
             "The project changed; try again",
@@ -333,7 +330,7 @@ pub async fn request_budget(
     let mut tx = state.db.begin().await?;
     tx.lock(LockScope::Project, id).await?;
     let p = load_owned(tx.exec(), caller, id, false).await?;
-    let status = status_of(&p).unwrap_or(ProjectStatus::Draft);
+    let status = p.status;
     if !status.is_before_selection() {
         return Err(FlowError::conflict(
             "INVALID_STATE",
@@ -357,7 +354,7 @@ pub async fn request_budget(
     )
     .await?;
     if status != ProjectStatus::PendingPublication
-        && !projects::submit_for_validation(tx.exec(), id, &p.status, now).await?
+        && !projects::submit_for_validation(tx.exec(), id, p.status, now).await?
     {
         return Err(FlowError::conflict(
             "INVALID_STATE",
@@ -428,7 +425,7 @@ pub async fn validate(
     let p = projects::find(tx.exec(), id)
         .await?
         .ok_or_else(|| FlowError::not_found("Project not found"))?;
-    if p.status != ProjectStatus::PendingPublication.as_str() {
+    if p.status != ProjectStatus::PendingPublication {
         return Err(FlowError::conflict(
             "INVALID_STATE",
             format!(
@@ -444,9 +441,7 @@ pub async fn validate(
     } else {
         ProjectStatus::Draft
     };
-    if !projects::record_validation(tx.exec(), id, to.as_str(), approved, notes, admin_id, now)
-        .await?
-    {
+    if !projects::record_validation(tx.exec(), id, to, approved, notes, admin_id, now).await? {
         return Err(FlowError::conflict(
             "INVALID_STATE",
             "The project changed; try again",
@@ -527,7 +522,7 @@ pub async fn invite_experts(
     let p = projects::find(tx.exec(), id)
         .await?
         .ok_or_else(|| FlowError::not_found("Project not found"))?;
-    if !status_of(&p).is_some_and(ProjectStatus::is_before_selection) {
+    if !p.status.is_before_selection() {
         return Err(FlowError::conflict(
             "INVALID_STATE",
             "Experts can only be invited before one is selected",
@@ -665,7 +660,7 @@ pub async fn update(
     let mut tx = state.db.begin().await?;
     tx.lock(LockScope::Project, id).await?;
     let mut p = load_owned(tx.exec(), caller, id, true).await?;
-    if !status_of(&p).is_some_and(ProjectStatus::is_before_selection) {
+    if !p.status.is_before_selection() {
         return Err(FlowError::conflict(
             "INVALID_STATE",
             "A project cannot be edited once an expert is selected",
@@ -687,7 +682,7 @@ pub async fn update(
             ));
         }
     }
-    let expected = p.status.clone();
+    let expected = p.status;
     if let Some(v) = ch.title {
         p.title = v.into_string();
     }
@@ -718,7 +713,7 @@ pub async fn update(
             "a private project needs its target expert",
         ));
     }
-    if !projects::update_details(tx.exec(), &p, &expected, now).await? {
+    if !projects::update_details(tx.exec(), &p, expected, now).await? {
         return Err(FlowError::conflict(
             "INVALID_STATE",
             "The project changed; try again",
@@ -743,7 +738,7 @@ pub async fn change_status(
     let mut tx = state.db.begin().await?;
     tx.lock(LockScope::Project, id).await?;
     let p = load_owned(tx.exec(), caller, id, true).await?;
-    let from = status_of(&p).ok_or_else(|| anyhow::anyhow!("unknown status {}", p.status))?;
+    let from = p.status;
     if !rules::manual_move_allowed(from, to, caller.admin) {
         return Err(FlowError::conflict(
             "INVALID_TRANSITION",
@@ -754,7 +749,7 @@ pub async fn change_status(
             ),
         ));
     }
-    if !projects::transition(tx.exec(), id, from.as_str(), to.as_str(), now).await? {
+    if !projects::transition(tx.exec(), id, from, to, now).await? {
         return Err(FlowError::conflict(
             "INVALID_STATE",
             "The project changed; try again",
@@ -772,13 +767,13 @@ pub async fn delete(state: &AppState, caller: &Caller, id: i64) -> FlowResult<()
     let mut tx = state.db.begin().await?;
     tx.lock(LockScope::Project, id).await?;
     let p = load_owned(tx.exec(), caller, id, true).await?;
-    if !status_of(&p).is_some_and(ProjectStatus::is_before_selection) {
+    if !p.status.is_before_selection() {
         return Err(FlowError::conflict(
             "INVALID_STATE",
             "A project cannot be deleted once an expert is selected",
         ));
     }
-    match projects::delete(tx.exec(), id, &p.status).await {
+    match projects::delete(tx.exec(), id, p.status).await {
         Ok(true) => {}
         Ok(false) => {
             return Err(FlowError::conflict(

@@ -12,7 +12,9 @@
 use chrono::{DateTime, Utc};
 use serde_json::json;
 
+use crate::domain::project::ProjectStatus;
 use crate::domain::reputation;
+use crate::domain::reputation::ReviewVisibility;
 use crate::domain::text::ReviewText;
 use crate::integrations::mail::Template;
 use crate::state::AppState;
@@ -41,7 +43,7 @@ pub enum Reading {
 pub fn reading(review: &Review, viewer: Option<&Caller>, now: DateTime<Utc>) -> Option<Reading> {
     let admin = viewer.is_some_and(|v| v.admin);
     let author = viewer.is_some_and(|v| review.reviewer_id == Some(v.id));
-    if review.visibility != "published" && !admin && !author {
+    if review.visibility != ReviewVisibility::Published && !admin && !author {
         return None;
     }
     Some(if admin || author || review.is_revealed(now) {
@@ -127,9 +129,9 @@ fn already_reviewed() -> FlowError {
 /// When the project ended, if it did in a way that can be reviewed: completed, or cancelled
 /// after at least one payment was released.
 async fn finished_at(tx: &mut Tx, p: &Project) -> FlowResult<Option<DateTime<Utc>>> {
-    Ok(match p.status.as_str() {
-        "completed" => Some(p.completed_at.unwrap_or(p.updated_at)),
-        "cancelled" if projects::has_released_payment(tx.exec(), p.id).await? => {
+    Ok(match p.status {
+        ProjectStatus::Completed => Some(p.completed_at.unwrap_or(p.updated_at)),
+        ProjectStatus::Cancelled if projects::has_released_payment(tx.exec(), p.id).await? => {
             Some(p.cancelled_at.unwrap_or(p.updated_at))
         }
         _ => None,
@@ -139,7 +141,7 @@ async fn finished_at(tx: &mut Tx, p: &Project) -> FlowResult<Option<DateTime<Utc
 /// Tells the reviewee a review was revealed (once, and only while it is published).
 async fn announce(tx: &mut Tx, p: &Project, review: &Review, now: DateTime<Utc>) -> FlowResult<()> {
     if !reviews::mark_announced(tx.exec(), review.id, now).await?
-        || review.visibility != "published"
+        || review.visibility != ReviewVisibility::Published
     {
         return Ok(());
     }
@@ -368,8 +370,12 @@ pub async fn moderate(
     let now = state.clock.now();
     let mut tx = state.db.begin().await?;
     let done = match action {
-        Moderation::Publish => reviews::set_visibility(tx.exec(), id, "published", now).await?,
-        Moderation::Hide => reviews::set_visibility(tx.exec(), id, "hidden", now).await?,
+        Moderation::Publish => {
+            reviews::set_visibility(tx.exec(), id, ReviewVisibility::Published, now).await?
+        }
+        Moderation::Hide => {
+            reviews::set_visibility(tx.exec(), id, ReviewVisibility::Hidden, now).await?
+        }
         Moderation::Delete => reviews::delete(tx.exec(), id).await?,
     };
     if !done {

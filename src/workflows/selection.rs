@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::domain::milestone::MilestoneStatus;
 use crate::domain::payment::PaymentStatus;
-use crate::domain::project::ProjectStatus;
+use crate::domain::project::{ApplicationStatus, ProjectStatus};
 use crate::integrations::mail::Template;
 use crate::state::AppState;
 use crate::store::applications::{self, Application};
@@ -21,7 +21,7 @@ use crate::store::{LockScope, profiles, users};
 use crate::workflows::emails::email;
 use crate::workflows::error::{FlowError, FlowResult};
 use crate::workflows::notify::for_user;
-use crate::workflows::projects::{Caller, fiscal_data_required, load_owned, record, status_of};
+use crate::workflows::projects::{Caller, fiscal_data_required, load_owned, record};
 
 /// What a selection produced.
 #[derive(Debug, Clone)]
@@ -57,7 +57,7 @@ async fn select_now(
 ) -> FlowResult<Selection> {
     let mut conn = state.db.conn().await?;
     let p = load_owned(conn.exec(), caller, project_id, false).await?;
-    let status = status_of(&p).unwrap_or(ProjectStatus::Draft);
+    let status = p.status;
     if status.is_unpublished() {
         return Err(FlowError::rule(
             "PROJECT_NOT_PUBLISHED",
@@ -79,7 +79,7 @@ async fn select_now(
     let application = applications::find_by_expert(conn.exec(), project_id, expert_id)
         .await?
         .ok_or_else(|| FlowError::not_found("This expert has not applied to the project"))?;
-    if application.status != "pending" {
+    if application.status != ApplicationStatus::Pending {
         return Err(FlowError::conflict(
             "INVALID_STATE",
             format!(
@@ -105,7 +105,7 @@ async fn select_now(
     let mut tx = state.db.begin().await?;
     tx.lock(LockScope::Project, project_id).await?;
     let changed = || FlowError::conflict("INVALID_STATE", "The project changed; try again");
-    if !projects::assign(tx.exec(), project_id, &p.status, expert_id, now).await? {
+    if !projects::assign(tx.exec(), project_id, p.status, expert_id, now).await? {
         return Err(changed());
     }
     if !applications::accept(tx.exec(), application.id, now).await? {
@@ -276,7 +276,7 @@ async fn cancel_now(state: &AppState, caller: &Caller, project_id: i64) -> FlowR
             "Money has been authorised for this project; the selection cannot be cancelled",
         ));
     }
-    if p.status != ProjectStatus::Assigned.as_str() {
+    if p.status != ProjectStatus::Assigned {
         return Err(FlowError::conflict(
             "INVALID_STATE",
             format!(

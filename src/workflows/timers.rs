@@ -373,7 +373,10 @@ async fn release_engagement_now(
         ));
     }
     if m.status != MilestoneStatus::AwaitingPayment
-        || !matches!(p.status.as_str(), "assigned" | "in_progress" | "in_review")
+        || !matches!(
+            p.status,
+            ProjectStatus::Assigned | ProjectStatus::InProgress | ProjectStatus::InReview
+        )
     {
         return Err(FlowError::conflict(
             "INVALID_STATE",

@@ -10,7 +10,9 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::json;
 
+use crate::domain::access_token::revoke_reason;
 use crate::domain::text::AccountReason;
+use crate::domain::user::AccountStatus;
 use crate::domain::user::{EmailAddress, Role, Username, check_password_policy};
 use crate::integrations::mail::Template;
 use crate::state::AppState;
@@ -22,14 +24,6 @@ use crate::workflows::auth::sessions_ended;
 use crate::workflows::emails::email;
 use crate::workflows::error::{FieldError, FlowError, FlowResult};
 use crate::workflows::{notify, passwords};
-
-/// Session revocation reasons of this module.
-pub mod revoke_reason {
-    pub const SUSPENDED: &str = "suspended";
-    pub const DEACTIVATED: &str = "deactivated";
-    pub const PASSWORD_SET_BY_ADMIN: &str = "password_set_by_admin";
-    pub const DELETION_CONFIRMED: &str = "deletion_confirmed";
-}
 
 /// The account `id`, or 404 (erased accounts included: they are kept for the records).
 async fn target(tx: &mut Tx, id: i64) -> FlowResult<User> {
@@ -197,7 +191,12 @@ pub async fn set_status(
     if !active {
         sessions::revoke_all_of_user(tx.exec(), id, None, revoke_reason::DEACTIVATED, now).await?;
     }
-    let status = if active { "active" } else { "inactive" };
+    let status = if active {
+        AccountStatus::Active
+    } else {
+        AccountStatus::Inactive
+    };
+    let status = status.as_str();
     user_admin::record_action(tx.exec(), admin_id, Some(id), None, "status", status, now).await?;
     let user = target(&mut tx, id).await?;
     tx.commit().await?;

@@ -467,7 +467,8 @@ async fn connect_account_updates_are_applied_by_account_id() {
     assert_eq!(
         apply_account_update(conn.exec(), &account, now)
             .await
-            .unwrap(),
+            .unwrap()
+            .map(|s| s.as_str()),
         Some("pending")
     );
 
@@ -481,7 +482,8 @@ async fn connect_account_updates_are_applied_by_account_id() {
     assert_eq!(
         apply_account_update(conn.exec(), &account, now)
             .await
-            .unwrap(),
+            .unwrap()
+            .map(|s| s.as_str()),
         Some("active")
     );
     let stored = row(&m, expert.id, "experto").await;
@@ -515,7 +517,8 @@ async fn connect_account_updates_are_applied_by_account_id() {
     assert_eq!(
         apply_account_update(conn.exec(), &event, now)
             .await
-            .unwrap(),
+            .unwrap()
+            .map(|s| s.as_str()),
         Some("restricted")
     );
     let stored = row(&m, expert.id, "experto").await;

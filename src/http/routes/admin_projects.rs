@@ -53,12 +53,13 @@ pub async fn list(
 ) -> ApiResult<HttpResponse> {
     let page = page.into_inner().validate()?;
     let q = query.into_inner();
-    if q.status
-        .as_deref()
-        .is_some_and(|s| ProjectStatus::parse(s).is_none())
-    {
-        return Err(ApiError::invalid_field("status", "is not a project status"));
-    }
+    let status = match q.status.as_deref() {
+        None => None,
+        Some(text) => Some(
+            ProjectStatus::parse(text)
+                .ok_or_else(|| ApiError::invalid_field("status", "is not a project status"))?,
+        ),
+    };
     if q.project_type
         .as_deref()
         .is_some_and(|t| !matches!(t, "private" | "curated"))
@@ -69,7 +70,7 @@ pub async fn list(
         ));
     }
     let filter = AdminProjectFilter {
-        status: q.status,
+        status,
         project_type: q.project_type,
         company_id: q.company_id,
         expert_id: q.expert_id,

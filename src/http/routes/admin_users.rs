@@ -2,8 +2,10 @@
 //! status, suspension, password and roles, recontact companies, and remove accounts in three
 //! steps (request, confirm, delete).
 
+use crate::domain::profile::VerificationStatus;
 use crate::domain::search::SearchTerm;
 use crate::domain::text::AccountReason;
+use crate::domain::user::AccountStatus;
 use actix_web::{HttpResponse, delete, get, post, put, web};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -40,15 +42,12 @@ pub struct AdminUserView {
 }
 
 fn status_of(user: &User) -> &'static str {
-    if user.deleted_at.is_some() {
-        "deleted"
-    } else if user.suspended_at.is_some() {
-        "suspended"
-    } else if user.is_active {
-        "active"
-    } else {
-        "inactive"
-    }
+    AccountStatus::of(
+        user.deleted_at.is_some(),
+        user.suspended_at.is_some(),
+        user.is_active,
+    )
+    .as_str()
 }
 
 async fn view(state: &AppState, user: User) -> ApiResult<AdminUserView> {
@@ -119,18 +118,12 @@ pub async fn list(
     one_of(
         "status",
         &q.status,
-        &["active", "inactive", "suspended", "deleted"],
+        &AccountStatus::ALL.map(AccountStatus::as_str),
     )?;
     one_of(
         "verification",
         &q.verification,
-        &[
-            "pending",
-            "pre_evaluated",
-            "verified",
-            "rejected",
-            "resubmitted",
-        ],
+        &VerificationStatus::ALL.map(VerificationStatus::as_str),
     )?;
     let filter = UserFilter {
         role: q.role,
@@ -235,9 +228,9 @@ pub async fn set_status(
     user_id: web::Path<i64>,
     body: web::Json<StatusRequest>,
 ) -> ApiResult<HttpResponse> {
-    let active = match body.status.as_str() {
-        "active" => true,
-        "inactive" => false,
+    let active = match AccountStatus::parse(&body.status) {
+        Some(AccountStatus::Active) => true,
+        Some(AccountStatus::Inactive) => false,
         _ => {
             return Err(ApiError::invalid_field(
                 "status",

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::domain::money::{minor_to_number, parse_number};
-use crate::domain::project::{MAX_MILESTONES, parse_deadline};
+use crate::domain::project::{ApplicationStatus, MAX_MILESTONES, parse_deadline};
 use crate::domain::text::Feedback;
 use crate::http::auth::{AuthUser, CsrfChecked};
 use crate::http::error::{ApiError, ApiResult, ErrorBody, FieldError};
@@ -39,7 +39,8 @@ pub struct ApplicationView {
     pub proposed_budget: f64,
     pub proposed_milestones: Vec<ProposedMilestoneView>,
     /// `pending`, `needs_revision`, `accepted`, `rejected`.
-    pub status: String,
+    #[schema(value_type = String)]
+    pub status: ApplicationStatus,
     pub attempt_number: i64,
     /// The company's requested changes; cleared on resubmission.
     pub feedback: Option<String>,
@@ -247,25 +248,19 @@ pub async fn list(
         size: query.size,
     }
     .validate()?;
-    if let Some(s) = &query.status
-        && !["pending", "needs_revision", "accepted", "rejected"].contains(&s.as_str())
-    {
-        return Err(ApiError::invalid_field(
-            "status",
-            "is not an application status",
-        ));
-    }
+    let status = match query.status.as_deref() {
+        None => None,
+        Some(text) => Some(
+            ApplicationStatus::parse(text)
+                .ok_or_else(|| ApiError::invalid_field("status", "is not an application status"))?,
+        ),
+    };
     let c = caller(&auth);
     let mut conn = state.db.conn().await?;
     let p = project_flow::load_owned(conn.exec(), &c, path.into_inner(), true).await?;
-    let (items, total) = applications::list_for_project(
-        conn.exec(),
-        p.id,
-        query.status.as_deref(),
-        page.limit(),
-        page.offset(),
-    )
-    .await?;
+    let (items, total) =
+        applications::list_for_project(conn.exec(), p.id, status, page.limit(), page.offset())
+            .await?;
     Ok(HttpResponse::Ok().json(Paginated::new(items, total, page).map(ApplicationView::from)))
 }
 

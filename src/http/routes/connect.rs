@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::domain::profile::ConnectStatus;
 use crate::domain::user::Role;
 use crate::http::auth::{AdminUser, AuthUser, CsrfChecked};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
@@ -21,7 +22,8 @@ pub struct ConnectStatusView {
     pub charges_enabled: bool,
     pub payouts_enabled: bool,
     /// `pending`, `active`, `restricted`, `disconnected`, or `null` before any account.
-    pub status: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub status: Option<ConnectStatus>,
     /// The connected account (`acct_…`).
     pub account_id: Option<String>,
 }
@@ -31,10 +33,10 @@ impl ConnectStatusView {
     pub fn of(link: Option<ProcessorLink>) -> Self {
         let link = link.as_ref();
         let account_id = link.and_then(|l| l.connect_account_id.clone());
-        let status = link.and_then(|l| l.connect_status.clone());
+        let status = link.and_then(|l| l.connect_status);
         Self {
             has_account: account_id.is_some(),
-            requires_onboarding: account_id.is_none() || status.as_deref() != Some(flow::ACTIVE),
+            requires_onboarding: account_id.is_none() || status != Some(ConnectStatus::Active),
             charges_enabled: link.is_some_and(|l| l.charges_enabled),
             payouts_enabled: link.is_some_and(|l| l.payouts_enabled),
             status,

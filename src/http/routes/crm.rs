@@ -29,7 +29,8 @@ pub struct SyncLogView {
     /// One of the eight sync-log event types.
     pub event_type: String,
     /// `success`, `failed` or `skipped`.
-    pub status: String,
+    #[schema(value_type = String)]
+    pub status: rules::SyncStatus,
     /// What was asked (no secrets).
     #[schema(value_type = Object)]
     pub request: Value,
@@ -165,13 +166,11 @@ pub async fn create_opportunity(
     body: web::Json<OpportunityRequest>,
 ) -> ApiResult<HttpResponse> {
     let body = body.into_inner();
-    let status = body.status.unwrap_or_else(|| "open".into());
-    if !["open", "won", "lost", "abandoned"].contains(&status.as_str()) {
-        return Err(ApiError::invalid_field(
-            "status",
-            "open, won, lost or abandoned",
-        ));
-    }
+    let status = match body.status.as_deref() {
+        None => rules::OpportunityStatus::Open,
+        Some(text) => rules::OpportunityStatus::parse(text)
+            .ok_or_else(|| ApiError::invalid_field("status", "open, won, lost or abandoned"))?,
+    };
     let entry = crm(&state)
         .opportunity_for_project(body.project_id, body.name, status)
         .await?;
@@ -316,10 +315,8 @@ pub async fn sync_logs(
     {
         errors.push(FieldError::new("event_type", rules::EVENT_TYPES.join(", ")));
     }
-    if q.status
-        .as_deref()
-        .is_some_and(|s| !rules::STATUSES.contains(&s))
-    {
+    let status = q.status.as_deref().map(rules::SyncStatus::parse);
+    if status == Some(None) {
         errors.push(FieldError::new("status", "success, failed or skipped"));
     }
     if !errors.is_empty() {
@@ -328,7 +325,7 @@ pub async fn sync_logs(
     let filter = LogFilter {
         user_id: q.user_id,
         event_type: q.event_type,
-        status: q.status,
+        status: status.flatten(),
         contact_id: None,
     };
     let mut conn = state.db.conn().await?;

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::domain::money::minor_to_number;
+use crate::domain::project::{ApplicationStatus, ProjectStatus};
 use crate::domain::user::Role;
 use crate::http::auth::AuthUser;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
@@ -74,17 +75,17 @@ pub async fn stats(state: web::Data<AppState>, auth: AuthUser) -> ApiResult<Http
     let id = auth.id();
     let mut conn = state.db.conn().await?;
     let counts = applications::counts_for_expert(conn.exec(), id).await?;
-    let count = |s: &str| counts.iter().find(|(k, _)| k == s).map_or(0, |(_, n)| *n);
+    let count = |s| counts.iter().find(|(k, _)| *k == s).map_or(0, |(_, n)| *n);
     let by_status = projects::assigned_counts(conn.exec(), id).await?;
     let assigned_total: i64 = by_status.iter().map(|(_, n)| n).sum();
     let completed = by_status
         .iter()
-        .filter(|(s, _)| s == "completed")
+        .filter(|(s, _)| *s == ProjectStatus::Completed)
         .map(|(_, n)| n)
         .sum();
     let active = by_status
         .iter()
-        .filter(|(s, _)| !matches!(s.as_str(), "completed" | "cancelled"))
+        .filter(|(s, _)| !matches!(s, ProjectStatus::Completed | ProjectStatus::Cancelled))
         .map(|(_, n)| n)
         .sum();
     let (released, held) = payments::expert_totals(conn.exec(), id).await?;
@@ -92,10 +93,10 @@ pub async fn stats(state: web::Data<AppState>, auth: AuthUser) -> ApiResult<Http
     Ok(HttpResponse::Ok().json(ExpertStats {
         applications: ApplicationStats {
             total: counts.iter().map(|(_, n)| n).sum(),
-            pending: count("pending"),
-            needs_revision: count("needs_revision"),
-            accepted: count("accepted"),
-            rejected: count("rejected"),
+            pending: count(ApplicationStatus::Pending),
+            needs_revision: count(ApplicationStatus::NeedsRevision),
+            accepted: count(ApplicationStatus::Accepted),
+            rejected: count(ApplicationStatus::Rejected),
         },
         projects: ProjectStats {
             total: assigned_total,
@@ -143,14 +144,20 @@ pub async fn my_applications(
     }
     .validate()?;
     let mut conn = state.db.conn().await?;
-    let (items, total) = applications::list_for_expert(
-        conn.exec(),
-        auth.id(),
-        query.status.as_deref(),
-        page.limit(),
-        page.offset(),
-    )
-    .await?;
+    let (items, total) = match query.status.as_deref().map(ApplicationStatus::parse) {
+        // No proposal is in a state that does not exist.
+        Some(None) => (Vec::new(), 0),
+        status => {
+            applications::list_for_expert(
+                conn.exec(),
+                auth.id(),
+                status.flatten(),
+                page.limit(),
+                page.offset(),
+            )
+            .await?
+        }
+    };
     Ok(HttpResponse::Ok().json(Paginated::new(items, total, page).map(ApplicationView::from)))
 }
 

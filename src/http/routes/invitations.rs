@@ -7,12 +7,12 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::views::Message;
-use crate::domain::user::EmailAddress;
+use crate::domain::user::{EmailAddress, InvitationStatus};
 use crate::http::auth::AdminUser;
 use crate::http::error::{ApiError, ApiResult, FieldError};
 use crate::http::pagination::{PageQuery, Paginated};
 use crate::state::AppState;
-use crate::store::invitations::{self, Invitation, StatusFilter};
+use crate::store::invitations::{self, Invitation};
 use crate::workflows::invitations as invitations_flow;
 
 #[derive(Deserialize, ToSchema)]
@@ -129,17 +129,11 @@ pub async fn list(
         size: query.size,
     }
     .validate()?;
-    let status = match query.status.as_deref().unwrap_or("all") {
-        "all" => StatusFilter::All,
-        "pending" => StatusFilter::Pending,
-        "used" => StatusFilter::Used,
-        "expired" => StatusFilter::Expired,
-        _ => {
-            return Err(ApiError::invalid_field(
-                "status",
-                "must be all, pending, used or expired",
-            ));
-        }
+    let status = match query.status.as_deref() {
+        None | Some("all") => None,
+        Some(text) => Some(InvitationStatus::parse(text).ok_or_else(|| {
+            ApiError::invalid_field("status", "must be all, pending, used or expired")
+        })?),
     };
     let mut conn = state.db.conn().await?;
     let (items, total) = invitations::list(

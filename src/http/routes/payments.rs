@@ -558,7 +558,7 @@ pub async fn confirm_initial(
     let mut conn = state.db.conn().await?;
     let status = projects::find(conn.exec(), project_id)
         .await?
-        .map(|p| p.status)
+        .map(|p| p.status.to_string())
         .unwrap_or_default();
     let message = if y.status == PaymentStatus::Held {
         "The payment is held in escrow; the project is under way"

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::domain::reputation;
+use crate::domain::reputation::ReviewVisibility;
 use crate::domain::text::ReviewText;
 use crate::http::auth::{AdminUser, AuthUser, CsrfChecked};
 use crate::http::error::{ApiError, ApiResult, ErrorBody, FieldError};
@@ -36,7 +37,8 @@ pub struct ReviewView {
     pub response: Option<String>,
     pub responded_at: Option<DateTime<Utc>>,
     /// `published` or `hidden`.
-    pub visibility: String,
+    #[schema(value_type = String)]
+    pub visibility: ReviewVisibility,
     /// Whether the reviewee and the public read it now.
     pub revealed: bool,
     pub reveal_at: Option<DateTime<Utc>>,

@@ -15,6 +15,8 @@ use super::escrow_views::{MilestoneView, PaymentView};
 use super::milestones::DeliveryView;
 use super::projects::ProjectView;
 use super::reviews::ReviewView;
+use crate::domain::reputation::ReviewVisibility;
+use crate::domain::webhook_rules::WebhookDeliveryState;
 use crate::http::auth::{AuthUser, CsrfChecked};
 use crate::http::error::ApiResult;
 use crate::http::pagination::{PageQuery, Paginated};
@@ -267,7 +269,7 @@ impl EventViews for RestViews {
 /// is revealed and published (the blind period keeps them sealed, as `GET` does).
 fn sealed_review(r: reviews::Review, now: DateTime<Utc>) -> ReviewView {
     let revealed = r.is_revealed(now);
-    let full = revealed && r.visibility == "published";
+    let full = revealed && r.visibility == ReviewVisibility::Published;
     ReviewView {
         id: r.id,
         project_id: r.project_id,
@@ -300,7 +302,8 @@ pub struct WebhookDeliveryView {
     /// One of the 16 event types, or `webhook.test`.
     pub event_type: String,
     /// `pending`, `delivered`, `failed` or `disabled`.
-    pub state: String,
+    #[schema(value_type = String)]
+    pub state: WebhookDeliveryState,
     pub attempt_count: i64,
     pub last_status_code: Option<i64>,
     pub last_error: Option<String>,
@@ -320,7 +323,9 @@ impl From<Delivery> for WebhookDeliveryView {
             last_status_code: d.last_status_code,
             last_error: d.last_error,
             last_attempt_at: d.last_attempt_at,
-            next_attempt_at: d.next_attempt_at.filter(|_| d.state == "pending"),
+            next_attempt_at: d
+                .next_attempt_at
+                .filter(|_| d.state == WebhookDeliveryState::Pending),
             delivered_at: d.delivered_at,
             created_at: d.created_at,
             state: d.state,

@@ -6,6 +6,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::domain::crm::SyncStatus;
+
 const BUCKETS: [f64; 8] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
 
 #[derive(Debug, Default)]
@@ -19,11 +21,11 @@ pub struct CrmMetrics {
 }
 
 impl CrmMetrics {
-    pub fn sync_outcome(&self, status: &str) {
+    pub fn sync_outcome(&self, status: SyncStatus) {
         let counter = match status {
-            "success" => &self.successes,
-            "failed" => &self.failures,
-            _ => &self.skipped,
+            SyncStatus::Success => &self.successes,
+            SyncStatus::Failed => &self.failures,
+            SyncStatus::Skipped => &self.skipped,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -60,9 +62,9 @@ impl CrmMetrics {
         };
         out.push_str("# HELP crm_syncs_total CRM synchronisations by outcome.\n# TYPE crm_syncs_total counter\n");
         for (status, value) in [
-            ("success", &self.successes),
-            ("failed", &self.failures),
-            ("skipped", &self.skipped),
+            (SyncStatus::Success, &self.successes),
+            (SyncStatus::Failed, &self.failures),
+            (SyncStatus::Skipped, &self.skipped),
         ] {
             let _ = writeln!(
                 out,

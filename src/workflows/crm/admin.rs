@@ -7,6 +7,7 @@ use utoipa::ToSchema;
 use super::ops::Lookup;
 use super::{CrmService, Op};
 use crate::domain::crm::{self as rules, UserFacts};
+use crate::domain::crm::{OpportunityStatus, SyncStatus};
 use crate::integrations::crm::{Contact, CrmClient, CrmError};
 use crate::store::crm::{self as store, LogFilter, OpportunityRecord, Outcome, SyncEntry};
 use crate::workflows::error::{FlowError, FlowResult};
@@ -90,7 +91,7 @@ impl CrmService {
         &self,
         project_id: i64,
         name: Option<String>,
-        status: String,
+        status: OpportunityStatus,
     ) -> FlowResult<SyncEntry> {
         let brief = {
             let mut conn = self.db.conn().await?;
@@ -107,7 +108,7 @@ impl CrmService {
             &Op::OpportunityCreate {
                 project_id,
                 name,
-                status,
+                status: status.to_string(),
             },
         )
         .await
@@ -202,7 +203,7 @@ impl CrmService {
             .await;
         let outcome = match &result {
             Ok(c) => Outcome {
-                status: "success",
+                status: SyncStatus::Success,
                 crm_contact_id: Some(contact_id.clone()),
                 response: Some(serde_json::json!({ "tags": c.tags })),
                 response_status: Some(200),
@@ -295,7 +296,10 @@ impl CrmService {
             };
             store::list_logs(conn.exec(), &filter, 10, 0).await?
         };
-        let failed = last_syncs.iter().filter(|e| e.status == "failed").count();
+        let failed = last_syncs
+            .iter()
+            .filter(|e| e.status == SyncStatus::Failed)
+            .count();
         if failed > 0 {
             problems.push(format!(
                 "{failed} of the last {} synchronisations failed",

@@ -11,6 +11,7 @@ use utoipa::ToSchema;
 
 use super::CrmService;
 use crate::domain::crm as rules;
+use crate::domain::crm::SyncStatus;
 use crate::integrations::crm::CrmError;
 use crate::store::crm as store;
 use crate::workflows::error::FlowResult;
@@ -169,8 +170,12 @@ impl CrmService {
                 store::QUEUE.pending_count(conn.exec()).await?,
             )
         };
-        let count = |s: &str| statuses.iter().filter(|x| *x == s).count();
-        let (ok, failed, skipped) = (count("success"), count("failed"), count("skipped"));
+        let count = |s| statuses.iter().filter(|x| **x == s).count();
+        let (ok, failed, skipped) = (
+            count(SyncStatus::Success),
+            count(SyncStatus::Failed),
+            count(SyncStatus::Skipped),
+        );
         let details = json!({
             "total": statuses.len(), "success": ok, "failed": failed, "skipped": skipped,
             "queued": queued,

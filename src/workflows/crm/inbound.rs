@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::CrmService;
 use crate::domain::crm as rules;
+use crate::domain::crm::OpportunityStatus;
 use crate::integrations::crm::webhook;
 use crate::store::crm::{self as store, OpportunityRecord};
 use crate::workflows::error::FlowResult;
@@ -205,7 +206,7 @@ impl CrmService {
                     .pointer("/dndSettings/Email/status")
                     .and_then(Value::as_str);
                 let email_dnd = match email_status {
-                    Some(status) => status.eq_ignore_ascii_case("active"),
+                    Some(status) => crate::domain::crm::dnd_is_on(status),
                     None => p.get("dnd").and_then(Value::as_bool).unwrap_or(false),
                 };
                 store::save_contact_state(
@@ -243,7 +244,8 @@ impl CrmService {
                         user_id: Some(id),
                         project_id: None,
                         name: text("name"),
-                        status: text("status").unwrap_or_else(|| "open".into()),
+                        status: text("status")
+                            .unwrap_or_else(|| OpportunityStatus::Open.to_string()),
                         monetary_value_minor: value,
                         pipeline_id: text("pipelineId"),
                         pipeline_stage_id: text("pipelineStageId"),

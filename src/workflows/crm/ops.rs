@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use super::CrmService;
 use crate::domain::crm::{self as rules, UserFacts};
+use crate::domain::crm::{OpportunityStatus, SyncStatus};
 use crate::integrations::crm::{CrmClient, CrmError};
 use crate::store::crm::{self as store, OpportunityRecord, Outcome};
 use crate::workflows::error::FlowResult;
@@ -120,7 +121,7 @@ impl Op {
             "opportunity_create" => Op::OpportunityCreate {
                 project_id: p.get("project_id")?.as_i64()?,
                 name: text("name"),
-                status: text("status").unwrap_or_else(|| "open".into()),
+                status: text("status").unwrap_or_else(|| OpportunityStatus::Open.to_string()),
             },
             "opportunity_update" => Op::OpportunityUpdate {
                 opportunity_id: text("opportunity_id")?,
@@ -149,7 +150,7 @@ pub struct Lookup {
 
 fn outcome_ok(contact: Option<String>, response: Value) -> Outcome {
     Outcome {
-        status: "success",
+        status: SyncStatus::Success,
         crm_contact_id: contact,
         response: Some(response),
         response_status: Some(200),
@@ -159,7 +160,7 @@ fn outcome_ok(contact: Option<String>, response: Value) -> Outcome {
 
 pub(crate) fn outcome_failed(contact: Option<String>, error: &CrmError) -> Outcome {
     Outcome {
-        status: "failed",
+        status: SyncStatus::Failed,
         crm_contact_id: contact,
         response: None,
         response_status: error.status().map(i64::from),
@@ -169,7 +170,7 @@ pub(crate) fn outcome_failed(contact: Option<String>, error: &CrmError) -> Outco
 
 pub(crate) fn outcome_skipped(contact: Option<String>, why: &str) -> Outcome {
     Outcome {
-        status: "skipped",
+        status: SyncStatus::Skipped,
         crm_contact_id: contact,
         response: None,
         response_status: None,
@@ -201,7 +202,7 @@ impl CrmService {
         )
         .await?;
         self.setup.metrics.sync_outcome(outcome.status);
-        if outcome.status == "failed" {
+        if outcome.status == SyncStatus::Failed {
             tracing::warn!(
                 user_id,
                 event_type = op.event_type(),

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::CrmService;
 use super::ops::{Op, outcome_failed, outcome_skipped};
+use crate::domain::crm::SyncStatus;
 use crate::domain::crm::{MAX_RETRIES, RETRY_BATCH};
 use crate::integrations::crm::CrmError;
 use crate::store::crm as store;
@@ -76,7 +77,8 @@ pub async fn retry_failed(crm: &CrmService) -> FlowResult<RetryReport> {
                 }
             }
         };
-        let exhausted = outcome.status == "failed" && entry.retry_count + 1 >= MAX_RETRIES;
+        let exhausted =
+            outcome.status == SyncStatus::Failed && entry.retry_count + 1 >= MAX_RETRIES;
         let recorded = {
             let mut conn = crm.db.conn().await?;
             store::record_retry(conn.exec(), &entry, &outcome, exhausted, crm.clock.now()).await?
@@ -88,8 +90,8 @@ pub async fn retry_failed(crm: &CrmService) -> FlowResult<RetryReport> {
         crm.setup().metrics.retried();
         crm.setup().metrics.sync_outcome(outcome.status);
         match outcome.status {
-            "success" => report.succeeded += 1,
-            "skipped" => report.skipped += 1,
+            SyncStatus::Success => report.succeeded += 1,
+            SyncStatus::Skipped => report.skipped += 1,
             _ if exhausted => {
                 report.exhausted += 1;
                 tracing::warn!(

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::domain::milestone::MilestoneStatus;
 use crate::domain::payment::PaymentStatus;
+use crate::domain::project::ProjectStatus;
 use crate::integrations::mail::Template;
 use crate::integrations::processor::PaymentIntent;
 use crate::state::AppState;
@@ -109,7 +110,14 @@ pub(crate) async fn hold_all_locked_in_tx(
     let mut project_ids: Vec<i64> = held.iter().map(|y| y.project_id).collect();
     project_ids.sort_unstable();
     project_ids.dedup();
-    projects::transition_all(tx.exec(), &project_ids, "assigned", "in_progress", now).await?;
+    projects::transition_all(
+        tx.exec(),
+        &project_ids,
+        ProjectStatus::Assigned,
+        ProjectStatus::InProgress,
+        now,
+    )
+    .await?;
     let notices = payments::hold_notices(tx.exec(), &held_ids).await?;
     let events = held
         .iter()
@@ -268,7 +276,7 @@ pub async fn initiate(
                     "Only the project's company pays for it",
                 ));
             }
-            if p.status == "disputed" {
+            if p.status == ProjectStatus::Disputed {
                 return Err(FlowError::conflict(
                     "PROJECT_DISPUTED",
                     "The project is disputed; no payment starts until the dispute is resolved",

@@ -8,6 +8,7 @@ use super::*;
 use crate::domain::commission;
 use crate::domain::milestone::MilestoneStatus;
 use crate::domain::payment::PaymentStatus;
+use crate::domain::project::ProjectStatus;
 use crate::integrations::mail::Template;
 use crate::integrations::processor::PaymentIntent;
 use crate::state::AppState;
@@ -164,19 +165,20 @@ pub(crate) async fn release_in_actor(
         .ok_or_else(changed)?;
     let open_left = milestones::has_unfinished(tx.exec(), y.project_id).await?;
     let to = if open_left {
-        "in_progress"
+        ProjectStatus::InProgress
     } else {
-        "completed"
+        ProjectStatus::Completed
     };
-    if project.status != to {
-        for from in ["in_review", "in_progress", "assigned"] {
-            if projects::transition(tx.exec(), y.project_id, from, to, now).await? {
-                if !open_left {
-                    crate::workflows::reviews::ask_for_reviews(&mut tx, y.project_id, now).await?;
-                }
-                break;
-            }
-        }
+    let at_work = matches!(
+        project.status,
+        ProjectStatus::InReview | ProjectStatus::InProgress | ProjectStatus::Assigned
+    );
+    if project.status != to
+        && at_work
+        && projects::transition(tx.exec(), y.project_id, project.status, to, now).await?
+        && !open_left
+    {
+        crate::workflows::reviews::ask_for_reviews(&mut tx, y.project_id, now).await?;
     }
     let released = payments::find(tx.exec(), y.id).await?.ok_or_else(changed)?;
     let parties = Parties::load(&mut tx, &released).await?;

@@ -7,6 +7,7 @@ use serde_json::json;
 
 use super::*;
 use crate::domain::payment::{PaymentStatus, PayoutStatus};
+use crate::domain::profile::ConnectStatus;
 use crate::integrations::processor::CreateTransfer;
 use crate::state::AppState;
 use crate::store::milestones;
@@ -17,7 +18,7 @@ use crate::workflows::notify::for_admins;
 
 /// Whether transfers can reach the expert: an onboarded, `active` connected account.
 fn payout_account_active(p: &profiles::Profile) -> bool {
-    p.processor_connect_status.as_deref() == Some(crate::workflows::connect::ACTIVE)
+    p.processor_connect_status == Some(ConnectStatus::Active)
         && p.processor_connect_account_id.is_some()
 }
 

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 
 use crate::clock::Clock;
+use crate::domain::webhook_rules::WebhookDeliveryState;
 use crate::store::events::Event;
 use crate::store::webhook_deliveries::{self, NewDelivery};
 use crate::store::{Db, webhooks};
@@ -93,7 +94,7 @@ impl Consumer for WebhookConsumer {
                     event_id: Some(event.id),
                     event_type: r.event_type,
                     body: &body,
-                    state: "pending",
+                    state: WebhookDeliveryState::Pending,
                 },
                 now,
             )

@@ -5,7 +5,7 @@
 use serde_json::json;
 use std::time::Duration;
 
-use crate::domain::webhook_rules;
+use crate::domain::webhook_rules::{self, WebhookDeliveryState};
 use crate::integrations::mail::Template;
 use crate::integrations::webhook_http::{HostSlot, Outcome};
 use crate::state::AppState;
@@ -152,7 +152,7 @@ async fn record(state: &AppState, d: &Due, outcome: &Outcome) -> anyhow::Result<
             &Attempt {
                 status_code,
                 error: None,
-                state: "delivered",
+                state: WebhookDeliveryState::Delivered,
                 next_attempt_at: None,
             },
             now,
@@ -163,7 +163,7 @@ async fn record(state: &AppState, d: &Due, outcome: &Outcome) -> anyhow::Result<
         return Ok(());
     }
     WebhookMetrics::add(&metrics().failed);
-    let error = outcome.error.as_deref().unwrap_or("failed");
+    let error = outcome.error.as_deref().unwrap_or("no answer");
     let failing_since = store::endpoint_failed(tx.exec(), d.user_id, now)
         .await?
         .unwrap_or(now);
@@ -174,7 +174,7 @@ async fn record(state: &AppState, d: &Due, outcome: &Outcome) -> anyhow::Result<
             &Attempt {
                 status_code,
                 error: Some(error),
-                state: "failed",
+                state: WebhookDeliveryState::Failed,
                 next_attempt_at: None,
             },
             now,
@@ -196,7 +196,7 @@ async fn record(state: &AppState, d: &Due, outcome: &Outcome) -> anyhow::Result<
         &Attempt {
             status_code,
             error: Some(error),
-            state: "pending",
+            state: WebhookDeliveryState::Pending,
             next_attempt_at: Some(next),
         },
         now,
@@ -315,7 +315,7 @@ pub async fn send_test(state: &AppState, user_id: i64) -> FlowResult<TestOutcome
             event_id: None,
             event_type: super::TEST_EVENT,
             body: &body,
-            state: "failed",
+            state: WebhookDeliveryState::Failed,
         },
         now,
     )
@@ -327,7 +327,11 @@ pub async fn send_test(state: &AppState, user_id: i64) -> FlowResult<TestOutcome
             &Attempt {
                 status_code: outcome.status.map(i64::from),
                 error: outcome.error.as_deref(),
-                state: if delivered { "delivered" } else { "failed" },
+                state: if delivered {
+                    WebhookDeliveryState::Delivered
+                } else {
+                    WebhookDeliveryState::Failed
+                },
                 next_attempt_at: None,
             },
             done,

@@ -12,6 +12,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::domain::dac7::Dac7ReviewStatus;
+use crate::domain::profile::{ConnectStatus, VerificationStatus};
 use crate::domain::user::Role;
 use crate::http::auth::{AuthUser, CsrfChecked};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
@@ -68,7 +70,8 @@ pub struct PublicProfile {
     pub profile_picture: Option<String>,
     pub is_verified: bool,
     /// `pending`, `pre_evaluated`, `verified`, `rejected` or `resubmitted`.
-    pub verification_status: String,
+    #[schema(value_type = String)]
+    pub verification_status: VerificationStatus,
     pub slug: Option<String>,
     /// `Global`, `Pro` or `Enterprise`.
     pub expert_level: String,
@@ -114,11 +117,13 @@ pub struct ProfileView {
     pub irpf_rate: Option<i64>,
     pub commercial_registry: Option<String>,
     pub fiscal_data_complete: bool,
-    pub dac7_review_status: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub dac7_review_status: Option<Dac7ReviewStatus>,
     pub dac7_review_period: Option<i64>,
     pub dac7_reviewed_at: Option<DateTime<Utc>>,
     pub processor_connect_account_id: Option<String>,
-    pub processor_connect_status: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub processor_connect_status: Option<ConnectStatus>,
     pub updated_at: DateTime<Utc>,
 }
 
@@ -144,7 +149,7 @@ fn public_view(p: &Profile, skills: Vec<skills::Skill>) -> PublicProfile {
         location: p.location.clone(),
         profile_picture: p.profile_picture.clone(),
         is_verified: p.is_verified,
-        verification_status: p.verification_status.clone(),
+        verification_status: p.verification_status,
         slug: p.slug.clone(),
         expert_level: p.expert_level.clone(),
         availability: p.availability.clone(),

@@ -6,7 +6,7 @@ use actix_web::{HttpResponse, get, post, put, web};
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
-use crate::domain::profile::VerificationAction;
+use crate::domain::profile::{VerificationAction, VerificationStatus};
 use crate::domain::user::Role;
 use crate::http::auth::{AdminUser, AuthUser};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
@@ -164,25 +164,16 @@ pub async fn admin_list(
             "must be empresa, experto or admin",
         ));
     }
-    const STATUSES: [&str; 5] = [
-        "pending",
-        "pre_evaluated",
-        "verified",
-        "rejected",
-        "resubmitted",
-    ];
-    if let Some(status) = &q.verification_status
-        && !STATUSES.contains(&status.as_str())
-    {
-        return Err(ApiError::invalid_field(
-            "verification_status",
-            "unknown verification status",
-        ));
-    }
+    let verification_status = match q.verification_status.as_deref() {
+        None => None,
+        Some(text) => Some(VerificationStatus::parse(text).ok_or_else(|| {
+            ApiError::invalid_field("verification_status", "unknown verification status")
+        })?),
+    };
     let filter = AdminFilter {
         profile_type: q.profile_type,
         is_verified: q.is_verified,
-        verification_status: q.verification_status,
+        verification_status,
         search: q.search.map(SearchTerm::into_string),
     };
     let mut conn = state.db.conn().await?;

@@ -78,7 +78,7 @@ impl ProjectListQuery {
         Ok((
             page,
             ProjectFilter {
-                status: self.status.clone(),
+                status: self.status.as_deref().and_then(ProjectStatus::parse),
                 project_type: self.project_type.clone(),
                 skill: self.skill.clone(),
                 min_budget_minor,
@@ -166,7 +166,7 @@ pub async fn my_projects(
     let (items, total) = projects::list_mine(
         conn.exec(),
         c.id,
-        filter.status.as_deref(),
+        filter.status,
         page.limit(),
         page.offset(),
     )

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::domain::money::{minor_to_number, parse_number};
-use crate::domain::project::{ProjectType, parse_deadline};
+use crate::domain::project::{ProjectStatus, ProjectType, ValidationStatus, parse_deadline};
 use crate::domain::text::Title;
 use crate::http::auth::AuthUser;
 use crate::http::error::{ApiError, ApiResult, FieldError};
@@ -40,9 +40,11 @@ pub struct ProjectView {
     pub skills_required: Vec<String>,
     /// `private` or `curated`.
     pub project_type: String,
-    pub status: String,
+    #[schema(value_type = String)]
+    pub status: ProjectStatus,
     /// `pending`, `approved` or `rejected`.
-    pub validation_status: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub validation_status: Option<ValidationStatus>,
     /// The administrator's notes on validation: for the company and administrators.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub validation_notes: Option<String>,
@@ -265,9 +267,9 @@ fn draft_from(req: CreateProjectRequest, now: DateTime<Utc>) -> ApiResult<Projec
             "is required for a private project",
         ));
     }
-    let wants_submit = match req.status.as_deref() {
-        None | Some("draft") => false,
-        Some("pending_publication") => true,
+    let wants_submit = match req.status.as_deref().map(ProjectStatus::parse) {
+        None | Some(Some(ProjectStatus::Draft)) => false,
+        Some(Some(ProjectStatus::PendingPublication)) => true,
         Some(_) => {
             errors.push(FieldError::new(
                 "status",
