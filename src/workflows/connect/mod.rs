@@ -18,6 +18,10 @@ use crate::store::{Exec, LockScope, StoreResult};
 use crate::workflows::error::{FlowError, FlowResult};
 use crate::workflows::notify::for_user;
 
+mod account_events;
+
+pub(crate) use account_events::on_account_event;
+
 /// Onboarding not finished, or under the processor's review.
 pub const PENDING: &str = "pending";
 /// Charges and payouts enabled: transfers may go to the account.

@@ -24,11 +24,13 @@ use crate::store::{Tx, users};
 use crate::workflows::error::{FlowError, FlowResult};
 
 mod hold;
+mod processor_effects;
 mod refund;
 mod release;
 mod transfer;
 
 pub use hold::*;
+pub(crate) use processor_effects::*;
 pub use refund::*;
 pub use release::*;
 pub use transfer::*;
