@@ -273,6 +273,11 @@ pub fn format_minor(minor: i64) -> String {
     format!("{sign}{}.{:02}", abs / 100, abs % 100)
 }
 
+/// An amount as people read it: `125000, "eur"` → `1250.00 EUR`.
+pub fn money_text(minor: i64, currency: &str) -> String {
+    format!("{} {}", format_minor(minor), currency.to_uppercase())
+}
+
 /// Reads a deadline: RFC 3339, or `YYYY-MM-DDTHH:MM:SS` (with optional fraction) read as UTC.
 pub fn parse_deadline(text: &str) -> Option<DateTime<Utc>> {
     let text = text.trim();

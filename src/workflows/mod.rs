@@ -4,6 +4,7 @@
 pub mod accounts;
 pub mod applications;
 pub mod auth;
+mod chargebacks;
 pub mod chat;
 pub mod chat_digest;
 pub mod commission;
@@ -26,6 +27,7 @@ pub mod outbox;
 pub mod passwords;
 pub mod payment_methods;
 pub mod payments;
+mod processor_effect;
 pub mod processor_events;
 pub mod profiles;
 pub mod project_admin;

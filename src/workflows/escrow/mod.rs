@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use crate::domain::money::minor_to_number;
-use crate::domain::project::format_minor;
+use crate::domain::project::{format_minor, money_text};
 use crate::integrations::processor::ProcessorError;
 use crate::state::AppState;
 use crate::store::events::{self, NewEvent};
@@ -24,11 +24,13 @@ use crate::store::{Tx, users};
 use crate::workflows::error::{FlowError, FlowResult};
 
 mod hold;
+mod processor_effects;
 mod refund;
 mod release;
 mod transfer;
 
 pub use hold::*;
+pub(crate) use processor_effects::*;
 pub use refund::*;
 pub use release::*;
 pub use transfer::*;
@@ -149,11 +151,6 @@ pub(crate) async fn record(
         now,
     )
     .await?)
-}
-
-/// An amount as people read it: `1250.00 EUR`.
-pub(crate) fn money_text(minor: i64, currency: &str) -> String {
-    format!("{} {}", format_minor(minor), currency.to_uppercase())
 }
 
 /// The people and words around a payment, for notifications and e-mails.

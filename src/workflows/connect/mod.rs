@@ -19,6 +19,10 @@ use crate::store::{Exec, LockScope, StoreResult};
 use crate::workflows::error::{FlowError, FlowResult};
 use crate::workflows::notify::for_user;
 
+mod account_events;
+
+pub(crate) use account_events::on_account_event;
+
 /// The event an administrator's disconnect records (it also numbers reconnections).
 const DISCONNECTED_EVENT: &str = "processor_connect.disconnected";
 
