@@ -4,6 +4,7 @@
 
 mod layers;
 mod routes;
+mod states;
 
 use std::path::{Path, PathBuf};
 
