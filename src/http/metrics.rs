@@ -14,8 +14,20 @@ const BUCKETS: [f64; 11] = [
 /// The methods a label may name; anything else is `other`, so clients cannot grow the number
 /// of series by inventing methods.
 const METHODS: [&str; 10] = [
-    "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE", "other",
+    "GET",
+    "HEAD",
+    "POST",
+    "PUT",
+    "DELETE",
+    "PATCH",
+    "OPTIONS",
+    "CONNECT",
+    "TRACE",
+    OTHER_METHOD,
 ];
+
+/// The label of every method HTTP does not define.
+pub const OTHER_METHOD: &str = "other";
 
 /// Statuses 100–599 are counted in a fixed table per series; a code outside it (HTTP defines
 /// none) is timed but not counted by status.
@@ -61,6 +73,12 @@ fn method_index(method: &str) -> usize {
         .iter()
         .position(|m| *m == method)
         .unwrap_or(METHODS.len() - 1)
+}
+
+/// A request's method as logs and labels name it: one of HTTP's, else `other` (a client may
+/// send any token up to the request line's limit, and must not grow a log line or a series).
+pub fn method_label(method: &actix_web::http::Method) -> &'static str {
+    METHODS[method_index(method.as_str())]
 }
 
 impl HttpMetrics {

@@ -11,7 +11,7 @@ use std::time::Instant;
 use tracing::Instrument as _;
 
 use crate::http::error::ApiError;
-use crate::http::metrics::HttpMetrics;
+use crate::http::metrics::{HttpMetrics, OTHER_METHOD};
 
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 
@@ -41,7 +41,7 @@ pub async fn request_context(
         .unwrap_or_else(|| crate::domain::token::random_token(12));
     req.extensions_mut().insert(RequestId(request_id.clone()));
 
-    let method = req.method().to_string();
+    let method = crate::http::metrics::method_label(req.method());
     let credentialed = req
         .headers()
         .contains_key(actix_web::http::header::AUTHORIZATION)
@@ -61,12 +61,24 @@ pub async fn request_context(
     // through `ApiError`) instead of dropping the connection; the panic hook (telemetry) has
     // logged where it happened. The request cannot be kept aside for the answer: routing
     // needs it unshared.
-    let result = match AssertUnwindSafe(next.call(req).instrument(span.clone()))
-        .catch_unwind()
-        .await
-    {
-        Ok(result) => result.map(ServiceResponse::map_into_boxed_body),
-        Err(_) => Err(ApiError::internal(anyhow::anyhow!("a handler panicked")).into()),
+    //
+    // A method HTTP does not define is answered 501 at once (RFC 9110 §15.6.2), before the
+    // limiters, routing and body: no route takes one.
+    let result = if method == OTHER_METHOD {
+        Err(ApiError::new(
+            actix_web::http::StatusCode::NOT_IMPLEMENTED,
+            "METHOD_NOT_IMPLEMENTED",
+            "This method is not one HTTP defines",
+        )
+        .into())
+    } else {
+        match AssertUnwindSafe(next.call(req).instrument(span.clone()))
+            .catch_unwind()
+            .await
+        {
+            Ok(result) => result.map(ServiceResponse::map_into_boxed_body),
+            Err(_) => Err(ApiError::internal(anyhow::anyhow!("a handler panicked")).into()),
+        }
     };
     let elapsed = started.elapsed();
 
@@ -83,7 +95,7 @@ pub async fn request_context(
         ),
     };
     if let Some(metrics) = metrics {
-        metrics.observe(&method, &route, status, elapsed);
+        metrics.observe(method, &route, status, elapsed);
     }
     span.in_scope(|| {
         tracing::info!(

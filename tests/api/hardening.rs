@@ -37,6 +37,40 @@ async fn invented_methods_do_not_grow_the_metrics() {
     app.stop().await;
 }
 
+/// D3: a made-up method, however long, is refused at once with 501 and never copied into
+/// the log; the log names it `other`, as the metrics do.
+#[actix_web::test]
+async fn invented_methods_are_refused_at_once_and_logged_as_other() {
+    let app = spawn_app().await;
+    let invented = format!("Q{}", "Z".repeat(2_000));
+    let method = Method::from_bytes(invented.as_bytes()).unwrap();
+    for path in ["/health", "/api/projects/public", "/api/nowhere"] {
+        let r = app
+            .client
+            .request(method.clone(), app.url(path))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::NOT_IMPLEMENTED, "{path}");
+        assert_eq!(json(r).await["code"], "METHOD_NOT_IMPLEMENTED");
+    }
+    // The methods HTTP defines still reach the router: a known address answers 405.
+    let r = app
+        .client
+        .request(Method::PATCH, app.url("/health"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+    let logs = crate::helpers::captured_logs();
+    assert!(!logs.contains("ZZZZZZZZ"), "the method reached the log");
+    assert!(
+        logs.contains(r#""method":"other""#),
+        "the refusal is logged as `other`"
+    );
+    app.stop().await;
+}
+
 #[actix_web::test]
 async fn percent_and_underscore_are_literal_in_profile_searches() {
     let m = crate::market::Market::open().await;
