@@ -124,6 +124,45 @@ pub fn address_allowed(ip: IpAddr, allow_private: bool) -> bool {
     }
 }
 
+/// The one answer for a destination the guard refuses, whether a literal address, a name
+/// spelling one, or a name that resolves to one: it says neither which nor that the name
+/// resolved, so the check is no oracle for internal names.
+pub const UNUSABLE: &str = "cannot be used as a webhook destination";
+
+/// How a delivery attempt failed, as its owner reads it: coarse on purpose, so a webhook is no
+/// scanner of names, ports and certificates (the detail goes to the operators' log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryFailure {
+    /// The URL was refused before any call (a destination the guard refuses).
+    Refused,
+    /// The host's name gave no usable address.
+    Dns,
+    /// No connection to the address.
+    Connect,
+    /// The TLS handshake failed (certificate, protocol).
+    Tls,
+    /// No complete answer within the time limit.
+    Timeout,
+    /// An answer outside 2xx.
+    Http(u16),
+    /// Anything else (a redirect, a broken answer).
+    Request,
+}
+
+impl std::fmt::Display for DeliveryFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Refused => f.write_str("refused"),
+            Self::Dns => f.write_str("dns"),
+            Self::Connect => f.write_str("connect"),
+            Self::Tls => f.write_str("tls"),
+            Self::Timeout => f.write_str("timeout"),
+            Self::Http(status) => write!(f, "http {status}"),
+            Self::Request => f.write_str("request"),
+        }
+    }
+}
+
 /// Where a checked URL points: its host (a name or a literal address) and port.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Destination {
@@ -158,10 +197,10 @@ pub fn check_url(raw: &str, allow_private: bool) -> Result<Destination, &'static
                 if allow_private {
                     (name, None)
                 } else {
-                    return Err("must not point to a private or reserved address");
+                    return Err(UNUSABLE);
                 }
             } else if name == "metadata.google.internal" || name == "metadata" {
-                return Err("must not point to a private or reserved address");
+                return Err(UNUSABLE);
             } else {
                 (name, None)
             }
@@ -173,7 +212,7 @@ pub fn check_url(raw: &str, allow_private: bool) -> Result<Destination, &'static
     if let Some(ip) = ip
         && !address_allowed(ip, allow_private)
     {
-        return Err("must not point to a private or reserved address");
+        return Err(UNUSABLE);
     }
     Ok(Destination { host, ip, port })
 }

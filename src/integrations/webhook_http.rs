@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
-use crate::domain::webhook_rules::{self, Destination};
+use crate::domain::webhook_rules::{self, DeliveryFailure, Destination};
 
 /// Calls in flight per destination host at most.
 pub const PER_HOST: usize = 4;
@@ -33,10 +33,10 @@ impl Outcome {
         self.error.is_none() && self.status.is_some_and(|s| (200..300).contains(&s))
     }
 
-    fn refused(error: impl Into<String>) -> Self {
+    fn refused() -> Self {
         Self {
             status: None,
-            error: Some(error.into()),
+            error: Some(DeliveryFailure::Refused.to_string()),
             duration: Duration::ZERO,
         }
     }
@@ -59,18 +59,15 @@ impl Resolve for GuardedResolver {
                 .copied()
                 .filter(|a| webhook_rules::address_allowed(a.ip(), allow_private))
                 .collect();
-            if allowed.is_empty() {
+            // Every resolved address must pass: a name answering one public and one private
+            // address is refused rather than connected to its public half only.
+            if allowed.is_empty() || allowed.len() != found.len() {
                 let reason = if found.is_empty() {
                     "the host has no address"
                 } else {
                     "the host resolves to a private or reserved address"
                 };
                 return Err(reason.into());
-            }
-            // Every resolved address must pass: a name answering one public and one private
-            // address is refused rather than connected to its public half only.
-            if allowed.len() != found.len() {
-                return Err("the host resolves to a private or reserved address".into());
             }
             Ok(Box::new(allowed.into_iter()) as Addrs)
         })
@@ -143,7 +140,7 @@ impl WebhookHttp {
         {
             for addr in found {
                 if !webhook_rules::address_allowed(addr.ip(), self.allow_private) {
-                    return Err("must not point to a private or reserved address");
+                    return Err(webhook_rules::UNUSABLE);
                 }
             }
         }
@@ -172,11 +169,13 @@ impl WebhookHttp {
             .unwrap_or(0)
     }
 
-    /// POSTs `body` with `headers`; never errors: the outcome says what happened. The error
-    /// text never carries the URL (it may hold a receiver's token).
+    /// POSTs `body` with `headers`; never errors: the outcome says what happened, coarsely
+    /// ([`DeliveryFailure`]); the cause goes to the log, never with the URL (it may hold a
+    /// receiver's token).
     pub async fn post(&self, url: &str, headers: &[(&str, String)], body: Vec<u8>) -> Outcome {
         if let Err(reason) = self.check(url) {
-            return Outcome::refused(format!("refused: the URL {reason}"));
+            tracing::info!(reason, "webhook delivery refused before the call");
+            return Outcome::refused();
         }
         let started = Instant::now();
         let mut request = self
@@ -204,29 +203,22 @@ impl WebhookHttp {
         match result {
             Ok(status) => Outcome {
                 status: Some(status),
-                error: (!(200..300).contains(&status)).then(|| format!("HTTP {status}")),
+                error: (!(200..300).contains(&status))
+                    .then(|| DeliveryFailure::Http(status).to_string()),
                 duration,
             },
             Err(err) => Outcome {
                 status: err.status().map(|s| s.as_u16()),
-                error: Some(describe(&err)),
+                error: Some(failure_of(&err).to_string()),
                 duration,
             },
         }
     }
 }
 
-/// A reqwest error without its URL, with its causes (the resolver's refusal among them).
-fn describe(err: &reqwest::Error) -> String {
-    let kind = if err.is_timeout() {
-        "timed out"
-    } else if err.is_connect() {
-        "connection failed"
-    } else if err.is_redirect() {
-        "redirect refused"
-    } else {
-        "request failed"
-    };
+/// What a failed call comes to for its owner; the whole cause, without the URL, goes to the
+/// log for operators.
+fn failure_of(err: &reqwest::Error) -> DeliveryFailure {
     let mut causes = Vec::new();
     let mut source = std::error::Error::source(err);
     while let Some(cause) = source {
@@ -236,9 +228,25 @@ fn describe(err: &reqwest::Error) -> String {
         }
         source = cause.source();
     }
-    if causes.is_empty() {
-        kind.to_owned()
+    let chain = causes.join(": ").to_lowercase();
+    let failure = if err.is_timeout() {
+        DeliveryFailure::Timeout
+    } else if chain.contains("dns error")
+        || chain.contains("lookup address")
+        || chain.contains("the host has no address")
+        || chain.contains("resolves to a private")
+    {
+        DeliveryFailure::Dns
+    } else if ["certificate", "tls", "handshake", "alert"]
+        .iter()
+        .any(|word| chain.contains(word))
+    {
+        DeliveryFailure::Tls
+    } else if err.is_connect() {
+        DeliveryFailure::Connect
     } else {
-        format!("{kind}: {}", causes.join(": "))
-    }
+        DeliveryFailure::Request
+    };
+    tracing::info!(%failure, cause = %chain, "webhook delivery failed");
+    failure
 }
