@@ -1,11 +1,20 @@
 //! Access tokens: HS256 JWTs naming the user and the session. Signing and reading are pure;
 //! whether the session behind a token is still live is the sessions workflow's question.
 
+use base64::Engine as _;
 use chrono::{DateTime, Duration, Utc};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 
-use crate::domain::token::random_token;
+use crate::domain::token::{constant_time_eq, random_token};
+
+/// HMAC-SHA256 of `message` under `key`.
+fn mac(key: &[u8], message: &[u8]) -> [u8; 32] {
+    use hmac::Mac as _;
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).expect("any key length");
+    mac.update(message);
+    mac.finalize().into_bytes().into()
+}
 use crate::domain::user::Role;
 
 /// Why a session was ended (`auth_sessions.revoked_reason`); the reason decides what its
@@ -74,6 +83,8 @@ pub struct AccessTokens {
     validation: Validation,
     pub access_ttl: Duration,
     pub refresh_ttl: Duration,
+    /// Derives each session's CSRF token (a key of its own, from the signing secret).
+    csrf_key: [u8; 32],
 }
 
 impl AccessTokens {
@@ -90,7 +101,21 @@ impl AccessTokens {
             validation,
             access_ttl,
             refresh_ttl,
+            csrf_key: mac(secret, b"csrf token key"),
         }
+    }
+
+    /// The CSRF token of session `sid`: derived from it under a server key, so a client can
+    /// neither choose it nor carry one from a session to another (the double submit is bound
+    /// to the session). Stable for the session's life, renewed with its cookie.
+    pub fn csrf_token(&self, sid: i64) -> String {
+        let tag = mac(&self.csrf_key, &sid.to_be_bytes());
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(tag)
+    }
+
+    /// Whether `presented` is session `sid`'s CSRF token, compared in constant time.
+    pub fn csrf_matches(&self, sid: i64, presented: &str) -> bool {
+        constant_time_eq(self.csrf_token(sid).as_bytes(), presented.as_bytes())
     }
 
     /// Signs an access token valid for `access_ttl` from `now`.

@@ -11,7 +11,6 @@ use actix_web::{FromRequest, HttpRequest, web};
 use futures_util::future::LocalBoxFuture;
 
 use super::error::ApiError;
-use crate::domain::token::constant_time_eq;
 use crate::domain::user::Role;
 use crate::state::AppState;
 use crate::store::sessions::Session;
@@ -108,9 +107,10 @@ impl FromRequest for AuthUser {
 }
 
 /// An authenticated caller whose mutating request passed the CSRF double submit: for cookie
-/// sessions (and whenever a `csrf_token` cookie is sent), the `X-CSRF-Token` header must equal
-/// the cookie, compared in constant time; otherwise 403. Bearer-only sessions carry no ambient
-/// credential a browser would attach, so they need no CSRF token.
+/// sessions (and whenever a `csrf_token` cookie is sent), the `X-CSRF-Token` header must be
+/// the session's own CSRF token (`AccessTokens::csrf_token`, the value its cookie holds),
+/// compared in constant time; otherwise 403. Bearer-only sessions carry no ambient credential
+/// a browser would attach, so they need no CSRF token.
 pub struct CsrfChecked(pub AuthUser);
 
 impl FromRequest for CsrfChecked {
@@ -123,7 +123,7 @@ impl FromRequest for CsrfChecked {
         Box::pin(async move {
             let auth = auth.await?;
             if csrf_applies(&auth, &req) {
-                check_csrf(&req)?;
+                check_csrf(&req, auth.claims.sid)?;
             }
             Ok(CsrfChecked(auth))
         })
@@ -136,14 +136,17 @@ fn csrf_applies(auth: &AuthUser, req: &HttpRequest) -> bool {
     auth.claims.csrf || req.cookie(CSRF_COOKIE).is_some()
 }
 
-/// The double-submit comparison itself.
-pub fn check_csrf(req: &HttpRequest) -> Result<(), ApiError> {
+/// The double-submit check of session `sid`: the `csrf_token` cookie and the header both
+/// carry the session's own CSRF token. A pair of the client's choosing no longer passes.
+pub fn check_csrf(req: &HttpRequest, sid: i64) -> Result<(), ApiError> {
     let cookie = req.cookie(CSRF_COOKIE);
     let header = req.headers().get(CSRF_HEADER).and_then(|v| v.to_str().ok());
-    match (cookie, header) {
-        (Some(cookie), Some(header))
-            if !cookie.value().is_empty()
-                && constant_time_eq(cookie.value().as_bytes(), header.as_bytes()) =>
+    let tokens = req
+        .app_data::<web::Data<AppState>>()
+        .map(|state| state.tokens.clone());
+    match (cookie, header, tokens) {
+        (Some(cookie), Some(header), Some(tokens))
+            if tokens.csrf_matches(sid, cookie.value()) && tokens.csrf_matches(sid, header) =>
         {
             Ok(())
         }
@@ -173,7 +176,7 @@ impl FromRequest for AdminUser {
             // Administrators' mutations get the same CSRF double submit as everyone's.
             let mutating = !matches!(req.method().as_str(), "GET" | "HEAD" | "OPTIONS");
             if mutating && csrf_applies(&auth, &req) {
-                check_csrf(&req)?;
+                check_csrf(&req, auth.claims.sid)?;
             }
             Ok(AdminUser(auth))
         })

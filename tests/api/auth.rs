@@ -219,6 +219,8 @@ async fn verification_resend_is_limited_to_once_per_two_minutes() {
         .client
         .post(app.url("/api/auth/send-verification-email"))
         .bearer_auth(&ana.access_token)
+        .header("Cookie", format!("csrf_token={}", ana.csrf_token))
+        .header("X-CSRF-Token", &ana.csrf_token)
         .send()
         .await
         .unwrap();
@@ -430,7 +432,8 @@ async fn secure_flavour_session_id_refresh_verify_and_logout() {
     assert_eq!(body["csrf_token"], csrf.as_str());
     assert!(body["access_token"].is_string());
 
-    // Without a CSRF cookie, refresh makes a new value.
+    // Without a CSRF cookie, refresh hands out the session's token again: it is bound to the
+    // session, the same for its whole life.
     let fresh = app
         .client
         .post(app.url("/api/auth/refresh_secure"))
@@ -442,7 +445,7 @@ async fn secure_flavour_session_id_refresh_verify_and_logout() {
     assert_eq!(fresh.status(), 200);
     let newest_refresh = cookie_value(&fresh, "refresh_token").unwrap();
     let new_csrf = cookie_value(&fresh, "csrf_token").unwrap();
-    assert_ne!(new_csrf, csrf);
+    assert_eq!(new_csrf, csrf);
 
     let verify = app
         .client
@@ -561,6 +564,27 @@ async fn csrf_double_submit_guards_cookie_sessions() {
             .unwrap()
             .status(),
         200
+    );
+    // D14: the pair is bound to the session. A pair of the client's choosing, or the pair of
+    // another session of the same account, is refused.
+    let chosen = "attackerchosen1234";
+    assert_eq!(
+        put(Some(format!("csrf_token={chosen}")), Some(chosen))
+            .await
+            .unwrap()
+            .status(),
+        403,
+        "a pair the client chose"
+    );
+    let (_, other_csrf, _) = secure_session(&app, "ana_2", "sess_b").await;
+    assert_ne!(other_csrf, csrf, "each session has its own token");
+    assert_eq!(
+        put(Some(format!("csrf_token={other_csrf}")), Some(&other_csrf))
+            .await
+            .unwrap()
+            .status(),
+        403,
+        "another session's pair"
     );
 
     // A bearer-only session (standard flavour) carries nothing a browser attaches by itself.
@@ -793,6 +817,8 @@ async fn roles_are_added_and_switched_only_to_held_ones() {
         app.client
             .post(app.url(path))
             .bearer_auth(&ana.access_token)
+            .header("Cookie", format!("csrf_token={}", ana.csrf_token))
+            .header("X-CSRF-Token", &ana.csrf_token)
             .json(&j!({"role": role}))
             .send()
     };

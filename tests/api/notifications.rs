@@ -4,7 +4,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, admin, json, register, request_as, spawn_app};
+use crate::helpers::{Account, TestApp, admin, json, register, request_as, send_as, spawn_app};
 use marketplace::store::events::{self, Event, NewEvent};
 use marketplace::workflows::notify::{NotificationConsumer, for_admins, for_user};
 use marketplace::workflows::outbox::{Consumer, Dispatcher};
@@ -22,8 +22,8 @@ async fn list(app: &TestApp, token: &str, query: &str) -> Value {
     json(response).await
 }
 
-async fn create_test(app: &TestApp, token: &str) -> Value {
-    let response = request_as(app, Method::POST, "/api/notifications/test", token, None).await;
+async fn create_test(app: &TestApp, who: &Account) -> Value {
+    let response = send_as(app, Method::POST, "/api/notifications/test", who, None).await;
     assert_eq!(response.status(), 201);
     json(response).await
 }
@@ -71,7 +71,7 @@ async fn the_list_starts_empty_and_a_test_notification_shows_unread() {
         json!({"items": [], "total": 0, "page": 1, "size": 20, "pages": 0, "unread_count": 0})
     );
 
-    let created = create_test(&app, &alice.access_token).await;
+    let created = create_test(&app, &alice).await;
     assert_eq!(created["type"], "test");
     assert_eq!(created["is_read"], false);
     assert!(created["read_at"].is_null());
@@ -91,11 +91,7 @@ async fn the_list_is_paginated_newest_first_and_filters_unread() {
     let alice = register(&app, "alice", &["experto"]).await;
     let mut ids = Vec::new();
     for _ in 0..3 {
-        ids.push(
-            create_test(&app, &alice.access_token).await["id"]
-                .as_i64()
-                .unwrap(),
-        );
+        ids.push(create_test(&app, &alice).await["id"].as_i64().unwrap());
     }
 
     let first = list(&app, &alice.access_token, "?page=1&size=2").await;
@@ -123,11 +119,11 @@ async fn the_list_is_paginated_newest_first_and_filters_unread() {
         .collect();
     assert_eq!(got, vec![ids[0]]);
 
-    let response = request_as(
+    let response = send_as(
         &app,
         Method::POST,
         "/api/notifications/mark-read",
-        &alice.access_token,
+        &alice,
         Some(&json!({"notification_id": ids[1]})),
     )
     .await;
@@ -160,15 +156,13 @@ async fn only_the_owner_marks_a_notification_read() {
     let app = spawn_app().await;
     let alice = register(&app, "alice", &["empresa"]).await;
     let bob = register(&app, "bob", &["experto"]).await;
-    let id = create_test(&app, &alice.access_token).await["id"]
-        .as_i64()
-        .unwrap();
+    let id = create_test(&app, &alice).await["id"].as_i64().unwrap();
 
-    let response = request_as(
+    let response = send_as(
         &app,
         Method::POST,
         "/api/notifications/mark-read",
-        &bob.access_token,
+        &bob,
         Some(&json!({"notification_id": id})),
     )
     .await;
@@ -179,11 +173,11 @@ async fn only_the_owner_marks_a_notification_read() {
         false
     );
 
-    let response = request_as(
+    let response = send_as(
         &app,
         Method::POST,
         "/api/notifications/mark-read",
-        &alice.access_token,
+        &alice,
         Some(&json!({"notification_id": id})),
     )
     .await;
@@ -193,20 +187,20 @@ async fn only_the_owner_marks_a_notification_read() {
     assert_eq!(body["is_read"], true);
     assert!(body["read_at"].as_str().is_some());
 
-    let response = request_as(
+    let response = send_as(
         &app,
         Method::POST,
         "/api/notifications/mark-read",
-        &alice.access_token,
+        &alice,
         Some(&json!({"notification_id": id + 1000})),
     )
     .await;
     assert_eq!(response.status(), 404);
-    let response = request_as(
+    let response = send_as(
         &app,
         Method::POST,
         "/api/notifications/mark-read",
-        &alice.access_token,
+        &alice,
         Some(&json!({})),
     )
     .await;
@@ -220,18 +214,19 @@ async fn mark_all_read_counts_what_it_changed() {
     let alice = register(&app, "alice", &["empresa"]).await;
     let bob = register(&app, "bob", &["experto"]).await;
     for _ in 0..3 {
-        create_test(&app, &alice.access_token).await;
+        create_test(&app, &alice).await;
     }
-    create_test(&app, &bob.access_token).await;
+    create_test(&app, &bob).await;
 
-    let mark_all = |token: String| {
+    let mark_all = |who: &Account| {
         let app = &app;
+        let who = who.clone();
         async move {
-            let response = request_as(
+            let response = send_as(
                 app,
                 Method::POST,
                 "/api/notifications/mark-all-read",
-                &token,
+                &who,
                 None,
             )
             .await;
@@ -239,14 +234,8 @@ async fn mark_all_read_counts_what_it_changed() {
             json(response).await
         }
     };
-    assert_eq!(
-        mark_all(alice.access_token.clone()).await,
-        json!({"updated": 3})
-    );
-    assert_eq!(
-        mark_all(alice.access_token.clone()).await,
-        json!({"updated": 0})
-    );
+    assert_eq!(mark_all(&alice).await, json!({"updated": 3}));
+    assert_eq!(mark_all(&alice).await, json!({"updated": 0}));
     let body = list(&app, &alice.access_token, "").await;
     assert_eq!(body["unread_count"], 0);
     assert!(

@@ -236,6 +236,8 @@ async fn notifications_are_pushed_and_the_socket_closes_when_the_session_ends() 
         .client
         .post(m.app.url("/api/auth/logout"))
         .bearer_auth(&user.access_token)
+        .header("Cookie", format!("csrf_token={}", user.csrf_token))
+        .header("X-CSRF-Token", &user.csrf_token)
         .json(&j!({"refresh_token": user.refresh_cookie}))
         .send()
         .await

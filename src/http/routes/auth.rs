@@ -7,11 +7,10 @@ use std::time::Duration;
 use utoipa::ToSchema;
 
 use super::views::{Message, SessionUser, UserView};
-use crate::domain::token::random_token;
 use crate::domain::user::{EmailAddress, Role, Username, check_password_policy};
 use crate::http::auth::{
-    AuthUser, CSRF_COOKIE, CookieJar, REFRESH_COOKIE, bearer_token, check_csrf, client_info,
-    client_session_id, peer_ip,
+    AuthUser, CSRF_COOKIE, CookieJar, CsrfChecked, REFRESH_COOKIE, bearer_token, check_csrf,
+    client_info, client_session_id, peer_ip,
 };
 use crate::http::error::{ApiError, ApiResult, FieldError};
 use crate::http::rate_limit;
@@ -177,13 +176,11 @@ fn with_session_cookies<T: Serialize>(
         .json(body)
 }
 
-/// The CSRF value to hand out: the existing cookie's (its max age is renewed by re-setting
-/// it), or a new one when the client has none.
-fn csrf_value(req: &HttpRequest) -> String {
-    req.cookie(CSRF_COOKIE)
-        .map(|c| c.value().to_owned())
-        .filter(|v| v.len() >= 16 && v.len() <= 128)
-        .unwrap_or_else(|| random_token(32))
+/// The CSRF value to hand out for session `sid`: derived from the session, so it is the same
+/// for the session's life and worthless for another (its cookie's max age is renewed by
+/// re-setting it).
+fn csrf_value(state: &AppState, sid: i64) -> String {
+    state.tokens.csrf_token(sid)
 }
 
 fn parse_roles(raw: &[String]) -> Result<Vec<Role>, FieldError> {
@@ -270,7 +267,7 @@ pub async fn register(
         &client_info(&req),
     )
     .await?;
-    let csrf = csrf_value(&req);
+    let csrf = csrf_value(&state, issued.claims.sid);
     let body = SecureLoginResponse {
         access_token: issued.access_token.clone(),
         csrf_token: csrf.clone(),
@@ -408,7 +405,7 @@ pub async fn login_secure(
     let user = authenticate_credentials(&state, &req, &body).await?;
     let issued =
         sessions::start_session(&state, &user, Some(&session_id), true, &client_info(&req)).await?;
-    let csrf = csrf_value(&req);
+    let csrf = csrf_value(&state, issued.claims.sid);
     let body = SecureLoginResponse {
         access_token: issued.access_token.clone(),
         csrf_token: csrf.clone(),
@@ -471,7 +468,7 @@ pub async fn refresh_secure(
     let token = refresh_cookie(&req)?;
     let session_id = required_session_id(&req)?;
     let issued = sessions::refresh(&state, &token, Some(&session_id), true).await?;
-    let csrf = csrf_value(&req);
+    let csrf = csrf_value(&state, issued.claims.sid);
     let body = SecureRefreshResponse {
         access_token: issued.access_token.clone(),
         csrf_token: csrf.clone(),
@@ -504,7 +501,7 @@ pub async fn verify_secure(
     let session_id = required_session_id(&req)?;
     let (session, user) = sessions::session_of_refresh(&state, &token, Some(&session_id)).await?;
     let (access_token, _) = sessions::sign_access(&state, &user, &session_id, session.id, true)?;
-    let csrf = csrf_value(&req);
+    let csrf = csrf_value(&state, session.id);
     Ok(HttpResponse::Ok()
         .cookie(CookieJar::new(&state).csrf(&csrf))
         .json(VerifySecureResponse {
@@ -522,7 +519,7 @@ pub async fn verify_secure(
     tag = "auth",
     params(
         ("X-Session-ID" = String, Header, description = "Must equal the session's id"),
-        ("X-CSRF-Token" = String, Header, description = "Must equal the `csrf_token` cookie"),
+        ("X-CSRF-Token" = String, Header, description = "The session's CSRF token (the `csrf_token` cookie's value)"),
     ),
     responses(
         (status = 200, body = Message),
@@ -535,10 +532,10 @@ pub async fn logout_secure(
     state: web::Data<AppState>,
     req: HttpRequest,
 ) -> ApiResult<HttpResponse> {
-    check_csrf(&req)?;
     let token = refresh_cookie(&req)?;
     let session_id = required_session_id(&req)?;
     let (session, _) = sessions::session_of_refresh(&state, &token, Some(&session_id)).await?;
+    check_csrf(&req, session.id)?;
     sessions::end_session(&state, session.id, Some(&token)).await?;
     let jar = CookieJar::new(&state);
     Ok(HttpResponse::Ok()
@@ -557,7 +554,7 @@ pub async fn logout_secure(
 #[post("/api/auth/logout")]
 pub async fn logout(
     state: web::Data<AppState>,
-    auth: AuthUser,
+    CsrfChecked(auth): CsrfChecked,
     body: Option<web::Json<LogoutRequest>>,
 ) -> ApiResult<HttpResponse> {
     let given = body
@@ -690,7 +687,7 @@ pub async fn verify_email(
 #[post("/api/auth/send-verification-email")]
 pub async fn send_verification_email(
     state: web::Data<AppState>,
-    auth: AuthUser,
+    CsrfChecked(auth): CsrfChecked,
 ) -> ApiResult<HttpResponse> {
     if auth.user.email_verified {
         return Err(ApiError::bad_request(
@@ -732,7 +729,7 @@ fn parse_marketplace_role(raw: &str) -> ApiResult<Role> {
 #[post("/api/auth/add-role")]
 pub async fn add_role(
     state: web::Data<AppState>,
-    auth: AuthUser,
+    CsrfChecked(auth): CsrfChecked,
     body: web::Json<RoleRequest>,
 ) -> ApiResult<HttpResponse> {
     let role = parse_marketplace_role(&body.role)?;
@@ -753,7 +750,7 @@ pub async fn add_role(
 #[post("/api/auth/switch-role")]
 pub async fn switch_role(
     state: web::Data<AppState>,
-    auth: AuthUser,
+    CsrfChecked(auth): CsrfChecked,
     body: web::Json<RoleRequest>,
 ) -> ApiResult<HttpResponse> {
     let role = Role::parse(&body.role)

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
-use crate::http::auth::AuthUser;
+use crate::http::auth::{AuthUser, CsrfChecked};
 use crate::http::error::ApiResult;
 use crate::http::pagination::{PageQuery, Paginated};
 use crate::state::AppState;
@@ -137,7 +137,7 @@ pub async fn list(
 #[post("/api/notifications/mark-read")]
 pub async fn mark_read(
     state: web::Data<AppState>,
-    auth: AuthUser,
+    CsrfChecked(auth): CsrfChecked,
     body: web::Json<MarkReadRequest>,
 ) -> ApiResult<HttpResponse> {
     let notification = notify::mark_read(&state, auth.id(), body.notification_id).await?;
@@ -153,7 +153,10 @@ pub async fn mark_read(
     )
 )]
 #[post("/api/notifications/mark-all-read")]
-pub async fn mark_all_read(state: web::Data<AppState>, auth: AuthUser) -> ApiResult<HttpResponse> {
+pub async fn mark_all_read(
+    state: web::Data<AppState>,
+    CsrfChecked(auth): CsrfChecked,
+) -> ApiResult<HttpResponse> {
     let updated = notify::mark_all_read(&state, auth.id()).await?;
     Ok(HttpResponse::Ok().json(MarkAllReadResponse { updated }))
 }
@@ -167,7 +170,10 @@ pub async fn mark_all_read(state: web::Data<AppState>, auth: AuthUser) -> ApiRes
     )
 )]
 #[post("/api/notifications/test")]
-pub async fn test(state: web::Data<AppState>, auth: AuthUser) -> ApiResult<HttpResponse> {
+pub async fn test(
+    state: web::Data<AppState>,
+    CsrfChecked(auth): CsrfChecked,
+) -> ApiResult<HttpResponse> {
     let notification = notify::store_test(&state, auth.id()).await?;
     Ok(HttpResponse::Created().json(NotificationView::from(notification)))
 }

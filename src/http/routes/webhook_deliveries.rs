@@ -421,7 +421,10 @@ pub async fn redeliver(
     )
 )]
 #[post("/api/notifications/webhook/test")]
-pub async fn test(state: web::Data<AppState>, auth: AuthUser) -> ApiResult<HttpResponse> {
+pub async fn test(
+    state: web::Data<AppState>,
+    CsrfChecked(auth): CsrfChecked,
+) -> ApiResult<HttpResponse> {
     let outcome = webhooks::send_test(&state, auth.id()).await?;
     Ok(HttpResponse::Ok().json(WebhookTestResult {
         delivered: outcome.delivered,

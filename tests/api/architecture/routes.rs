@@ -50,3 +50,39 @@ fn each_module_mounts_its_own_handlers() {
         offences.join("\n")
     );
 }
+
+/// Every mutating route that authenticates its caller takes `CsrfChecked` or `AdminUser`
+/// (both run the session-bound double submit for cookie sessions), never a bare `AuthUser`: a
+/// cookie session's browser must not be made to post without the header.
+#[test]
+fn every_mutating_route_checks_csrf() {
+    let mut offences = Vec::new();
+    let mut mutating = 0;
+    for file in sources("http/routes") {
+        let mut rest = file.text.as_str();
+        while let Some(at) = ["#[post(", "#[put(", "#[patch(", "#[delete("]
+            .iter()
+            .filter_map(|attribute| rest.find(attribute))
+            .min()
+        {
+            rest = &rest[at..];
+            let route = rest.split(')').next().unwrap_or_default().to_owned();
+            // The handler's parameters: from its `fn` to the `->` of its answer.
+            let signature = rest
+                .split_once("fn ")
+                .map(|(_, s)| s.split("->").next().unwrap_or_default())
+                .unwrap_or_default();
+            mutating += 1;
+            if signature.contains(": AuthUser") {
+                offences.push(format!("{}: {route})]", file.path));
+            }
+            rest = &rest[1..];
+        }
+    }
+    assert!(mutating > 100, "only {mutating} mutating routes found");
+    assert!(
+        offences.is_empty(),
+        "mutating routes without the CSRF check (take `CsrfChecked`):\n{}",
+        offences.join("\n")
+    );
+}
