@@ -306,6 +306,8 @@ pub struct WebhookDeliveryView {
     pub state: WebhookDeliveryState,
     pub attempt_count: i64,
     pub last_status_code: Option<i64>,
+    /// How the last attempt failed: `dns`, `connect`, `tls`, `timeout`, `http <status>`,
+    /// `refused` (a destination the guard refuses) or `request`.
     pub last_error: Option<String>,
     pub last_attempt_at: Option<DateTime<Utc>>,
     pub next_attempt_at: Option<DateTime<Utc>>,
@@ -350,6 +352,8 @@ pub struct WebhookTestResult {
     pub delivered: bool,
     pub status_code: Option<u16>,
     pub duration_ms: u64,
+    /// How the attempt failed: `dns`, `connect`, `tls`, `timeout`, `http <status>`, `refused`
+    /// (a destination the guard refuses) or `request`.
     pub error: Option<String>,
 }
 
