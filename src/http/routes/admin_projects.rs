@@ -136,9 +136,10 @@ pub async fn get_one(
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
-pub struct AdminStatusRequest {
+pub struct AdminProjectStatusRequest {
     pub status: String,
     /// Why; written to the project's administrators' notes.
+    #[schema(min_length = 1, max_length = 2000)]
     pub reason: String,
 }
 
@@ -148,7 +149,7 @@ pub struct AdminStatusRequest {
 #[utoipa::path(
     tag = "admin",
     params(("project_id" = i64, Path)),
-    request_body = AdminStatusRequest,
+    request_body = AdminProjectStatusRequest,
     security(("bearer" = [])),
     responses(
         (status = 200, body = AdminProjectView),
@@ -162,7 +163,7 @@ pub async fn set_status(
     state: web::Data<AppState>,
     AdminUser(admin): AdminUser,
     project_id: web::Path<i64>,
-    body: web::Json<AdminStatusRequest>,
+    body: web::Json<AdminProjectStatusRequest>,
 ) -> ApiResult<HttpResponse> {
     let to = ProjectStatus::parse(&body.status)
         .ok_or_else(|| ApiError::invalid_field("status", "is not a project status"))?;

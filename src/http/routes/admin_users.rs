@@ -203,7 +203,7 @@ pub async fn update(
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
-pub struct StatusRequest {
+pub struct AccountStatusRequest {
     /// `active` or `inactive`.
     pub status: String,
 }
@@ -213,7 +213,7 @@ pub struct StatusRequest {
 #[utoipa::path(
     tag = "admin",
     params(("user_id" = i64, Path)),
-    request_body = StatusRequest,
+    request_body = AccountStatusRequest,
     security(("bearer" = [])),
     responses(
         (status = 200, body = AdminUserView),
@@ -226,7 +226,7 @@ pub async fn set_status(
     state: web::Data<AppState>,
     AdminUser(admin): AdminUser,
     user_id: web::Path<i64>,
-    body: web::Json<StatusRequest>,
+    body: web::Json<AccountStatusRequest>,
 ) -> ApiResult<HttpResponse> {
     let active = match AccountStatus::parse(&body.status) {
         Some(AccountStatus::Active) => true,
@@ -245,6 +245,7 @@ pub async fn set_status(
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct SuspendRequest {
     /// 10 to 2000 characters.
+    #[schema(min_length = 10, max_length = 2000)]
     pub reason: String,
     /// End of the suspension; without it, until an administrator sets the status back.
     pub until: Option<DateTime<Utc>>,
@@ -375,6 +376,7 @@ pub async fn set_roles(
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct DeletionRequestBody {
     /// 10 to 2000 characters.
+    #[schema(min_length = 10, max_length = 2000)]
     pub reason: String,
 }
 

@@ -80,6 +80,7 @@ impl From<Application> for ApplicationView {
 
 #[derive(Deserialize, ToSchema)]
 pub struct MilestoneInput {
+    #[schema(min_length = 1, max_length = 200)]
     pub title: String,
     pub description: Option<String>,
     /// A positive decimal number with at most 2 decimals.
@@ -267,6 +268,7 @@ pub async fn list(
 #[derive(Deserialize, ToSchema)]
 pub struct RevisionRequest {
     /// What the expert should change (1 to 5000 characters).
+    #[schema(min_length = 1, max_length = 5000)]
     pub feedback: String,
 }
 

@@ -79,6 +79,7 @@ pub async fn list(
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct MessageRequest {
     /// 1 to 5000 characters.
+    #[schema(min_length = 1, max_length = 5000)]
     pub content: String,
 }
 
@@ -249,7 +250,7 @@ pub async fn download_file(
     Ok(attachment(mime, name, bytes))
 }
 #[derive(Debug, Default, Deserialize, ToSchema)]
-pub struct MarkReadRequest {
+pub struct ChatReadRequest {
     /// Read up to this message (default: the newest).
     pub up_to_message_id: Option<i64>,
 }
@@ -263,7 +264,7 @@ pub struct Unread {
 #[utoipa::path(
     tag = "chat",
     params(("project_id" = i64, Path)),
-    request_body = MarkReadRequest,
+    request_body = ChatReadRequest,
     security(("bearer" = [])),
     responses((status = 200, body = Unread), (status = 403, body = ErrorBody, description = "CSRF"))
 )]
@@ -272,7 +273,7 @@ pub async fn mark_read(
     state: web::Data<AppState>,
     CsrfChecked(auth): CsrfChecked,
     project_id: web::Path<i64>,
-    body: Option<web::Json<MarkReadRequest>>,
+    body: Option<web::Json<ChatReadRequest>>,
 ) -> ApiResult<HttpResponse> {
     let up_to = body.and_then(|b| b.into_inner().up_to_message_id);
     let unread = flow::mark_read(&state, &caller(&auth), project_id.into_inner(), up_to).await?;

@@ -49,7 +49,7 @@ pub async fn summary(
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
-pub struct ReviewRequest {
+pub struct Dac7ReviewRequest {
     /// The tax year reviewed.
     pub period: i32,
     /// Must be true.
@@ -59,7 +59,7 @@ pub struct ReviewRequest {
 /// The expert confirms their data for a year, once.
 #[utoipa::path(
     tag = "dac7",
-    request_body = ReviewRequest,
+    request_body = Dac7ReviewRequest,
     security(("bearer" = [])),
     responses(
         (status = 200, body = Dac7Summary),
@@ -72,7 +72,7 @@ pub struct ReviewRequest {
 pub async fn review(
     state: web::Data<AppState>,
     crate::http::auth::CsrfChecked(auth): crate::http::auth::CsrfChecked,
-    body: web::Json<ReviewRequest>,
+    body: web::Json<Dac7ReviewRequest>,
 ) -> ApiResult<HttpResponse> {
     let id = expert(&auth)?;
     let done = flow::confirm(&state, id, body.period, body.confirmed).await?;

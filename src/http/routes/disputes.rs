@@ -375,6 +375,7 @@ fn decision_text(errors: &mut Vec<FieldError>, field: &str, value: String) -> Op
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct MediateRequest {
     /// 10 to 2,000 characters.
+    #[schema(min_length = 10, max_length = 2000)]
     pub notes: String,
 }
 
@@ -408,6 +409,7 @@ pub async fn mediate(
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct ResolveRequest {
     /// 10 to 2,000 characters.
+    #[schema(min_length = 10, max_length = 2000)]
     pub resolution: String,
     /// `resolve_favor_expert`, `release_to_expert`, `resolve_favor_company`, `refund_company`.
     pub resolution_action: String,

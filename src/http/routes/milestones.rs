@@ -110,6 +110,7 @@ fn money(release: Option<Release>) -> (Option<PaymentView>, Option<PaymentView>)
 #[derive(Deserialize, ToSchema)]
 pub struct CreateMilestoneRequest {
     pub project_id: i64,
+    #[schema(min_length = 1, max_length = 200)]
     pub title: String,
     pub description: Option<String>,
     /// Above 0, at most 2 decimals.
@@ -121,6 +122,7 @@ pub struct CreateMilestoneRequest {
 
 #[derive(Deserialize, ToSchema)]
 pub struct UpdateMilestoneRequest {
+    #[schema(min_length = 1, max_length = 200)]
     pub title: Option<String>,
     pub description: Option<String>,
     #[schema(value_type = Option<f64>)]
@@ -130,6 +132,7 @@ pub struct UpdateMilestoneRequest {
 
 #[derive(Deserialize, ToSchema)]
 pub struct FeedbackRequest {
+    #[schema(min_length = 1, max_length = 5000)]
     pub feedback: Option<String>,
 }
 
@@ -148,10 +151,11 @@ pub struct UpdateDeliveryRequest {
 }
 
 #[derive(Deserialize, ToSchema)]
-pub struct ReviewRequest {
+pub struct DeliveryReviewRequest {
     /// `approve`, `reject` or `request_revision`.
     pub decision: String,
     /// Required for `request_revision`.
+    #[schema(min_length = 1, max_length = 5000)]
     pub feedback: Option<String>,
 }
 
@@ -444,7 +448,7 @@ pub async fn update_delivery(
 #[utoipa::path(
     tag = "deliveries",
     params(("delivery_id" = i64, Path)),
-    request_body = ReviewRequest,
+    request_body = DeliveryReviewRequest,
     security(("bearer" = [])),
     responses(
         (status = 200, body = ReviewResponse),
@@ -459,7 +463,7 @@ pub async fn review_delivery(
     state: web::Data<AppState>,
     CsrfChecked(auth): CsrfChecked,
     path: web::Path<i64>,
-    body: web::Json<ReviewRequest>,
+    body: web::Json<DeliveryReviewRequest>,
 ) -> ApiResult<HttpResponse> {
     let req = body.into_inner();
     let mut errors = Vec::new();

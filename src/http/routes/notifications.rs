@@ -72,7 +72,7 @@ pub struct NotificationListQuery {
 }
 
 #[derive(Deserialize, ToSchema)]
-pub struct MarkReadRequest {
+pub struct NotificationReadRequest {
     pub notification_id: i64,
 }
 
@@ -127,7 +127,7 @@ pub async fn list(
 /// Marks one of the caller's notifications read; another user's is not found.
 #[utoipa::path(
     tag = "notifications",
-    request_body = MarkReadRequest,
+    request_body = NotificationReadRequest,
     security(("bearer" = [])),
     responses(
         (status = 200, body = NotificationView),
@@ -138,7 +138,7 @@ pub async fn list(
 pub async fn mark_read(
     state: web::Data<AppState>,
     CsrfChecked(auth): CsrfChecked,
-    body: web::Json<MarkReadRequest>,
+    body: web::Json<NotificationReadRequest>,
 ) -> ApiResult<HttpResponse> {
     let notification = notify::mark_read(&state, auth.id(), body.notification_id).await?;
     Ok(HttpResponse::Ok().json(NotificationView::from(notification)))

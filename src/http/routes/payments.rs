@@ -51,6 +51,7 @@ pub struct PaymentRequest {
 pub struct RefundRequest {
     pub payment_id: i64,
     /// Why the company gets its money back (kept with the payment).
+    #[schema(min_length = 1, max_length = 1000)]
     pub reason: Option<String>,
 }
 
@@ -698,6 +699,7 @@ pub async fn admin_get(
 
 #[derive(Deserialize, ToSchema, Default)]
 pub struct AdminRefundRequest {
+    #[schema(min_length = 1, max_length = 1000)]
     pub reason: Option<String>,
 }
 

@@ -24,6 +24,7 @@ pub struct InternalRatingRequest {
     #[param(value_type = Option<f64>)]
     pub rating: Option<Decimal>,
     /// Why, at least 10 characters.
+    #[schema(min_length = 10)]
     pub reason: Option<String>,
 }
 

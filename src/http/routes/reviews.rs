@@ -83,6 +83,7 @@ pub struct CreateReview {
     /// A whole number from 1 to 5.
     pub rating: serde_json::Value,
     /// 10 to 2000 characters.
+    #[schema(min_length = 10, max_length = 2000)]
     pub comment: String,
 }
 
@@ -231,6 +232,7 @@ pub async fn stats(state: web::Data<AppState>, user_id: web::Path<i64>) -> ApiRe
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct EditReview {
     pub rating: Option<serde_json::Value>,
+    #[schema(min_length = 10, max_length = 2000)]
     pub comment: Option<String>,
 }
 
@@ -278,6 +280,7 @@ pub async fn edit(
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct RespondRequest {
     /// 10 to 2000 characters.
+    #[schema(min_length = 10, max_length = 2000)]
     pub response: String,
 }
 

@@ -118,6 +118,7 @@ const MAX_SKILLS: usize = 50;
 /// `POST /api/projects/`.
 #[derive(Deserialize, ToSchema)]
 pub struct CreateProjectRequest {
+    #[schema(min_length = 1, max_length = 200)]
     pub title: Option<String>,
     pub description: Option<String>,
     /// A positive decimal number with at most 2 decimals.
@@ -138,6 +139,7 @@ pub struct CreateProjectRequest {
 /// `PUT /api/projects/{project_id}`: every field optional.
 #[derive(Deserialize, ToSchema)]
 pub struct UpdateProjectRequest {
+    #[schema(min_length = 1, max_length = 200)]
     pub title: Option<String>,
     pub description: Option<String>,
     #[schema(value_type = Option<f64>)]

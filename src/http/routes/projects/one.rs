@@ -94,7 +94,7 @@ pub async fn update(
 }
 
 #[derive(Deserialize, ToSchema)]
-pub struct StatusRequest {
+pub struct ProjectStatusRequest {
     pub status: String,
 }
 
@@ -104,7 +104,7 @@ pub struct StatusRequest {
 #[utoipa::path(
     tag = "projects",
     params(("project_id" = i64, Path)),
-    request_body = StatusRequest,
+    request_body = ProjectStatusRequest,
     security(("bearer" = [])),
     responses(
         (status = 200, body = ProjectView),
@@ -118,7 +118,7 @@ pub async fn change_status(
     state: web::Data<AppState>,
     CsrfChecked(auth): CsrfChecked,
     path: web::Path<i64>,
-    body: web::Json<StatusRequest>,
+    body: web::Json<ProjectStatusRequest>,
 ) -> ApiResult<HttpResponse> {
     let c = caller(&auth);
     let to = ProjectStatus::parse(&body.status)
