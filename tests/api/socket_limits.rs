@@ -529,3 +529,66 @@ async fn typing_frames_past_their_rate_are_dropped_without_an_answer() {
     typist.send(message("done typing")).await.unwrap();
     assert_eq!(next_frame(&mut watcher).await["type"], "message.created");
 }
+
+#[actix_web::test]
+async fn the_account_cap_and_the_chat_budget_hold_across_instances() {
+    if std::env::var("REDIS_URL").is_err() {
+        // Instances share the leases and the budget through Redis; without it each counts
+        // its own.
+        return;
+    }
+    let caps = [
+        ("WS_MAX_SOCKETS_PER_USER", "2"),
+        ("CHAT_MESSAGES_PER_MINUTE", "4"),
+    ];
+    let m = Market::open_with(&caps).await;
+    let company = m.company("twinned").await;
+    let project = m.published_project(&company, 1000.0, &[]).await;
+    let database = m.app.database_url();
+    let prefix = m.app.state.settings.cache_prefix.clone();
+    let mut vars = vec![
+        ("DATABASE_URL", database.as_str()),
+        ("CACHE_PREFIX", prefix.as_str()),
+    ];
+    vars.extend(caps);
+    let other = crate::helpers::spawn_app_with(&vars).await;
+    // Each test instance signs with a secret of its own: a token of the other's.
+    let token_there =
+        crate::helpers::login(&other, &company.username, crate::helpers::PASSWORD).await;
+
+    let mut here = open(&m.app, NOTIFICATIONS, &company.access_token).await;
+    let mut there = open(&other, &chat(project), &token_there).await;
+    refused(&other, NOTIFICATIONS, &token_there, 429, "TOO_MANY_SOCKETS").await;
+    refused(
+        &m.app,
+        &chat(project),
+        &company.access_token,
+        429,
+        "TOO_MANY_SOCKETS",
+    )
+    .await;
+
+    // Two messages over REST here, two over the socket there: the budget is spent on both.
+    for text in ["here one", "here two"] {
+        assert_eq!(
+            post(&m, &company, project, text).await.status(),
+            StatusCode::CREATED
+        );
+    }
+    for text in ["there one", "there two", "there three"] {
+        there.send(message(text)).await.unwrap();
+    }
+    let mut types = Vec::new();
+    while types.len() < 5 {
+        types.push(next_frame(&mut there).await["type"].clone());
+    }
+    let created = types.iter().filter(|t| *t == "message.created").count();
+    let errors = types.iter().filter(|t| *t == "error").count();
+    assert_eq!((created, errors), (4, 1), "{types:?}");
+    assert_eq!(stored(&m, project).await, 4);
+
+    // A socket closed on one instance makes room on the other.
+    assert_eq!(next_frame(&mut here).await["type"], "unread_count");
+    here.close(None).await.unwrap();
+    let _again = open_when_free(&other, NOTIFICATIONS, &token_there).await;
+}
