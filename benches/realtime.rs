@@ -162,6 +162,13 @@ async fn start_server(database: &str, redis: Option<&str>) -> anyhow::Result<Ser
         .env("RATE_LIMIT_PER_MINUTE", "0")
         .env("LOGIN_RATE_LIMIT_MAX_ATTEMPTS_PER_USER", "1000000")
         .env("LOGIN_RATE_LIMIT_MAX_ATTEMPTS_PER_IP", "1000000")
+        // The bench holds 100 sockets per user and all of them from one address, and posts
+        // hundreds of messages a second as one user: far past the caps and the chat budget
+        // that stop one account (issue #31), which it raises to measure the room.
+        .env("WS_MAX_SOCKETS_PER_USER", "100000")
+        .env("WS_MAX_SOCKETS_PER_ADDRESS", "1000000")
+        .env("WS_MAX_SOCKETS", "1000000")
+        .env("CHAT_MESSAGES_PER_MINUTE", "1000000")
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());

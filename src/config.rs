@@ -107,6 +107,19 @@ pub struct Settings {
     /// WebSocket ping interval (`WS_PING_SECONDS`, default 10); a socket without a pong for
     /// three intervals is closed, and its session is checked again at every ping.
     pub ws_ping_interval: std::time::Duration,
+    /// `WS_MAX_SOCKETS_PER_USER` (default 10): live WebSockets per account, both kinds
+    /// together, on every instance; past it a new upgrade is refused with 429 (no live socket
+    /// is closed for it: see `integrations::socket_registry`).
+    pub ws_max_sockets_per_user: u32,
+    /// `WS_MAX_SOCKETS_PER_ADDRESS` (default ten times the per-account cap): live WebSockets
+    /// per client address (an IPv6 /64), on every instance; 429 past it.
+    pub ws_max_sockets_per_address: u32,
+    /// `WS_MAX_SOCKETS`: WebSockets this process holds at most (503 past it). Unset, start-up
+    /// derives it from the open-files limit (`domain::realtime_limits::default_process_cap`).
+    pub ws_max_sockets: Option<u32>,
+    /// `CHAT_MESSAGES_PER_MINUTE` (default 60): the budget of chat messages per account, REST
+    /// posts and socket frames together, on every instance.
+    pub chat_messages_per_minute: u32,
     /// `CHAT_EMAIL_DIGEST_MINUTES` (default 15): a chat participant not connected to the room
     /// gets at most one new-message e-mail per room in this window.
     pub chat_email_digest: chrono::Duration,
@@ -301,6 +314,13 @@ impl Settings {
             Some(_) => Some(number("WORKERS", 0, 1, 256)? as usize),
         };
 
+        let ws_max_sockets_per_user = number(
+            "WS_MAX_SOCKETS_PER_USER",
+            crate::domain::realtime_limits::DEFAULT_SOCKETS_PER_ACCOUNT,
+            1,
+            1_000_000,
+        )?;
+
         let days = |name: &'static str, default: i64| match get(name) {
             None => Ok(chrono::Duration::days(default)),
             Some(v) => parse_days(&v).ok_or_else(|| {
@@ -370,6 +390,19 @@ impl Settings {
                 1,
                 60,
             )?)),
+            ws_max_sockets_per_user,
+            ws_max_sockets_per_address: number(
+                "WS_MAX_SOCKETS_PER_ADDRESS",
+                ws_max_sockets_per_user
+                    .saturating_mul(crate::domain::realtime_limits::ADDRESS_CAP_PER_ACCOUNT_CAP),
+                1,
+                10_000_000,
+            )?,
+            ws_max_sockets: match get("WS_MAX_SOCKETS") {
+                None => None,
+                Some(_) => Some(number("WS_MAX_SOCKETS", 0, 1, 10_000_000)?),
+            },
+            chat_messages_per_minute: number("CHAT_MESSAGES_PER_MINUTE", 60, 1, 1_000_000)?,
             chat_email_digest: chrono::Duration::minutes(i64::from(number(
                 "CHAT_EMAIL_DIGEST_MINUTES",
                 15,
@@ -534,6 +567,31 @@ mod tests {
         assert_eq!(s.crm_retry_interval_minutes, 30);
         assert!(!s.enable_test_reset_endpoint);
         assert_eq!(s.app_env, AppEnv::Development);
+        assert_eq!(
+            (
+                s.ws_max_sockets_per_user,
+                s.ws_max_sockets_per_address,
+                s.ws_max_sockets,
+                s.chat_messages_per_minute
+            ),
+            (10, 100, None, 60)
+        );
+    }
+
+    #[test]
+    fn socket_caps_follow_each_other_unless_set() {
+        let s = parse(&[("WS_MAX_SOCKETS_PER_USER", "50")]).unwrap();
+        assert_eq!(s.ws_max_sockets_per_address, 500);
+        let s = parse(&[
+            ("WS_MAX_SOCKETS_PER_USER", "50"),
+            ("WS_MAX_SOCKETS_PER_ADDRESS", "20"),
+            ("WS_MAX_SOCKETS", "4000"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (s.ws_max_sockets_per_address, s.ws_max_sockets),
+            (20, Some(4000))
+        );
     }
 
     #[test]
@@ -623,6 +681,11 @@ mod tests {
             ("CRM_RETRY_ENABLED", "maybe"),
             ("APP_ENV", "staging"),
             ("JWT_SECRET", "short"),
+            ("WS_MAX_SOCKETS_PER_USER", "0"),
+            ("WS_MAX_SOCKETS_PER_ADDRESS", "none"),
+            ("WS_MAX_SOCKETS", "0"),
+            ("CHAT_MESSAGES_PER_MINUTE", "0"),
+            ("CHAT_MESSAGES_PER_MINUTE", "-5"),
         ] {
             let err = parse(&[(var, value)]).unwrap_err();
             assert_eq!(err.var, var, "{value}");

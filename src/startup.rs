@@ -102,6 +102,7 @@ impl Application {
             },
         );
 
+        let sockets = socket_registry(&settings, cache.clone(), clock.clone());
         let state = AppState {
             tokens: Arc::new(access_tokens(&settings)),
             settings: settings.clone(),
@@ -123,6 +124,7 @@ impl Application {
             crm_worker: drains.crm.worker(),
             webhook_http: Arc::new(webhook_http(&settings)?),
             realtime,
+            sockets,
             sessions: Arc::default(),
             // Past this many waiting in a lane, a stored event is left to the sweep.
             processor_events: Arc::new(
@@ -192,6 +194,94 @@ fn reachable_address(local: std::net::SocketAddr) -> std::net::SocketAddr {
         IpAddr::V6(ip) if ip.is_unspecified() => (Ipv6Addr::LOCALHOST, local.port()).into(),
         _ => local,
     }
+}
+
+/// The WebSockets' caps: per account and per address from the settings, per process from
+/// `WS_MAX_SOCKETS` or else from the open-files limit, raised first as far as it goes.
+fn socket_registry(
+    settings: &Settings,
+    cache: Arc<dyn cache::Cache>,
+    clock: Clock,
+) -> Arc<crate::integrations::socket_registry::SocketRegistry> {
+    use crate::domain::realtime_limits::{default_process_cap, socket_lease};
+    let soft_limit = raise_open_files_limit();
+    let process = settings
+        .ws_max_sockets
+        .unwrap_or_else(|| default_process_cap(soft_limit));
+    if let Some(limit) = soft_limit
+        && u64::from(process) >= limit
+    {
+        tracing::warn!(
+            ws_max_sockets = process,
+            open_files_limit = limit,
+            "WS_MAX_SOCKETS is not below the open-files limit: accept() may fail before it refuses"
+        );
+    }
+    let caps = crate::integrations::socket_registry::SocketCaps {
+        per_account: settings.ws_max_sockets_per_user,
+        per_address: settings.ws_max_sockets_per_address,
+        process,
+    };
+    tracing::info!(
+        per_account = caps.per_account,
+        per_address = caps.per_address,
+        process = caps.process,
+        "WebSocket caps"
+    );
+    crate::integrations::socket_registry::SocketRegistry::new(
+        cache,
+        clock,
+        caps,
+        socket_lease(settings.ws_ping_interval),
+    )
+}
+
+/// Raises this process's soft limit of open files to its hard limit (both logged) and
+/// answers the soft limit in force; `None` when it cannot be read.
+#[cfg(unix)]
+fn raise_open_files_limit() -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `getrlimit` only writes the struct it is given, which lives on this stack.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        tracing::warn!(error = %std::io::Error::last_os_error(), "open-files limit unreadable");
+        return None;
+    }
+    #[allow(clippy::useless_conversion)] // `rlim_t` is not `u64` on every platform.
+    let (soft, hard) = (u64::from(limit.rlim_cur), u64::from(limit.rlim_max));
+    if soft >= hard {
+        tracing::info!(soft, hard, "open-files limit");
+        return Some(soft);
+    }
+    let raised = libc::rlimit {
+        rlim_cur: limit.rlim_max,
+        rlim_max: limit.rlim_max,
+    };
+    // SAFETY: `setrlimit` only reads the struct it is given.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+        // macOS refuses a soft limit above OPEN_MAX even under a higher hard limit.
+        tracing::warn!(
+            soft,
+            hard,
+            error = %std::io::Error::last_os_error(),
+            "open-files soft limit not raised"
+        );
+        return Some(soft);
+    }
+    tracing::info!(
+        soft_before = soft,
+        soft = hard,
+        hard,
+        "open-files soft limit raised"
+    );
+    Some(hard)
+}
+
+#[cfg(not(unix))]
+fn raise_open_files_limit() -> Option<u64> {
+    None
 }
 
 fn webhook_http(

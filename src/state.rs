@@ -48,6 +48,9 @@ pub struct AppState {
     pub webhook_http: Arc<crate::integrations::webhook_http::WebhookHttp>,
     /// Frames to WebSocket sessions, fanned out through the cache's pub/sub.
     pub realtime: Arc<crate::integrations::realtime::Realtime>,
+    /// The WebSockets' caps (per account and per address on every instance, per process
+    /// here) and the registrations that count against them.
+    pub sockets: Arc<crate::integrations::socket_registry::SocketRegistry>,
     /// Sessions with their users between requests (PostgreSQL; forgotten on every change the
     /// database announces, and at once here by the workflow that ends a session).
     pub sessions: Arc<crate::store::session_cache::SessionCache>,

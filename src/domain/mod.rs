@@ -15,6 +15,7 @@ pub mod money_audit;
 pub mod payment;
 pub mod profile;
 pub mod project;
+pub mod realtime_limits;
 pub mod reputation;
 pub mod search;
 pub mod state;

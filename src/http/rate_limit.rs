@@ -7,7 +7,7 @@ use actix_web::{Error, ResponseError as _, web};
 use std::time::Duration;
 
 use super::error::{ApiError, ApiResult};
-use crate::integrations::cache::Cache;
+use crate::integrations::cache::{Cache, Rate, Take};
 use crate::state::AppState;
 
 /// Counts one hit on `key`; 429 with `Retry-After` once more than `max` fall in the window.
@@ -19,6 +19,23 @@ pub async fn hit(cache: &dyn Cache, key: &str, max: u32, window: Duration) -> Ap
         ));
     }
     Ok(())
+}
+
+/// Spends one of `user_id`'s chat messages (`CHAT_MESSAGES_PER_MINUTE`): one token bucket per
+/// account in the cache, so instances sharing Redis share it, spent alike by
+/// `POST /api/chat/{project_id}` and a socket's `message` frame. 429 with `Retry-After` (the
+/// wait for the next token) once it is empty; a minute refills it whole. Times are the
+/// service's clock.
+pub async fn chat_message(state: &AppState, user_id: i64) -> ApiResult<()> {
+    let rate = Rate::per_minute(state.settings.chat_messages_per_minute);
+    let now = state.clock.now().timestamp_millis();
+    let key = format!("budget:chat:{user_id}");
+    match state.cache.take_token(&key, rate, now).await? {
+        Take::Allowed { .. } => Ok(()),
+        Take::Refused { retry_after_ms } => Err(ApiError::too_many_requests(
+            u64::try_from(retry_after_ms).unwrap_or(0).div_ceil(1000),
+        )),
+    }
 }
 
 /// The global limit per client address (`RATE_LIMIT_PER_MINUTE`, 0 disables). Health and

@@ -7,10 +7,24 @@
 //! after three intervals without a pong, and at every ping checks its session again, so a
 //! logout, a suspension or an expired token closes the socket with code 1008 (policy). Frames
 //! over 64 KiB close it with 1009; anything else it cannot read gets an `error` frame.
+//!
+//! Bounds (issue #31), all checked before the upgrade, so past any of them HTTP keeps
+//! answering: a place among the process's sockets (`WS_MAX_SOCKETS`, else 503), then the
+//! account's and the client address's places on every instance (`WS_MAX_SOCKETS_PER_USER`,
+//! `WS_MAX_SOCKETS_PER_ADDRESS`, else 429 with `Retry-After`), held in
+//! `integrations::socket_registry` and renewed at every ping. A new socket past a cap is
+//! refused rather than an old one closed: closing a socket held by another instance would
+//! need a channel to kill it there, and a refusal is decided once, atomically, and heard by
+//! the client that asked. On a chat socket a `message` frame spends the account's chat budget
+//! (`CHAT_MESSAGES_PER_MINUTE`, shared with REST posts): past it the frame gets the `error`
+//! frame of REST's 429 body and nothing is stored, and the tenth refusal within a minute
+//! closes the socket with 1008. Typing frames are relayed at most three a second per socket;
+//! the rest are dropped without an answer.
 
 use std::time::Instant;
 
-use actix_web::{HttpRequest, HttpResponse, get, web};
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, ResponseError as _, get, web};
 use actix_ws::{CloseCode, CloseReason, Message};
 use serde::Deserialize;
 use serde_json::json;
@@ -18,9 +32,11 @@ use utoipa::IntoParams;
 
 use super::auth::{REFRESH_COOKIE, bearer_token};
 use super::error::{ApiError, ApiResult, ErrorBody};
+use crate::domain::realtime_limits::{RefusedFrames, TYPING_RATE, Take};
 use crate::domain::text::ChatText;
 use crate::domain::token::{constant_time_eq, random_token};
 use crate::integrations::realtime::{Frame, SocketKind, chat_room, user_room};
+use crate::integrations::socket_registry::{Admission, FrameRefusal, ProcessSlot, Refusal};
 use crate::state::AppState;
 use crate::store::notifications;
 use crate::store::users::User;
@@ -78,6 +94,39 @@ fn origin_of(url: &str) -> &str {
     }
 }
 
+/// The answer to an upgrade past a cap: 429 for the account's and the address's (the
+/// client's own doing), 503 for the process's (the server's). `Retry-After` is a lease: by
+/// then a socket that vanished without closing no longer counts.
+fn refused(state: &AppState, refusal: Refusal) -> ApiError {
+    let retry_after = state.sockets.lease().as_secs().max(1);
+    let error = match refusal {
+        Refusal::Account => ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "TOO_MANY_SOCKETS",
+            "This account has as many WebSockets open as it may; close one first",
+        ),
+        Refusal::Address => ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "TOO_MANY_SOCKETS_FROM_ADDRESS",
+            "Too many WebSockets are open from this address",
+        ),
+        Refusal::Process => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "SOCKETS_AT_CAPACITY",
+            "The server holds as many WebSockets as it can; try again later",
+        ),
+    };
+    error.with_retry_after(retry_after)
+}
+
+/// A place among this process's sockets: the first thing an upgrade takes, before any work.
+fn process_slot(state: &web::Data<AppState>) -> ApiResult<ProcessSlot> {
+    state
+        .sockets
+        .process_slot()
+        .map_err(|refusal| refused(state, refusal))
+}
+
 async fn authenticate(
     state: &AppState,
     req: &HttpRequest,
@@ -123,6 +172,8 @@ async fn authenticate(
         (status = 101, description = "Switching to the WebSocket protocol"),
         (status = 400, body = ErrorBody, description = "NOT_A_WEBSOCKET: not a WebSocket upgrade request"),
         (status = 403, body = ErrorBody, description = "Session cookie from another origin"),
+        (status = 429, body = ErrorBody, description = "`TOO_MANY_SOCKETS`: the account holds `WS_MAX_SOCKETS_PER_USER` sockets (both kinds, every instance); `TOO_MANY_SOCKETS_FROM_ADDRESS`: the client address holds `WS_MAX_SOCKETS_PER_ADDRESS` (`Retry-After`)"),
+        (status = 503, body = ErrorBody, description = "`SOCKETS_AT_CAPACITY`: this server holds `WS_MAX_SOCKETS` sockets (`Retry-After`)"),
     )
 )]
 #[get("/api/ws/notifications")]
@@ -132,6 +183,7 @@ pub async fn notifications_socket(
     query: web::Query<TokenQuery>,
     body: web::Payload,
 ) -> ApiResult<HttpResponse> {
+    let slot = process_slot(&state)?;
     let socket = authenticate(&state, &req, query.into_inner().token).await?;
     let unread = {
         let mut conn = state.db.conn().await?;
@@ -141,7 +193,8 @@ pub async fn notifications_socket(
                           "data": {"unread": unread}, "created_at": state.clock.now()})
     .to_string();
     let room = user_room(socket.user.id);
-    open(state, req, body, socket, room, None, Some(greeting)).await
+    let place = (slot, room, None);
+    open(state, req, body, socket, place, Some(greeting)).await
 }
 
 /// The project's chat room for its company, its selected expert and administrators (404
@@ -156,6 +209,8 @@ pub async fn notifications_socket(
         (status = 101, description = "Switching to the WebSocket protocol"),
         (status = 400, body = ErrorBody, description = "NOT_A_WEBSOCKET: not a WebSocket upgrade request"),
         (status = 403, body = ErrorBody, description = "Session cookie from another origin"),
+        (status = 429, body = ErrorBody, description = "`TOO_MANY_SOCKETS`: the account holds `WS_MAX_SOCKETS_PER_USER` sockets (both kinds, every instance); `TOO_MANY_SOCKETS_FROM_ADDRESS`: the client address holds `WS_MAX_SOCKETS_PER_ADDRESS` (`Retry-After`)"),
+        (status = 503, body = ErrorBody, description = "`SOCKETS_AT_CAPACITY`: this server holds `WS_MAX_SOCKETS` sockets (`Retry-After`)"),
     )
 )]
 #[get("/api/ws/chat/{project_id}")]
@@ -167,34 +222,40 @@ pub async fn chat_socket(
     body: web::Payload,
 ) -> ApiResult<HttpResponse> {
     let project_id = path.into_inner();
+    let slot = process_slot(&state)?;
     let socket = authenticate(&state, &req, query.into_inner().token).await?;
     {
         let mut conn = state.db.conn().await?;
         chat::require_participant(conn.exec(), &socket.caller(), project_id).await?;
     }
-    open(
-        state,
-        req,
-        body,
-        socket,
-        chat_room(project_id),
-        Some(project_id),
-        None,
-    )
-    .await
+    let place = (slot, chat_room(project_id), Some(project_id));
+    open(state, req, body, socket, place, None).await
 }
+
+/// Where a socket goes: its place in the process, its room, and its project for a chat.
+type Place = (ProcessSlot, String, Option<i64>);
 
 async fn open(
     state: web::Data<AppState>,
     req: HttpRequest,
     body: web::Payload,
     socket: Socket,
-    room: String,
-    chat_project: Option<i64>,
+    (slot, room, chat_project): Place,
     greeting: Option<String>,
 ) -> ApiResult<HttpResponse> {
-    let (response, session, stream) = actix_ws::handle(&req, body)
-        .map_err(|e| ApiError::bad_request("NOT_A_WEBSOCKET", e.to_string()))?;
+    let address = super::client_ip::client_ip(&req);
+    let admission = state
+        .sockets
+        .admit(slot, socket.user.id, address)
+        .await?
+        .map_err(|refusal| refused(&state, refusal))?;
+    let (response, session, stream) = match actix_ws::handle(&req, body) {
+        Ok(handled) => handled,
+        Err(e) => {
+            admission.release().await;
+            return Err(ApiError::bad_request("NOT_A_WEBSOCKET", e.to_string()));
+        }
+    };
     let stream = stream.max_frame_size(MAX_FRAME);
     let state = state.into_inner();
     // Every idle socket holds its session future for its whole life, so the futures it only
@@ -220,6 +281,7 @@ async fn open(
         serve(
             &state,
             socket,
+            &admission,
             frames,
             chat_project,
             greeting,
@@ -227,6 +289,7 @@ async fn open(
             stream,
         )
         .await;
+        admission.release().await;
         state.realtime.leave(member);
         if let Some(project_id) = chat_project {
             Box::pin(chat::depart(&state, project_id, user_id)).await;
@@ -244,9 +307,11 @@ fn close(code: CloseCode, description: &str) -> Option<CloseReason> {
 }
 
 /// The session itself: frames out, client frames in, pings, until either side ends it.
+#[allow(clippy::too_many_arguments)]
 async fn serve(
     state: &std::sync::Arc<AppState>,
     socket: Socket,
+    admission: &Admission,
     mut frames: tokio::sync::mpsc::Receiver<Frame>,
     chat_project: Option<i64>,
     greeting: Option<String>,
@@ -258,6 +323,7 @@ async fn serve(
     ping.tick().await;
     let mut last_pong = Instant::now();
     let mut reason = None;
+    let mut budgets = FrameBudgets::default();
     if let Some(greeting) = greeting
         && session.text(greeting).await.is_err()
     {
@@ -293,10 +359,18 @@ async fn serve(
                 }
                 Some(Ok(Message::Pong(_))) => last_pong = Instant::now(),
                 Some(Ok(Message::Text(text))) => {
-                    let answer = Box::pin(handle_text(state, &socket, chat_project, &text)).await;
-                    if let Some(error) = answer
-                        && session.text(error).await.is_err()
+                    let answer =
+                        Box::pin(handle_text(state, &socket, &mut budgets, chat_project, &text))
+                            .await;
+                    let Some(answer) = answer else { continue };
+                    if session.text(answer.frame).await.is_err() {
+                        break;
+                    }
+                    if answer.over_budget
+                        && budgets.refused.record(state.clock.now().timestamp_millis())
                     {
+                        state.sockets.closed_for_refusals();
+                        reason = close(CloseCode::Policy, "too many refused messages: slow down");
                         break;
                     }
                 }
@@ -332,6 +406,7 @@ async fn serve(
                 if let Some(project_id) = chat_project {
                     Box::pin(chat::still_here(state, project_id, socket.user.id, every * 3)).await;
                 }
+                Box::pin(admission.renew()).await;
                 if session.ping(b"").await.is_err() {
                     break;
                 }
@@ -372,6 +447,30 @@ fn refusal_json(error: &ApiError, request_id: Option<&str>) -> String {
     json!({"type": "error", "data": data}).to_string()
 }
 
+/// What a socket's client frames have spent: its typing rate's bucket, and the chat
+/// messages refused in its current window.
+#[derive(Default)]
+struct FrameBudgets {
+    typing: Option<i64>,
+    refused: RefusedFrames,
+}
+
+/// A frame to answer a client's frame with; `over_budget` when it refuses a message past the
+/// account's chat budget.
+struct Answer {
+    frame: String,
+    over_budget: bool,
+}
+
+impl From<String> for Answer {
+    fn from(frame: String) -> Self {
+        Self {
+            frame,
+            over_budget: false,
+        }
+    }
+}
+
 #[derive(Deserialize)]
 struct ClientFrame {
     #[serde(rename = "type")]
@@ -379,25 +478,35 @@ struct ClientFrame {
     content: Option<String>,
 }
 
-/// A client's text frame in a chat room: a message to store, or typing to relay. Answers an
-/// `error` frame when it cannot be done.
+/// A client's text frame in a chat room: a message to store (spending the account's chat
+/// budget, as a REST post does), or typing to relay (within the socket's typing rate, the
+/// rest dropped). Answers an `error` frame when it cannot be done.
 async fn handle_text(
     state: &AppState,
     socket: &Socket,
+    budgets: &mut FrameBudgets,
     chat_project: Option<i64>,
     text: &str,
-) -> Option<String> {
+) -> Option<Answer> {
     let Some(project_id) = chat_project else {
-        return Some(error_frame("this socket only receives"));
+        return Some(error_frame("this socket only receives").into());
     };
     let Ok(frame) = serde_json::from_str::<ClientFrame>(text) else {
-        return Some(error_frame(
-            "expected {\"type\": \"message\" | \"typing\", …}",
-        ));
+        return Some(error_frame("expected {\"type\": \"message\" | \"typing\", …}").into());
     };
     let caller = socket.caller();
     match frame.kind.as_str() {
         "message" => {
+            if let Err(error) = super::rate_limit::chat_message(state, caller.id).await {
+                let over_budget = error.status_code() == StatusCode::TOO_MANY_REQUESTS;
+                if over_budget {
+                    state.sockets.frame_refused(FrameRefusal::ChatBudget);
+                }
+                return Some(Answer {
+                    frame: refusal_frame(error, socket, project_id),
+                    over_budget,
+                });
+            }
             // The same type as REST's body: the same refusal, and nothing unchecked stored.
             let posted = match ChatText::parse(frame.content.unwrap_or_default()) {
                 Ok(content) => chat::post(state, &caller, project_id, content)
@@ -407,13 +516,20 @@ async fn handle_text(
             };
             posted
                 .err()
-                .map(|error| refusal_frame(error, socket, project_id))
+                .map(|error| refusal_frame(error, socket, project_id).into())
         }
         "typing" => {
-            chat::typing(state, &caller, project_id).await;
+            let now = state.clock.now().timestamp_millis();
+            match TYPING_RATE.take(budgets.typing, now) {
+                Take::Allowed { full_at_ms } => {
+                    budgets.typing = Some(full_at_ms);
+                    chat::typing(state, &caller, project_id).await;
+                }
+                Take::Refused { .. } => state.sockets.frame_refused(FrameRefusal::Typing),
+            }
             None
         }
-        _ => Some(error_frame("unknown frame type")),
+        _ => Some(error_frame("unknown frame type").into()),
     }
 }
 
@@ -441,6 +557,57 @@ pub fn render_metrics(state: &AppState, out: &mut String) {
             realtime.sockets_live(kind)
         );
     }
+    let sockets = &state.sockets;
+    out.push_str(
+        "# HELP realtime_sockets_refused_total WebSocket upgrades refused on this instance, by the \
+         cap that refused them (account and address: 429; process: 503).\n",
+    );
+    out.push_str("# TYPE realtime_sockets_refused_total counter\n");
+    for reason in Refusal::ALL {
+        let _ = writeln!(
+            out,
+            "realtime_sockets_refused_total{{reason=\"{}\"}} {}",
+            reason.label(),
+            sockets.refused(reason)
+        );
+    }
+    out.push_str("# HELP realtime_socket_caps The WebSocket caps in force, by scope.\n");
+    out.push_str("# TYPE realtime_socket_caps gauge\n");
+    let caps = sockets.caps();
+    for (scope, cap) in [
+        ("account", caps.per_account),
+        ("address", caps.per_address),
+        ("process", caps.process),
+    ] {
+        let _ = writeln!(out, "realtime_socket_caps{{scope=\"{scope}\"}} {cap}");
+    }
+    render_single(
+        out,
+        "realtime_sockets_process",
+        "gauge",
+        "WebSockets open or being opened in this process (against the process cap).",
+        f64::from(sockets.process_live()),
+    );
+    out.push_str(
+        "# HELP realtime_frames_refused_total Client frames refused by their budget on this \
+         instance: chat messages past the account's budget, typing frames past the socket's rate.\n",
+    );
+    out.push_str("# TYPE realtime_frames_refused_total counter\n");
+    for reason in FrameRefusal::ALL {
+        let _ = writeln!(
+            out,
+            "realtime_frames_refused_total{{reason=\"{}\"}} {}",
+            reason.label(),
+            sockets.frames_refused(reason)
+        );
+    }
+    render_single(
+        out,
+        "realtime_sockets_closed_for_refusals_total",
+        "counter",
+        "Sockets closed (1008) for sending refused chat messages on and on.",
+        sockets.sockets_closed_for_refusals() as f64,
+    );
     render_single(
         out,
         "realtime_frames_fanned_out_total",

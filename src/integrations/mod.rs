@@ -5,5 +5,6 @@ pub mod crm;
 pub mod mail;
 pub mod processor;
 pub mod realtime;
+pub mod socket_registry;
 pub mod standins;
 pub mod webhook_http;

@@ -30,6 +30,7 @@ mod realtime;
 mod reviews;
 mod smtp;
 mod smtp_server;
+mod socket_limits;
 mod store;
 mod system;
 mod timers;

@@ -11,6 +11,7 @@ use crate::domain::text::ChatText;
 use crate::http::auth::{AuthUser, CsrfChecked};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::pagination::PageQuery;
+use crate::http::rate_limit;
 use crate::state::AppState;
 use crate::store::chat as store;
 use crate::workflows::chat::{self as flow, MessageView};
@@ -87,13 +88,18 @@ fn message_text(body: MessageRequest) -> ApiResult<ChatText> {
     ChatText::parse(body.content).map_err(|e| ApiError::invalid_field("content", e.to_string()))
 }
 
-/// Posts a message (201).
+/// Posts a message (201). Each post spends one of the account's `CHAT_MESSAGES_PER_MINUTE`,
+/// the budget its socket `message` frames spend too.
 #[utoipa::path(
     tag = "chat",
     params(("project_id" = i64, Path)),
     request_body = MessageRequest,
     security(("bearer" = [])),
-    responses((status = 201, body = MessageView), (status = 403, body = ErrorBody, description = "CSRF"))
+    responses(
+        (status = 201, body = MessageView),
+        (status = 403, body = ErrorBody, description = "CSRF"),
+        (status = 429, body = ErrorBody, description = "`RATE_LIMITED`: the account's chat messages of the minute are spent (`Retry-After`)"),
+    )
 )]
 #[post("/api/chat/{project_id}")]
 pub async fn post_message(
@@ -102,6 +108,7 @@ pub async fn post_message(
     project_id: web::Path<i64>,
     body: web::Json<MessageRequest>,
 ) -> ApiResult<HttpResponse> {
+    rate_limit::chat_message(&state, auth.id()).await?;
     let content = message_text(body.into_inner())?;
     let m = flow::post(&state, &caller(&auth), project_id.into_inner(), content).await?;
     Ok(HttpResponse::Created().json(MessageView::from(m)))

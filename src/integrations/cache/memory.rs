@@ -8,7 +8,8 @@ use futures_util::StreamExt;
 use futures_util::stream::{self, BoxStream};
 use tokio::sync::broadcast;
 
-use super::{Cache, CacheError, WindowCount, whole_millis};
+use super::{Cache, CacheError, LeaseAnswer, Rate, Take, WindowCount, whole_millis};
+use crate::domain::realtime_limits::lease_counts;
 
 /// How often, at most, a write scans the whole map for expired entries.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(30);
@@ -21,10 +22,13 @@ const CHANNEL_CAPACITY: usize = 256;
 ///
 /// Entries expire lazily on read; writes also sweep the whole map from time to time (on
 /// an interval, or when it has doubled since the last sweep) so that keys that are never
-/// read again do not pile up. Pub/sub uses one broadcast channel per channel name.
+/// read again do not pile up. Pub/sub uses one broadcast channel per channel name. Lease sets
+/// (the live sockets per account and address) are maps of member to expiry, pruned whenever
+/// they are counted and dropped once empty.
 pub struct MemoryCache {
     entries: Mutex<Entries>,
     channels: Mutex<HashMap<String, broadcast::Sender<String>>>,
+    leases: Mutex<HashMap<String, HashMap<String, i64>>>,
 }
 
 struct Entry {
@@ -90,6 +94,7 @@ impl MemoryCache {
                 len_after_sweep: 0,
             }),
             channels: Mutex::new(HashMap::new()),
+            leases: Mutex::new(HashMap::new()),
         }
     }
 
@@ -147,6 +152,7 @@ impl Cache for MemoryCache {
 
     async fn delete(&self, key: &str) -> Result<(), CacheError> {
         lock(&self.entries).map.remove(key);
+        lock(&self.leases).remove(key);
         Ok(())
     }
 
@@ -154,7 +160,10 @@ impl Cache for MemoryCache {
         let mut entries = lock(&self.entries);
         let before = entries.map.len();
         entries.map.retain(|key, _| !key.starts_with(prefix));
-        Ok((before - entries.map.len()) as u64)
+        let mut leases = lock(&self.leases);
+        let sets_before = leases.len();
+        leases.retain(|key, _| !key.starts_with(prefix));
+        Ok((before - entries.map.len() + sets_before - leases.len()) as u64)
     }
 
     async fn hit(&self, key: &str, window: Duration) -> Result<WindowCount, CacheError> {
@@ -182,6 +191,99 @@ impl Cache for MemoryCache {
             count: 1,
             resets_in: window,
         })
+    }
+
+    async fn take_token(&self, key: &str, rate: Rate, now_ms: i64) -> Result<Take, CacheError> {
+        let now = Instant::now();
+        let mut entries = lock(&self.entries);
+        let state = match entries.live_mut(key, now) {
+            Some(entry) => Some(
+                entry
+                    .value
+                    .parse::<i64>()
+                    .map_err(|_| CacheError::Operation {
+                        operation: "take_token",
+                        detail: "the key holds a value that is not a bucket".to_owned(),
+                    })?,
+            ),
+            None => None,
+        };
+        let take = rate.take(state, now_ms);
+        if let Take::Allowed { full_at_ms } = take {
+            // Full again by then on the service's clock, which runs at least as fast as this
+            // one: forgetting the key then loses nothing.
+            let ttl = Duration::from_millis(u64::try_from(full_at_ms - now_ms).unwrap_or(1));
+            entries.insert(key, full_at_ms.to_string(), whole_millis(ttl)?, now);
+        }
+        Ok(take)
+    }
+
+    async fn lease_acquire(
+        &self,
+        sets: &[(&str, u64)],
+        member: &str,
+        now_ms: i64,
+        until_ms: i64,
+        _keep: Duration,
+    ) -> Result<LeaseAnswer, CacheError> {
+        let mut leases = lock(&self.leases);
+        for (index, (set, cap)) in sets.iter().enumerate() {
+            let live = leases.get_mut(*set).map_or(0, |members| {
+                members.retain(|_, expires| lease_counts(*expires, now_ms));
+                members.len()
+            });
+            if live as u64 >= *cap {
+                return Ok(LeaseAnswer::Full(index));
+            }
+        }
+        for (set, _) in sets {
+            leases
+                .entry((*set).to_owned())
+                .or_default()
+                .insert(member.to_owned(), until_ms);
+        }
+        leases.retain(|_, members| !members.is_empty());
+        Ok(LeaseAnswer::Taken)
+    }
+
+    async fn lease_renew(
+        &self,
+        sets: &[&str],
+        member: &str,
+        until_ms: i64,
+        _keep: Duration,
+    ) -> Result<(), CacheError> {
+        let mut leases = lock(&self.leases);
+        for set in sets {
+            leases
+                .entry((*set).to_owned())
+                .or_default()
+                .insert(member.to_owned(), until_ms);
+        }
+        Ok(())
+    }
+
+    async fn lease_release(&self, sets: &[&str], member: &str) -> Result<(), CacheError> {
+        let mut leases = lock(&self.leases);
+        for set in sets {
+            if let Some(members) = leases.get_mut(*set) {
+                members.remove(member);
+                if members.is_empty() {
+                    leases.remove(*set);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn lease_count(&self, set: &str, now_ms: i64) -> Result<u64, CacheError> {
+        let leases = lock(&self.leases);
+        Ok(leases.get(set).map_or(0, |members| {
+            members
+                .values()
+                .filter(|expires| lease_counts(**expires, now_ms))
+                .count() as u64
+        }))
     }
 
     async fn publish(&self, channel: &str, payload: &str) -> Result<(), CacheError> {

@@ -19,6 +19,7 @@ pub use self::error::CacheError;
 pub use self::memory::MemoryCache;
 pub use self::prefixed::Prefixed;
 pub use self::redis::RedisCache;
+pub use crate::domain::realtime_limits::{Rate, Take};
 
 /// The state of a fixed-window counter right after a [`Cache::hit`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +28,15 @@ pub struct WindowCount {
     pub count: u64,
     /// Time until the window ends and the count starts again from zero.
     pub resets_in: Duration,
+}
+
+/// The answer of [`Cache::lease_acquire`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseAnswer {
+    /// The member was added to every set.
+    Taken,
+    /// The set at this index of the call's list was at its cap; nothing was added anywhere.
+    Full(usize),
 }
 
 /// A shared key-value store with expiring entries, window counters and pub/sub.
@@ -61,6 +71,40 @@ pub trait Cache: Send + Sync + 'static {
     /// The counter lives under `key` itself (as a decimal string), so `get` reads it and
     /// `delete` resets it.
     async fn hit(&self, key: &str, window: Duration) -> Result<WindowCount, CacheError>;
+
+    /// Takes one token from the bucket under `key` (a [`Rate`], its state a number under the
+    /// key) at `now_ms`, a time of the service's clock; atomic. The key is forgotten once the
+    /// bucket would be full again.
+    async fn take_token(&self, key: &str, rate: Rate, now_ms: i64) -> Result<Take, CacheError>;
+
+    /// Adds `member` to every one of `sets`, leased until `until_ms`, if each holds fewer
+    /// members than its cap whose lease runs past `now_ms` (lapsed members are dropped
+    /// first); atomic, all sets or none. Times are the service's clock, in milliseconds; a
+    /// set nobody touches for `keep` is forgotten altogether.
+    async fn lease_acquire(
+        &self,
+        sets: &[(&str, u64)],
+        member: &str,
+        now_ms: i64,
+        until_ms: i64,
+        keep: Duration,
+    ) -> Result<LeaseAnswer, CacheError>;
+
+    /// Moves the lease of `member` in every one of `sets` to `until_ms` (adding it again if it
+    /// had lapsed: the member is alive).
+    async fn lease_renew(
+        &self,
+        sets: &[&str],
+        member: &str,
+        until_ms: i64,
+        keep: Duration,
+    ) -> Result<(), CacheError>;
+
+    /// Removes `member` from every one of `sets`.
+    async fn lease_release(&self, sets: &[&str], member: &str) -> Result<(), CacheError>;
+
+    /// Members of `set` whose lease runs past `now_ms`.
+    async fn lease_count(&self, set: &str, now_ms: i64) -> Result<u64, CacheError>;
 
     /// Sends `payload` to every current subscriber of `channel` (none is fine).
     async fn publish(&self, channel: &str, payload: &str) -> Result<(), CacheError>;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures_util::stream::BoxStream;
 
-use super::{Cache, CacheError, WindowCount};
+use super::{Cache, CacheError, LeaseAnswer, Rate, Take, WindowCount};
 
 pub struct Prefixed {
     inner: Arc<dyn Cache>,
@@ -23,6 +23,10 @@ impl Prefixed {
 
     fn key(&self, key: &str) -> String {
         format!("{}{key}", self.prefix)
+    }
+
+    fn keys(&self, keys: &[&str]) -> Vec<String> {
+        keys.iter().map(|k| self.key(k)).collect()
     }
 }
 
@@ -50,6 +54,42 @@ impl Cache for Prefixed {
     }
     async fn hit(&self, key: &str, window: Duration) -> Result<WindowCount, CacheError> {
         self.inner.hit(&self.key(key), window).await
+    }
+    async fn take_token(&self, key: &str, rate: Rate, now_ms: i64) -> Result<Take, CacheError> {
+        self.inner.take_token(&self.key(key), rate, now_ms).await
+    }
+    async fn lease_acquire(
+        &self,
+        sets: &[(&str, u64)],
+        member: &str,
+        now_ms: i64,
+        until_ms: i64,
+        keep: Duration,
+    ) -> Result<LeaseAnswer, CacheError> {
+        let keys: Vec<(String, u64)> = sets.iter().map(|(s, cap)| (self.key(s), *cap)).collect();
+        let keys: Vec<(&str, u64)> = keys.iter().map(|(s, cap)| (s.as_str(), *cap)).collect();
+        self.inner
+            .lease_acquire(&keys, member, now_ms, until_ms, keep)
+            .await
+    }
+    async fn lease_renew(
+        &self,
+        sets: &[&str],
+        member: &str,
+        until_ms: i64,
+        keep: Duration,
+    ) -> Result<(), CacheError> {
+        let keys = self.keys(sets);
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        self.inner.lease_renew(&keys, member, until_ms, keep).await
+    }
+    async fn lease_release(&self, sets: &[&str], member: &str) -> Result<(), CacheError> {
+        let keys = self.keys(sets);
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        self.inner.lease_release(&keys, member).await
+    }
+    async fn lease_count(&self, set: &str, now_ms: i64) -> Result<u64, CacheError> {
+        self.inner.lease_count(&self.key(set), now_ms).await
     }
     async fn publish(&self, channel: &str, payload: &str) -> Result<(), CacheError> {
         self.inner.publish(&self.key(channel), payload).await

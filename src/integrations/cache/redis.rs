@@ -7,7 +7,7 @@ use futures_util::stream::BoxStream;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, RedisError, Value};
 
-use super::{Cache, CacheError, WindowCount, whole_millis};
+use super::{Cache, CacheError, LeaseAnswer, Rate, Take, WindowCount, whole_millis};
 
 /// Limit for opening a connection (commands and each subscription).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -32,6 +32,59 @@ if left < 0 then
   left = tonumber(ARGV[1])
 end
 return {count, left}
+";
+
+/// One take from a token bucket kept as the time it is full again (`domain::realtime_limits::
+/// Rate::take`, the same arithmetic), in one atomic step. The times are the service's clock
+/// (milliseconds, passed in), so every instance and a test's moved clock agree; the key
+/// expires when the bucket would be full again, which loses nothing.
+///
+/// ARGV: now, interval, burst. Returns `{1, full_at}` when taken, `{0, retry_after}` when not.
+const TAKE_SCRIPT: &str = r"
+local now = tonumber(ARGV[1])
+local interval = tonumber(ARGV[2])
+local span = interval * tonumber(ARGV[3])
+local full_at = tonumber(redis.call('GET', KEYS[1]) or ARGV[1])
+if full_at < now then
+  full_at = now
+end
+local next = full_at + interval
+local over = next - now - span
+if over > 0 then
+  return {0, over}
+end
+redis.call('SET', KEYS[1], string.format('%d', next), 'PX', string.format('%d', next - now))
+return {1, next}
+";
+
+/// Adds a member to every given sorted set (score: its lease's expiry on the service's clock)
+/// if each holds fewer than its cap of unexpired members, after dropping the expired ones;
+/// all or none, in one atomic step.
+///
+/// KEYS: the sets. ARGV: member, now, until, keep (milliseconds a set lives untouched), then
+/// one cap per set. Returns 0 when added, else the (1-based) index of the first full set.
+const LEASE_ACQUIRE_SCRIPT: &str = r"
+for i, key in ipairs(KEYS) do
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', ARGV[2])
+  if redis.call('ZCARD', key) >= tonumber(ARGV[4 + i]) then
+    return i
+  end
+end
+for _, key in ipairs(KEYS) do
+  redis.call('ZADD', key, ARGV[3], ARGV[1])
+  redis.call('PEXPIRE', key, ARGV[4])
+end
+return 0
+";
+
+/// Moves a member's lease in every given set (adding it again if it had lapsed).
+/// KEYS: the sets. ARGV: member, until, keep.
+const LEASE_RENEW_SCRIPT: &str = r"
+for _, key in ipairs(KEYS) do
+  redis.call('ZADD', key, ARGV[2], ARGV[1])
+  redis.call('PEXPIRE', key, ARGV[3])
+end
+return 0
 ";
 
 /// Cache in a Redis server: commands share one self-healing [`ConnectionManager`], and
@@ -171,6 +224,87 @@ impl Cache for RedisCache {
             count,
             resets_in: Duration::from_millis(left_millis),
         })
+    }
+
+    async fn take_token(&self, key: &str, rate: Rate, now_ms: i64) -> Result<Take, CacheError> {
+        let command = redis::cmd("EVAL")
+            .arg(TAKE_SCRIPT)
+            .arg(1)
+            .arg(key)
+            .arg(now_ms)
+            .arg(rate.interval_ms.max(1))
+            .arg(rate.burst.max(1))
+            .clone();
+        let (taken, value): (i64, i64) = self.query("take_token", &command).await?;
+        Ok(if taken == 1 {
+            Take::Allowed { full_at_ms: value }
+        } else {
+            Take::Refused {
+                retry_after_ms: value,
+            }
+        })
+    }
+
+    async fn lease_acquire(
+        &self,
+        sets: &[(&str, u64)],
+        member: &str,
+        now_ms: i64,
+        until_ms: i64,
+        keep: Duration,
+    ) -> Result<LeaseAnswer, CacheError> {
+        let mut command = redis::cmd("EVAL");
+        command.arg(LEASE_ACQUIRE_SCRIPT).arg(sets.len());
+        for (set, _) in sets {
+            command.arg(*set);
+        }
+        command
+            .arg(member)
+            .arg(now_ms)
+            .arg(until_ms)
+            .arg(millis(keep)?);
+        for (_, cap) in sets {
+            command.arg(*cap);
+        }
+        let full: usize = self.query("lease_acquire", &command).await?;
+        Ok(match full {
+            0 => LeaseAnswer::Taken,
+            n => LeaseAnswer::Full(n - 1),
+        })
+    }
+
+    async fn lease_renew(
+        &self,
+        sets: &[&str],
+        member: &str,
+        until_ms: i64,
+        keep: Duration,
+    ) -> Result<(), CacheError> {
+        let mut command = redis::cmd("EVAL");
+        command.arg(LEASE_RENEW_SCRIPT).arg(sets.len());
+        for set in sets {
+            command.arg(*set);
+        }
+        command.arg(member).arg(until_ms).arg(millis(keep)?);
+        self.query::<()>("lease_renew", &command).await
+    }
+
+    async fn lease_release(&self, sets: &[&str], member: &str) -> Result<(), CacheError> {
+        // One set at a time is enough: a member left behind lapses with its lease.
+        for set in sets {
+            self.query::<()>("lease_release", redis::cmd("ZREM").arg(*set).arg(member))
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn lease_count(&self, set: &str, now_ms: i64) -> Result<u64, CacheError> {
+        let command = redis::cmd("ZCOUNT")
+            .arg(set)
+            .arg(format!("({now_ms}"))
+            .arg("+inf")
+            .clone();
+        self.query("lease_count", &command).await
     }
 
     async fn publish(&self, channel: &str, payload: &str) -> Result<(), CacheError> {

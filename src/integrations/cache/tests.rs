@@ -7,7 +7,7 @@ use futures_util::StreamExt;
 use futures_util::future::join_all;
 use futures_util::stream::BoxStream;
 
-use super::{Cache, MemoryCache, RedisCache, connect};
+use super::{Cache, LeaseAnswer, MemoryCache, Rate, RedisCache, Take, connect};
 
 /// How long a test waits for something that should happen soon.
 const PATIENCE: Duration = Duration::from_secs(5);
@@ -207,6 +207,119 @@ mod behaviour {
             .expect("publish");
     }
 
+    pub async fn token_buckets_give_their_burst_and_refill_on_the_given_clock(cache: &dyn Cache) {
+        let key = unique("bucket");
+        let rate = Rate::per_minute(3);
+        let now = 1_800_000_000_000i64;
+        for _ in 0..3 {
+            assert!(matches!(
+                cache.take_token(&key, rate, now).await.expect("take"),
+                Take::Allowed { .. }
+            ));
+        }
+        assert_eq!(
+            cache.take_token(&key, rate, now).await.expect("take"),
+            Take::Refused {
+                retry_after_ms: 20_000
+            }
+        );
+        // The clock passed in, not the wall clock, refills it.
+        assert!(matches!(
+            cache
+                .take_token(&key, rate, now + 20_000)
+                .await
+                .expect("take"),
+            Take::Allowed { .. }
+        ));
+        assert!(matches!(
+            cache
+                .take_token(&key, rate, now + 20_000)
+                .await
+                .expect("take"),
+            Take::Refused { .. }
+        ));
+        let other = unique("bucket");
+        assert!(matches!(
+            cache.take_token(&other, rate, now).await.expect("take"),
+            Take::Allowed { .. }
+        ));
+        cache.delete(&key).await.expect("delete");
+        cache.delete(&other).await.expect("delete");
+    }
+
+    pub async fn leases_are_capped_per_set_and_lapse(cache: &dyn Cache) {
+        let account = unique("leases-account");
+        let address = unique("leases-address");
+        let now = 1_800_000_000_000i64;
+        let until = now + 30_000;
+        let sets = [(account.as_str(), 2), (address.as_str(), 3)];
+        for member in ["a", "b"] {
+            assert_eq!(
+                cache
+                    .lease_acquire(&sets, member, now, until, LONG_TTL)
+                    .await
+                    .expect("acquire"),
+                LeaseAnswer::Taken
+            );
+        }
+        assert_eq!(
+            cache
+                .lease_acquire(&sets, "c", now, until, LONG_TTL)
+                .await
+                .expect("acquire"),
+            LeaseAnswer::Full(0)
+        );
+        // All or none: the refused member took no place in the address's set.
+        assert_eq!(cache.lease_count(&address, now).await.expect("count"), 2);
+        let other = unique("leases-other");
+        let elsewhere = [(other.as_str(), 2), (address.as_str(), 3)];
+        assert_eq!(
+            cache
+                .lease_acquire(&elsewhere, "d", now, until, LONG_TTL)
+                .await
+                .expect("acquire"),
+            LeaseAnswer::Taken
+        );
+        assert_eq!(
+            cache
+                .lease_acquire(&elsewhere, "e", now, until, LONG_TTL)
+                .await
+                .expect("acquire"),
+            LeaseAnswer::Full(1)
+        );
+        // A release frees a place.
+        cache
+            .lease_release(&[&account, &address], "a")
+            .await
+            .expect("release");
+        assert_eq!(cache.lease_count(&account, now).await.expect("count"), 1);
+        assert_eq!(
+            cache
+                .lease_acquire(&sets, "c", now, until, LONG_TTL)
+                .await
+                .expect("acquire"),
+            LeaseAnswer::Taken
+        );
+        // Past their leases, members no longer count, unless renewed.
+        cache
+            .lease_renew(&[&account, &address], "b", until + 60_000, LONG_TTL)
+            .await
+            .expect("renew");
+        let later = until + 1;
+        assert_eq!(cache.lease_count(&account, later).await.expect("count"), 1);
+        assert_eq!(cache.lease_count(&address, later).await.expect("count"), 1);
+        assert_eq!(
+            cache
+                .lease_acquire(&sets, "f", later, later + 30_000, LONG_TTL)
+                .await
+                .expect("acquire"),
+            LeaseAnswer::Taken
+        );
+        for set in [&account, &address, &other] {
+            cache.delete(set).await.expect("delete");
+        }
+    }
+
     pub async fn ping_answers(cache: &dyn Cache) {
         cache.ping().await.expect("ping");
     }
@@ -263,6 +376,8 @@ for_every_backend!(
     zero_durations_are_rejected,
     publish_reaches_every_subscriber_in_order,
     publish_without_subscribers_succeeds,
+    token_buckets_give_their_burst_and_refill_on_the_given_clock,
+    leases_are_capped_per_set_and_lapse,
     ping_answers,
 );
 
