@@ -329,6 +329,24 @@ pub async fn set_email(
     )
 }
 
+/// Gives the account back an address it held (an e-mail change undone from that address's
+/// mailbox, which proves it is the owner's): verified at once. A unique violation when
+/// another account holds it now.
+pub async fn restore_email(
+    ex: Exec<'_>,
+    id: i64,
+    email: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    update_user!(
+        ex,
+        "UPDATE users SET email = $2, email_verified = TRUE, email_verified_at = $3, updated_at = $3 WHERE id = $1",
+        id,
+        email,
+        now
+    )
+}
+
 /// Marks the address verified, only if it is still the one the token was sent to.
 pub async fn verify_email(
     ex: Exec<'_>,

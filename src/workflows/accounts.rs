@@ -76,6 +76,8 @@ use crate::workflows::error::{FlowError, FlowResult};
 
 pub const VERIFICATION_TTL: Duration = Duration::hours(48);
 pub const RESET_TTL: Duration = Duration::hours(1);
+/// How long the previous address of an e-mail change can undo it.
+pub const UNDO_EMAIL_CHANGE_TTL: Duration = Duration::days(7);
 
 /// Why an account operation was refused.
 #[derive(Debug, thiserror::Error)]
@@ -236,7 +238,8 @@ pub async fn request_password_reset(state: &AppState, email: &str) -> Result<(),
     .await
 }
 
-/// Sets a new password with a reset token; every session of the account ends.
+/// Sets a new password with a reset token; every session of the account ends, and every other
+/// mailed verification or reset link stops working.
 pub async fn reset_password(
     state: &AppState,
     token: &str,
@@ -247,6 +250,7 @@ pub async fn reset_password(
     let mut tx = state.db.begin().await?;
     let found = spend_token(&mut tx, Purpose::ResetPassword, token, now).await?;
     users::set_password(tx.exec(), found.user_id, &hash, now).await?;
+    tokens::retire_credential_links(tx.exec(), found.user_id, now).await?;
     sessions::revoke_all_of_user(
         tx.exec(),
         found.user_id,
@@ -260,7 +264,8 @@ pub async fn reset_password(
     Ok(())
 }
 
-/// Changes the password after checking the current one; other sessions end.
+/// Changes the password after checking the current one; other sessions end, and mailed
+/// verification and reset links stop working.
 pub async fn change_password(
     state: &AppState,
     user: &User,
@@ -275,6 +280,7 @@ pub async fn change_password(
     let now = state.clock.now();
     let mut tx = state.db.begin().await?;
     users::set_password(tx.exec(), user.id, &hash, now).await?;
+    tokens::retire_credential_links(tx.exec(), user.id, now).await?;
     sessions::revoke_all_of_user(
         tx.exec(),
         user.id,
@@ -288,7 +294,11 @@ pub async fn change_password(
     Ok(())
 }
 
-/// Moves the account to a new address (unverified) and sends it a verification link.
+/// Moves the account to a new address (unverified) and sends it a verification link. The
+/// verification and reset links mailed before stop working, and the previous address is told,
+/// with a link that undoes the change ([`undo_email_change`], valid
+/// [`UNDO_EMAIL_CHANGE_TTL`]): the new address is not proven yet, so the old mailbox keeps
+/// the last word for a while.
 pub async fn change_email(
     state: &AppState,
     user: &User,
@@ -299,15 +309,40 @@ pub async fn change_email(
         return Err(AccountError::WrongPassword);
     }
     let now = state.clock.now();
+    let undo = random_token(32);
     let mut tx = state.db.begin().await?;
     if let Some(other) = users::find_by_email(tx.exec(), new_email.as_str()).await?
         && other.id != user.id
     {
         return Err(AccountError::EmailTaken);
     }
+    if tokens::undo_holder(tx.exec(), new_email.as_str(), now)
+        .await?
+        .is_some_and(|holder| holder != user.id)
+    {
+        return Err(AccountError::EmailTaken);
+    }
+    // The address as stored now (a concurrent change of the caller's may have moved it).
+    let previous = users::find(tx.exec(), user.id)
+        .await?
+        .ok_or(AccountError::InvalidToken)?;
     users::set_email(tx.exec(), user.id, new_email.as_str(), now)
         .await
         .map_err(|e| e.duplicate_as(|| AccountError::EmailTaken))?;
+    tokens::retire_credential_links(tx.exec(), user.id, now).await?;
+    let changed = previous.email != new_email.as_str();
+    if changed {
+        tokens::insert(
+            tx.exec(),
+            user.id,
+            Purpose::UndoEmailChange,
+            &hash_token(&undo),
+            &previous.email,
+            now + UNDO_EMAIL_CHANGE_TTL,
+            now,
+        )
+        .await?;
+    }
     crate::store::events::record(
         tx.exec(),
         crate::store::events::NewEvent {
@@ -324,8 +359,73 @@ pub async fn change_email(
         .ok_or(AccountError::InvalidToken)?;
     state.commit(tx).await?;
     super::auth::user_changed(state, user.id);
+    if changed {
+        // Sent here rather than through the outbox, as the other mailed tokens: the token
+        // must exist only as a hash at rest, and the outbox keeps its e-mails' contexts.
+        let ctx = serde_json::json!({
+            "name": updated.username,
+            "new_email": updated.email,
+            "token": undo,
+        });
+        if let Err(err) = state
+            .mailer
+            .send(&previous.email, Template::EmailChanged, ctx)
+            .await
+        {
+            tracing::warn!(user_id = user.id, error = %err, "e-mail change notice not sent");
+        }
+    }
     send_verification(state, &updated).await?;
     Ok(updated)
+}
+
+/// Undoes an e-mail change with the link sent to the previous address: the account gets that
+/// address back (verified: the link was read in its mailbox), every session ends, and the
+/// mailed verification and reset links, and the undo links of later changes, stop working.
+/// Undo links of earlier changes stay valid. 409 `EMAIL_EXISTS` (the token kept) when another
+/// account holds the address now.
+pub async fn undo_email_change(state: &AppState, token: &str) -> Result<User, AccountError> {
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    let found = spend_token(&mut tx, Purpose::UndoEmailChange, token, now).await?;
+    if let Some(other) = users::find_by_email(tx.exec(), &found.email).await?
+        && other.id != found.user_id
+    {
+        return Err(AccountError::EmailTaken);
+    }
+    if !users::restore_email(tx.exec(), found.user_id, &found.email, now)
+        .await
+        .map_err(|e| e.duplicate_as(|| AccountError::EmailTaken))?
+    {
+        return Err(AccountError::InvalidToken);
+    }
+    tokens::retire_credential_links(tx.exec(), found.user_id, now).await?;
+    tokens::retire_later_undos(tx.exec(), found.user_id, found.id, now).await?;
+    sessions::revoke_all_of_user(
+        tx.exec(),
+        found.user_id,
+        None,
+        crate::domain::access_token::revoke_reason::EMAIL_CHANGE_UNDONE,
+        now,
+    )
+    .await?;
+    crate::store::events::record(
+        tx.exec(),
+        crate::store::events::NewEvent {
+            kind: "user.email_changed",
+            aggregate: "user",
+            aggregate_id: Some(found.user_id),
+            payload: serde_json::json!({ "user_id": found.user_id, "undone": true }),
+        },
+        now,
+    )
+    .await?;
+    let user = users::find(tx.exec(), found.user_id)
+        .await?
+        .ok_or(AccountError::InvalidToken)?;
+    state.commit(tx).await?;
+    sessions_ended(state, user.id).await?;
+    Ok(user)
 }
 
 /// Makes sure a fresh registration cannot collide on e-mail or username.
@@ -336,6 +436,13 @@ pub async fn ensure_available(
 ) -> Result<(), AccountError> {
     let mut conn = state.db.conn().await?;
     if users::find_by_email(conn.exec(), email).await?.is_some() {
+        return Err(AccountError::EmailTaken);
+    }
+    // An address an undo link may give back to its account is not free yet.
+    if tokens::undo_holder(conn.exec(), email, state.clock.now())
+        .await?
+        .is_some()
+    {
         return Err(AccountError::EmailTaken);
     }
     if users::username_owner(conn.exec(), username)

@@ -637,7 +637,8 @@ pub async fn forgot_password(
     )))
 }
 
-/// Sets a new password with a reset token (1 hour, single use); every session ends.
+/// Sets a new password with a reset token (1 hour, single use); every session ends, and the
+/// other verification and reset links mailed before stop working.
 #[utoipa::path(
     tag = "auth",
     request_body = ResetPasswordRequest,
@@ -675,6 +676,31 @@ pub async fn verify_email(
 ) -> ApiResult<HttpResponse> {
     accounts::verify_email(&state, &body.token).await?;
     Ok(HttpResponse::Ok().json(Message::new("E-mail verified")))
+}
+
+/// Undoes an e-mail change with the token of the link sent to the previous address (7 days,
+/// single use): the account gets that address back, verified; every session of the account
+/// ends, and the verification and reset links mailed before, and the undo links of later
+/// changes, stop working. No authentication: whoever changed the address may hold every
+/// session.
+#[utoipa::path(
+    tag = "auth",
+    request_body = TokenRequest,
+    responses(
+        (status = 200, body = Message, description = "Address restored; every session ended"),
+        (status = 400, body = crate::http::error::ErrorBody, description = "Invalid, used or expired token (INVALID_TOKEN, TOKEN_USED, TOKEN_EXPIRED)"),
+        (status = 409, body = crate::http::error::ErrorBody, description = "EMAIL_EXISTS: another account holds the previous address now"),
+    )
+)]
+#[post("/api/auth/undo-email-change")]
+pub async fn undo_email_change(
+    state: web::Data<AppState>,
+    body: web::Json<TokenRequest>,
+) -> ApiResult<HttpResponse> {
+    accounts::undo_email_change(&state, &body.token).await?;
+    Ok(HttpResponse::Ok().json(Message::new(
+        "E-mail address restored and every session ended; choose a new password",
+    )))
 }
 
 /// Sends the verification e-mail again: at most once per two minutes.
@@ -829,6 +855,7 @@ pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
         .service(forgot_password)
         .service(reset_password)
         .service(verify_email)
+        .service(undo_email_change)
         .service(send_verification_email)
         .service(add_role)
         .service(switch_role)

@@ -90,7 +90,8 @@ pub async fn update_me(
     Ok(HttpResponse::Ok().json(UserView::from(&user)))
 }
 
-/// Changes the password; the current one is required; other sessions end (CSRF protected).
+/// Changes the password; the current one is required; other sessions end, and verification
+/// and reset links mailed before stop working (CSRF protected).
 #[utoipa::path(
     tag = "users",
     request_body = ChangePasswordRequest,
@@ -122,7 +123,9 @@ pub async fn change_password(
 }
 
 /// Changes the e-mail address; it becomes unverified and a verification goes to it (CSRF
-/// protected).
+/// protected). Verification and reset links mailed before stop working, and the previous
+/// address is told, with a link that undoes the change for 7 days
+/// (`POST /api/auth/undo-email-change`); until then no other account may take it.
 #[utoipa::path(
     tag = "users",
     request_body = ChangeEmailRequest,
