@@ -1,4 +1,6 @@
-//! Rate limits with counters in the cache store, so several instances share them.
+//! Rate limits with counters in the cache store, so several instances share them: the global
+//! limit per address, and the login budgets (`LOGIN_RATE_LIMIT_*`) per address and per
+//! account.
 
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
@@ -19,6 +21,49 @@ pub async fn hit(cache: &dyn Cache, key: &str, max: u32, window: Duration) -> Ap
         ));
     }
     Ok(())
+}
+
+/// The login window (`LOGIN_RATE_LIMIT_WINDOW_SECONDS`).
+pub fn login_window(state: &AppState) -> Duration {
+    Duration::from_secs(u64::from(state.settings.login_window_seconds))
+}
+
+/// One attempt on the per-address login budget (`LOGIN_RATE_LIMIT_MAX_ATTEMPTS_PER_IP` a
+/// window); 429 once it is spent.
+pub async fn login_address(state: &AppState, ip: &str) -> ApiResult<()> {
+    hit(
+        state.cache.as_ref(),
+        &format!("login:ip:{ip}"),
+        state.settings.login_max_attempts_per_ip,
+        login_window(state),
+    )
+    .await
+}
+
+/// One attempt on an account's login budget (`LOGIN_RATE_LIMIT_MAX_ATTEMPTS_PER_USER` a
+/// window); 429 once it is spent. Logins count here however they name the account (username
+/// or e-mail, any case), and so do the current-password checks of a password or e-mail change,
+/// so a stolen session cannot guess the password faster than a login could.
+pub async fn login_account(state: &AppState, user_id: i64) -> ApiResult<()> {
+    hit(
+        state.cache.as_ref(),
+        &format!("login:account:{user_id}"),
+        state.settings.login_max_attempts_per_user,
+        login_window(state),
+    )
+    .await
+}
+
+/// One attempt on the budget of a login name that names no account (lower-cased): probing
+/// unknown names is limited as probing an account is.
+pub async fn login_unknown_name(state: &AppState, name: &str) -> ApiResult<()> {
+    hit(
+        state.cache.as_ref(),
+        &format!("login:user:{}", crate::domain::token::hash_token(name)),
+        state.settings.login_max_attempts_per_user,
+        login_window(state),
+    )
+    .await
 }
 
 /// The global limit per client address (`RATE_LIMIT_PER_MINUTE`, 0 disables). Health and

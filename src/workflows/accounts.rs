@@ -264,18 +264,55 @@ pub async fn reset_password(
     Ok(())
 }
 
-/// Changes the password after checking the current one; other sessions end, and mailed
-/// verification and reset links stop working.
+/// Checks the current password a signed-in user gives to change their credentials (the caller
+/// counted the attempt in the account's login budget first; bcrypt runs on the blocking pool).
+/// A wrong one counts against the session that sent it: at as many failures in a login window
+/// as the account's login budget (`LOGIN_RATE_LIMIT_MAX_ATTEMPTS_PER_USER`), the session ends,
+/// so whoever stole it cannot go on guessing with it.
+async fn check_current_password(
+    state: &AppState,
+    user: &User,
+    session_id: i64,
+    password: &str,
+) -> Result<(), AccountError> {
+    if passwords::verify(password.to_owned(), user.password_hash.clone()).await? {
+        return Ok(());
+    }
+    let window = std::time::Duration::from_secs(u64::from(state.settings.login_window_seconds));
+    let failures = state
+        .cache
+        .hit(&format!("password-check-failures:{session_id}"), window)
+        .await?;
+    if failures.count >= u64::from(state.settings.login_max_attempts_per_user) {
+        let mut conn = state.db.conn().await?;
+        sessions::revoke(
+            conn.exec(),
+            session_id,
+            crate::domain::access_token::revoke_reason::PASSWORD_CHECKS_FAILED,
+            state.clock.now(),
+        )
+        .await?;
+        drop(conn);
+        super::auth::session_ended(state, session_id).await?;
+        tracing::info!(
+            user_id = user.id,
+            session_id,
+            "session ended after repeated wrong current passwords"
+        );
+    }
+    Err(AccountError::WrongPassword)
+}
+
+/// Changes the password after checking the current one ([`check_current_password`]); other
+/// sessions end, and mailed verification and reset links stop working.
 pub async fn change_password(
     state: &AppState,
     user: &User,
-    keep_session: i64,
+    session_id: i64,
     current: &str,
     new_password: &str,
 ) -> Result<(), AccountError> {
-    if !passwords::verify(current.to_owned(), user.password_hash.clone()).await? {
-        return Err(AccountError::WrongPassword);
-    }
+    check_current_password(state, user, session_id, current).await?;
     let hash = passwords::hash(new_password.to_owned(), state.settings.bcrypt_cost).await?;
     let now = state.clock.now();
     let mut tx = state.db.begin().await?;
@@ -284,7 +321,7 @@ pub async fn change_password(
     sessions::revoke_all_of_user(
         tx.exec(),
         user.id,
-        Some(keep_session),
+        Some(session_id),
         crate::domain::access_token::revoke_reason::PASSWORD_CHANGED,
         now,
     )
@@ -294,7 +331,8 @@ pub async fn change_password(
     Ok(())
 }
 
-/// Moves the account to a new address (unverified) and sends it a verification link. The
+/// Moves the account to a new address (unverified) and sends it a verification link, after
+/// checking the current password ([`check_current_password`]). The
 /// verification and reset links mailed before stop working, and the previous address is told,
 /// with a link that undoes the change ([`undo_email_change`], valid
 /// [`UNDO_EMAIL_CHANGE_TTL`]): the new address is not proven yet, so the old mailbox keeps
@@ -302,12 +340,11 @@ pub async fn change_password(
 pub async fn change_email(
     state: &AppState,
     user: &User,
+    session_id: i64,
     new_email: &EmailAddress,
     current_password: &str,
 ) -> Result<User, AccountError> {
-    if !passwords::verify(current_password.to_owned(), user.password_hash.clone()).await? {
-        return Err(AccountError::WrongPassword);
-    }
+    check_current_password(state, user, session_id, current_password).await?;
     let now = state.clock.now();
     let undo = random_token(32);
     let mut tx = state.db.begin().await?;

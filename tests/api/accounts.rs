@@ -7,7 +7,9 @@ use marketplace::domain::token::hash_token;
 use reqwest::Method;
 use serde_json::{Value, json as j};
 
-use crate::helpers::{PASSWORD, TestApp, admin, json, login, register, request_as, spawn_app};
+use crate::helpers::{
+    Account, PASSWORD, TestApp, admin, json, login, register, request_as, spawn_app, spawn_app_with,
+};
 
 const RESET_SUBJECT: &str = "Reset your password";
 const VERIFY_SUBJECT: &str = "Confirm your e-mail address";
@@ -297,5 +299,113 @@ async fn an_undo_link_outlives_later_changes_but_not_seven_days() {
         )
         .await;
     assert_eq!(r.status(), 201);
+    app.stop().await;
+}
+
+// --- D25: the current-password check is limited like a login ---
+
+/// A request of the registration's cookie session (bearer plus the CSRF pair).
+async fn as_cookie_session(
+    app: &TestApp,
+    method: Method,
+    path: &str,
+    account: &Account,
+    body: Option<&Value>,
+) -> reqwest::Response {
+    let mut request = app
+        .client
+        .request(method, app.url(path))
+        .bearer_auth(&account.access_token)
+        .header("Cookie", format!("csrf_token={}", account.csrf_token))
+        .header("X-CSRF-Token", &account.csrf_token);
+    if let Some(body) = body {
+        request = request.json(body);
+    }
+    request.send().await.expect("request")
+}
+
+async fn login_status(app: &TestApp, name: &str, password: &str) -> reqwest::Response {
+    app.post_json(
+        "/api/auth/login",
+        &j!({"username": name, "password": password}),
+    )
+    .await
+}
+
+fn assert_rate_limited(response: &reqwest::Response) {
+    assert_eq!(response.status(), 429);
+    let retry: u64 = response.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&retry), "Retry-After {retry}");
+}
+
+#[actix_web::test]
+async fn wrong_current_passwords_spend_the_login_budget_and_end_the_session() {
+    let app = spawn_app_with(&[("LOGIN_RATE_LIMIT_MAX_ATTEMPTS_PER_USER", "5")]).await;
+    // The session registration opened (a thief's stolen token, say): no login spent yet.
+    let ana = register(&app, "ana", &["experto"]).await;
+    for attempt in 1..=5 {
+        let r = as_cookie_session(
+            &app,
+            Method::POST,
+            "/api/users/me/change-password",
+            &ana,
+            Some(&j!({"current_password": format!("Guess{attempt}23!"), "new_password": "Taken0ver!"})),
+        )
+        .await;
+        assert_refused(r, 400, "INVALID_PASSWORD").await;
+    }
+    // The fifth wrong guess ended the session that made them …
+    let r = as_cookie_session(&app, Method::GET, "/api/users/me", &ana, None).await;
+    assert_refused(r, 401, "TOKEN_REVOKED").await;
+    let r = app
+        .post_json(
+            "/api/auth/refresh",
+            &j!({"refresh_token": ana.refresh_cookie}),
+        )
+        .await;
+    assert_eq!(r.status(), 401, "nor can it be renewed");
+    // … and spent the account's login budget: a login waits out the window, as after five
+    // wrong logins.
+    let r = login_status(&app, "ana", PASSWORD).await;
+    assert_rate_limited(&r);
+    assert_eq!(json(r).await["code"], "RATE_LIMITED");
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn the_email_change_check_shares_the_budget_with_logins() {
+    let app = spawn_app_with(&[("LOGIN_RATE_LIMIT_MAX_ATTEMPTS_PER_USER", "3")]).await;
+    register(&app, "ana", &["empresa"]).await;
+    let session = login(&app, "ana", PASSWORD).await;
+    for _ in 0..2 {
+        let r = request_as(
+            &app,
+            Method::PUT,
+            "/api/users/me/email",
+            &session,
+            Some(&j!({"new_email": "thief@example.com", "current_password": "Guess123!"})),
+        )
+        .await;
+        assert_refused(r, 400, "INVALID_PASSWORD").await;
+    }
+    // One login and two checks: the budget of three is spent, whichever route asks next.
+    let r = change_email(&app, &session, "thief@example.com").await;
+    assert_rate_limited(&r);
+    assert_eq!(json(r).await["code"], "RATE_LIMITED");
+    let r = change_password(&app, &session, PASSWORD, "Taken0ver!").await;
+    assert_rate_limited(&r);
+    assert_rate_limited(&login_status(&app, "ana", PASSWORD).await);
+    // Two failures are fewer than the budget: the session lives on, the address unchanged.
+    assert_eq!(me(&app, &session).await.status(), 200);
+    let mut conn = app.db.conn().await.unwrap();
+    let user = marketplace::store::users::find_by_login(conn.exec(), "ana")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(user.email, "ana@example.com");
     app.stop().await;
 }

@@ -291,16 +291,9 @@ async fn authenticate_credentials(
     req: &HttpRequest,
     credentials: &LoginRequest,
 ) -> ApiResult<User> {
-    let window = Duration::from_secs(u64::from(state.settings.login_window_seconds));
     let ip = peer_ip(req).unwrap_or_else(|| "unknown".into());
     let name = credentials.username.trim().to_lowercase();
-    rate_limit::hit(
-        state.cache.as_ref(),
-        &format!("login:ip:{ip}"),
-        state.settings.login_max_attempts_per_ip,
-        window,
-    )
-    .await?;
+    rate_limit::login_address(state, &ip).await?;
 
     let invalid =
         || ApiError::unauthorized("INVALID_CREDENTIALS", "Incorrect username or password");
@@ -310,20 +303,12 @@ async fn authenticate_credentials(
     let mut conn = state.db.conn().await?;
     let found = users::find_by_login(conn.exec(), &credentials.username).await?;
     drop(conn);
-    // The per-user limit counts attempts on the account, however it was named (username or
-    // e-mail, any case); names of no account get a bucket of their own, so probing them is
-    // limited the same way.
-    let bucket = match &found {
-        Some(user) => format!("login:account:{}", user.id),
-        None => format!("login:user:{}", crate::domain::token::hash_token(&name)),
-    };
-    rate_limit::hit(
-        state.cache.as_ref(),
-        &bucket,
-        state.settings.login_max_attempts_per_user,
-        window,
-    )
-    .await?;
+    // The per-user limit counts attempts on the account, however it was named; names of no
+    // account get a bucket of their own, so probing them is limited the same way.
+    match &found {
+        Some(user) => rate_limit::login_account(state, user.id).await?,
+        None => rate_limit::login_unknown_name(state, &name).await?,
+    }
     let Some(user) = found else {
         passwords::verify_nothing(credentials.password.clone(), state.settings.bcrypt_cost).await;
         return Err(invalid());
