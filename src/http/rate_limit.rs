@@ -11,6 +11,7 @@ use std::time::Duration;
 use super::error::{ApiError, ApiResult};
 use crate::integrations::cache::Cache;
 use crate::state::AppState;
+use crate::workflows::accounts::LoginAttempt;
 
 /// Counts one hit on `key`; 429 with `Retry-After` once more than `max` fall in the window.
 pub async fn hit(cache: &dyn Cache, key: &str, max: u32, window: Duration) -> ApiResult<()> {
@@ -44,14 +45,24 @@ pub async fn login_address(state: &AppState, ip: &str) -> ApiResult<()> {
 /// window); 429 once it is spent. Logins count here however they name the account (username
 /// or e-mail, any case), and so do the current-password checks of a password or e-mail change,
 /// so a stolen session cannot guess the password faster than a login could.
-pub async fn login_account(state: &AppState, user_id: i64) -> ApiResult<()> {
-    hit(
-        state.cache.as_ref(),
-        &format!("login:account:{user_id}"),
-        state.settings.login_max_attempts_per_user,
-        login_window(state),
-    )
-    .await
+/// A wrong password on the attempt that spends the budget locks the account for the rest of
+/// the window: the caller hands the attempt to `accounts::password_refused`, which tells the
+/// owner.
+pub async fn login_account(state: &AppState, user_id: i64) -> ApiResult<LoginAttempt> {
+    let max = u64::from(state.settings.login_max_attempts_per_user);
+    let count = state
+        .cache
+        .hit(&format!("login:account:{user_id}"), login_window(state))
+        .await?;
+    if count.count > max {
+        return Err(ApiError::too_many_requests(
+            count.resets_in.as_secs().max(1),
+        ));
+    }
+    Ok(LoginAttempt {
+        last: count.count == max,
+        resets_in: count.resets_in,
+    })
 }
 
 /// One attempt on the budget of a login name that names no account (lower-cased): probing

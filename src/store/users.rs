@@ -347,6 +347,24 @@ pub async fn restore_email(
     )
 }
 
+/// Claims the account's lock-out notice: true (and `now` recorded) when none was sent after
+/// `not_since`. A conditional update, so of concurrent claims on several instances one wins.
+pub async fn claim_lockout_notice(
+    ex: Exec<'_>,
+    id: i64,
+    now: DateTime<Utc>,
+    not_since: DateTime<Utc>,
+) -> StoreResult<bool> {
+    update_user!(
+        ex,
+        "UPDATE users SET lockout_notified_at = $2
+         WHERE id = $1 AND (lockout_notified_at IS NULL OR lockout_notified_at <= $3)",
+        id,
+        now,
+        not_since
+    )
+}
+
 /// Marks the address verified, only if it is still the one the token was sent to.
 pub async fn verify_email(
     ex: Exec<'_>,

@@ -78,6 +78,19 @@ pub const VERIFICATION_TTL: Duration = Duration::hours(48);
 pub const RESET_TTL: Duration = Duration::hours(1);
 /// How long the previous address of an e-mail change can undo it.
 pub const UNDO_EMAIL_CHANGE_TTL: Duration = Duration::days(7);
+/// At most one lock-out notice per account in this long (service clock).
+pub const LOCKOUT_NOTICE_EVERY: Duration = Duration::hours(1);
+
+/// One attempt counted in an account's login budget (`http::rate_limit::login_account`): a
+/// login, or the current-password check of a password or e-mail change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoginAttempt {
+    /// This attempt spent the last of the window's budget: if its password is wrong, wrong
+    /// passwords have locked the account until the window ends.
+    pub last: bool,
+    /// How long until the window ends.
+    pub resets_in: std::time::Duration,
+}
 
 /// Why an account operation was refused.
 #[derive(Debug, thiserror::Error)]
@@ -264,20 +277,79 @@ pub async fn reset_password(
     Ok(())
 }
 
+/// After a wrong password on an account (a login, or a current-password check): when it spent
+/// the last attempt of the account's login budget, the owner is told by e-mail that sign-in is
+/// paused, with a link to ask for a reset, at most once per [`LOCKOUT_NOTICE_EVERY`]. The
+/// answer to the request does not change, and a failure here is only logged.
+pub async fn password_refused(state: &AppState, user: &User, attempt: LoginAttempt) {
+    if !attempt.last || user.deleted_at.is_some() {
+        return;
+    }
+    if let Err(err) = notify_lockout(state, user, attempt.resets_in).await {
+        tracing::warn!(user_id = user.id, error = %err, "lock-out notice not recorded");
+    }
+}
+
+async fn notify_lockout(
+    state: &AppState,
+    user: &User,
+    paused_for: std::time::Duration,
+) -> Result<(), AccountError> {
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    if !users::claim_lockout_notice(tx.exec(), user.id, now, now - LOCKOUT_NOTICE_EVERY).await? {
+        return Ok(());
+    }
+    let mail = super::emails::email(
+        &user.email,
+        Template::AccountLocked,
+        serde_json::json!({ "name": user.username, "wait": pause_in_words(paused_for) }),
+    );
+    crate::store::events::record(
+        tx.exec(),
+        crate::store::events::NewEvent {
+            kind: "user.login_locked",
+            aggregate: "user",
+            aggregate_id: Some(user.id),
+            payload: serde_json::json!({ "user_id": user.id, "email": [mail] }),
+        },
+        now,
+    )
+    .await?;
+    state.commit(tx).await?;
+    Ok(())
+}
+
+/// "45 seconds", "1 minute", "3 minutes" (rounded up to whole minutes past two minutes).
+fn pause_in_words(pause: std::time::Duration) -> String {
+    let seconds = pause.as_secs().max(1);
+    match seconds {
+        1 => "1 second".to_owned(),
+        2..=119 if seconds != 60 => format!("{seconds} seconds"),
+        _ => match seconds.div_ceil(60) {
+            1 => "1 minute".to_owned(),
+            minutes => format!("{minutes} minutes"),
+        },
+    }
+}
+
 /// Checks the current password a signed-in user gives to change their credentials (the caller
 /// counted the attempt in the account's login budget first; bcrypt runs on the blocking pool).
 /// A wrong one counts against the session that sent it: at as many failures in a login window
 /// as the account's login budget (`LOGIN_RATE_LIMIT_MAX_ATTEMPTS_PER_USER`), the session ends,
-/// so whoever stole it cannot go on guessing with it.
+/// so whoever stole it cannot go on guessing with it. A wrong password that spends the budget
+/// tells the owner as a login's would ([`password_refused`]).
 async fn check_current_password(
     state: &AppState,
     user: &User,
     session_id: i64,
+    attempt: LoginAttempt,
     password: &str,
 ) -> Result<(), AccountError> {
     if passwords::verify(password.to_owned(), user.password_hash.clone()).await? {
         return Ok(());
     }
+    password_refused(state, user, attempt).await;
     let window = std::time::Duration::from_secs(u64::from(state.settings.login_window_seconds));
     let failures = state
         .cache
@@ -309,10 +381,11 @@ pub async fn change_password(
     state: &AppState,
     user: &User,
     session_id: i64,
+    attempt: LoginAttempt,
     current: &str,
     new_password: &str,
 ) -> Result<(), AccountError> {
-    check_current_password(state, user, session_id, current).await?;
+    check_current_password(state, user, session_id, attempt, current).await?;
     let hash = passwords::hash(new_password.to_owned(), state.settings.bcrypt_cost).await?;
     let now = state.clock.now();
     let mut tx = state.db.begin().await?;
@@ -341,10 +414,11 @@ pub async fn change_email(
     state: &AppState,
     user: &User,
     session_id: i64,
+    attempt: LoginAttempt,
     new_email: &EmailAddress,
     current_password: &str,
 ) -> Result<User, AccountError> {
-    check_current_password(state, user, session_id, current_password).await?;
+    check_current_password(state, user, session_id, attempt, current_password).await?;
     let now = state.clock.now();
     let undo = random_token(32);
     let mut tx = state.db.begin().await?;
@@ -708,4 +782,23 @@ pub async fn update_own_account(
     state.commit(tx).await?;
     sessions_ended(state, user.id).await?;
     Ok(user)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pause_in_words;
+    use std::time::Duration;
+
+    #[test]
+    fn pauses_read_as_words() {
+        let words = |s| pause_in_words(Duration::from_secs(s));
+        assert_eq!(words(0), "1 second");
+        assert_eq!(words(1), "1 second");
+        assert_eq!(words(45), "45 seconds");
+        assert_eq!(words(60), "1 minute");
+        assert_eq!(words(61), "61 seconds");
+        assert_eq!(words(120), "2 minutes");
+        assert_eq!(words(121), "3 minutes");
+        assert_eq!(words(3600), "60 minutes");
+    }
 }

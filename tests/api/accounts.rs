@@ -409,3 +409,100 @@ async fn the_email_change_check_shares_the_budget_with_logins() {
     assert_eq!(user.email, "ana@example.com");
     app.stop().await;
 }
+
+// --- D6: the owner hears of a lock-out, at most once an hour ---
+
+const LOCKED_SUBJECT: &str = "Sign-in to your account is paused";
+
+/// Lock-out notices recorded for `user_id` (each carries one e-mail to the owner).
+async fn lockout_notices(app: &TestApp, user_id: i64) -> i64 {
+    let mut conn = app.db.conn().await.unwrap();
+    marketplace::on_exec!(conn.exec(), c => sqlx::query_scalar::<_, i64>(
+        "SELECT COUNT(*) FROM events WHERE kind = 'user.login_locked' AND aggregate_id = $1",
+    )
+    .bind(user_id)
+    .fetch_one(c)
+    .await)
+    .unwrap()
+}
+
+/// Wrong logins for `name` until one is refused 429 after at least one was answered 401: the
+/// account was locked by a wrong password of this call (a lock still running from an earlier
+/// call is waited out). The 401 answers' bodies.
+async fn lock_out(app: &TestApp, name: &str) -> Vec<Value> {
+    let mut refused = Vec::new();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while std::time::Instant::now() < until {
+        let r = login_status(app, name, "Wrong-guess1").await;
+        match r.status().as_u16() {
+            401 => refused.push(json(r).await),
+            429 if !refused.is_empty() => return refused,
+            429 => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+            other => panic!("unexpected {other}"),
+        }
+    }
+    panic!("{name} was not locked out");
+}
+
+#[actix_web::test]
+async fn a_lock_out_by_wrong_passwords_is_mailed_to_the_owner_at_most_once_an_hour() {
+    let app = spawn_app_with(&[
+        ("LOGIN_RATE_LIMIT_MAX_ATTEMPTS_PER_USER", "3"),
+        ("LOGIN_RATE_LIMIT_WINDOW_SECONDS", "1"),
+    ])
+    .await;
+    let ana = register(&app, "ana", &["experto"]).await;
+    let bob = register(&app, "bob", &["experto"]).await;
+
+    let answers = lock_out(&app, "ana").await;
+    // The attacker hears nothing new: every wrong password got the same answer.
+    assert!(answers.len() >= 3);
+    assert!(answers.iter().all(|a| a == &answers[0]), "{answers:?}");
+    assert_eq!(answers[0]["code"], "INVALID_CREDENTIALS");
+
+    let mail = app
+        .mails_about(&ana.email, LOCKED_SUBJECT)
+        .await
+        .pop()
+        .unwrap();
+    assert!(
+        mail.text.contains("http://frontend.test/forgot-password"),
+        "{}",
+        mail.text
+    );
+    assert!(
+        mail.token().is_none(),
+        "no reset token travels through the outbox"
+    );
+    assert!(!mail.text.contains("Wrong-guess1"));
+    assert_eq!(lockout_notices(&app, ana.id).await, 1);
+    assert_eq!(lockout_notices(&app, bob.id).await, 0);
+
+    // Locked again within the hour: no second notice.
+    lock_out(&app, "ana").await;
+    assert_eq!(lockout_notices(&app, ana.id).await, 1);
+    // An hour later by the service clock, the next lock-out is told again.
+    app.clock.advance(chrono::Duration::minutes(61));
+    lock_out(&app, "ana").await;
+    assert_eq!(lockout_notices(&app, ana.id).await, 2);
+    crate::helpers::wait_for(std::time::Duration::from_secs(5), || {
+        (mails_about_now(&app, &ana.email, LOCKED_SUBJECT) == 2).then_some(())
+    })
+    .await
+    .expect("the second notice is sent");
+    // A name of no account locks nothing anybody is told of.
+    lock_out(&app, "nobody").await;
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn wrong_current_passwords_that_lock_the_account_are_told_too() {
+    let app = spawn_app_with(&[("LOGIN_RATE_LIMIT_MAX_ATTEMPTS_PER_USER", "2")]).await;
+    let ana = register(&app, "ana", &["empresa"]).await;
+    let session = login(&app, "ana", PASSWORD).await;
+    let r = change_password(&app, &session, "Guess123!", "Taken0ver!").await;
+    assert_refused(r, 400, "INVALID_PASSWORD").await;
+    app.mails_about(&ana.email, LOCKED_SUBJECT).await;
+    assert_eq!(lockout_notices(&app, ana.id).await, 1);
+    app.stop().await;
+}

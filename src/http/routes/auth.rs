@@ -305,11 +305,14 @@ async fn authenticate_credentials(
     drop(conn);
     // The per-user limit counts attempts on the account, however it was named; names of no
     // account get a bucket of their own, so probing them is limited the same way.
-    match &found {
-        Some(user) => rate_limit::login_account(state, user.id).await?,
-        None => rate_limit::login_unknown_name(state, &name).await?,
-    }
-    let Some(user) = found else {
+    let attempt = match &found {
+        Some(user) => Some(rate_limit::login_account(state, user.id).await?),
+        None => {
+            rate_limit::login_unknown_name(state, &name).await?;
+            None
+        }
+    };
+    let (Some(user), Some(attempt)) = (found, attempt) else {
         passwords::verify_nothing(credentials.password.clone(), state.settings.bcrypt_cost).await;
         return Err(invalid());
     };
@@ -317,6 +320,8 @@ async fn authenticate_credentials(
         .await
         .map_err(ApiError::internal)?
     {
+        // Its owner hears of a lock-out by e-mail; the answer stays the same.
+        accounts::password_refused(state, &user, attempt).await;
         return Err(invalid());
     }
     match user.refusal(state.clock.now()) {

@@ -116,11 +116,12 @@ pub async fn change_password(
 ) -> ApiResult<HttpResponse> {
     check_password_policy(&body.new_password)
         .map_err(|m| ApiError::invalid_field("new_password", m))?;
-    rate_limit::login_account(&state, auth.id()).await?;
+    let attempt = rate_limit::login_account(&state, auth.id()).await?;
     accounts::change_password(
         &state,
         &auth.user,
         auth.session.id,
+        attempt,
         &body.current_password,
         &body.new_password,
     )
@@ -155,11 +156,12 @@ pub async fn change_email(
 ) -> ApiResult<HttpResponse> {
     let email = EmailAddress::parse(&body.new_email)
         .map_err(|m| ApiError::invalid_field("new_email", m))?;
-    rate_limit::login_account(&state, auth.id()).await?;
+    let attempt = rate_limit::login_account(&state, auth.id()).await?;
     let user = accounts::change_email(
         &state,
         &auth.user,
         auth.session.id,
+        attempt,
         &email,
         &body.current_password,
     )

@@ -30,6 +30,7 @@ fn sample_context(template: Template, person: &str) -> Value {
         | Template::PasswordChangedByAdmin => {
             return json!({ "name": person });
         }
+        Template::AccountLocked => return json!({ "name": person, "wait": "1 minute" }),
         Template::EmailChanged => {
             return json!({
                 "name": person,
@@ -171,7 +172,7 @@ async fn write_to_outbox(dir: &Path, emails: &[Email]) {
 #[test]
 fn every_template_renders_with_a_realistic_context() {
     let mailer = mailer();
-    assert_eq!(Template::ALL.len(), 36);
+    assert_eq!(Template::ALL.len(), 37);
     for &template in Template::ALL {
         let rendered = mailer
             .render(template, &sample_context(template, "Ana García"))
