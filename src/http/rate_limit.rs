@@ -30,15 +30,38 @@ pub fn login_window(state: &AppState) -> Duration {
 }
 
 /// One attempt on the per-address login budget (`LOGIN_RATE_LIMIT_MAX_ATTEMPTS_PER_IP` a
-/// window); 429 once it is spent.
+/// window): logins, and registrations refused because the e-mail or username exists; 429 once
+/// it is spent.
 pub async fn login_address(state: &AppState, ip: &str) -> ApiResult<()> {
     hit(
         state.cache.as_ref(),
-        &format!("login:ip:{ip}"),
+        &login_address_key(ip),
         state.settings.login_max_attempts_per_ip,
         login_window(state),
     )
     .await
+}
+
+/// 429 when the address has spent its login budget in the current window, counting nothing:
+/// registration asks before it tries, so past the budget it answers alike whether or not the
+/// e-mail or username exists.
+pub async fn login_address_spent(state: &AppState, ip: &str) -> ApiResult<()> {
+    let used = state
+        .cache
+        .get(&login_address_key(ip))
+        .await?
+        .and_then(|count| count.parse::<u64>().ok())
+        .unwrap_or(0);
+    if used >= u64::from(state.settings.login_max_attempts_per_ip) {
+        // One more attempt is refused and says when the window ends (should it have ended
+        // meanwhile, the attempt goes ahead in the new window).
+        login_address(state, ip).await?;
+    }
+    Ok(())
+}
+
+fn login_address_key(ip: &str) -> String {
+    format!("login:ip:{ip}")
 }
 
 /// One attempt on an account's login budget (`LOGIN_RATE_LIMIT_MAX_ATTEMPTS_PER_USER` a

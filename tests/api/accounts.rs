@@ -506,3 +506,55 @@ async fn wrong_current_passwords_that_lock_the_account_are_told_too() {
     assert_eq!(lockout_notices(&app, ana.id).await, 1);
     app.stop().await;
 }
+
+// --- D16: refused registrations spend the address's login budget ---
+
+async fn register_as(app: &TestApp, email: &str, username: &str) -> reqwest::Response {
+    app.post_json(
+        "/api/auth/register",
+        &j!({"email": email, "username": username, "password": PASSWORD, "roles": ["experto"]}),
+    )
+    .await
+}
+
+#[actix_web::test]
+async fn refused_registrations_spend_the_address_login_budget() {
+    let app = spawn_app_with(&[("LOGIN_RATE_LIMIT_MAX_ATTEMPTS_PER_IP", "3")]).await;
+    // Registrations that succeed count nothing.
+    let ana = register(&app, "ana", &["experto"]).await;
+    register(&app, "bob", &["experto"]).await;
+    // Three refusals, each still told apart.
+    assert_refused(
+        register_as(&app, "ANA@example.com", "ana2").await,
+        409,
+        "EMAIL_EXISTS",
+    )
+    .await;
+    assert_refused(
+        register_as(&app, "new@example.com", "Bob").await,
+        409,
+        "USERNAME_EXISTS",
+    )
+    .await;
+    assert_refused(
+        register_as(&app, &ana.email, "ana3").await,
+        409,
+        "EMAIL_EXISTS",
+    )
+    .await;
+    // The budget is spent: a free address answers as a taken one does, and nothing is created.
+    let free = register_as(&app, "carl@example.com", "carl").await;
+    assert_rate_limited(&free);
+    assert_eq!(json(free).await["code"], "RATE_LIMITED");
+    let taken = register_as(&app, &ana.email, "dave").await;
+    assert_rate_limited(&taken);
+    let mut conn = app.db.conn().await.unwrap();
+    let carl = marketplace::store::users::find_by_login(conn.exec(), "carl")
+        .await
+        .unwrap();
+    assert!(carl.is_none());
+    drop(conn);
+    // The same budget as logins from the address.
+    assert_rate_limited(&login_status(&app, "ana", PASSWORD).await);
+    app.stop().await;
+}

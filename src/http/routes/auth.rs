@@ -210,15 +210,19 @@ fn parse_roles(raw: &[String]) -> Result<Vec<Role>, FieldError> {
 }
 
 /// Register with one or both roles; logged in at once (secure flavour) and sent a
-/// verification e-mail.
+/// verification e-mail. A refusal for a taken e-mail or username spends one attempt of the
+/// address's login budget (`LOGIN_RATE_LIMIT_MAX_ATTEMPTS_PER_IP` a window, shared with
+/// logins); once it is spent, every registration from the address answers 429 until the
+/// window ends.
 #[utoipa::path(
     tag = "auth",
     request_body = RegisterRequest,
     params(("X-Session-ID" = Option<String>, Header, description = "Client session id `sess_…`")),
     responses(
         (status = 201, body = SecureLoginResponse, description = "Registered and logged in; sets `refresh_token` and `csrf_token` cookies"),
-        (status = 409, body = crate::http::error::ErrorBody, description = "E-mail or username taken"),
+        (status = 409, body = crate::http::error::ErrorBody, description = "EMAIL_EXISTS or USERNAME_EXISTS; counts in the address's login budget"),
         (status = 422, body = crate::http::error::ErrorBody, description = "Invalid fields"),
+        (status = 429, body = crate::http::error::ErrorBody, description = "RATE_LIMITED: the address's login budget is spent; see Retry-After"),
     )
 )]
 #[post("/api/auth/register")]
@@ -252,7 +256,11 @@ pub async fn register(
         return Err(ApiError::validation(errors));
     };
 
-    let user = accounts::register(
+    // Refusals for a taken e-mail or username spend the address's login budget, and past it
+    // every registration answers 429 as a login does: no mass probing of who has an account.
+    let ip = peer_ip(&req).unwrap_or_else(|| "unknown".into());
+    rate_limit::login_address_spent(&state, &ip).await?;
+    let registered = accounts::register(
         &state,
         &email,
         &username,
@@ -261,7 +269,15 @@ pub async fn register(
         body.accept_marketing,
         source,
     )
-    .await?;
+    .await;
+    let user = match registered {
+        Ok(user) => user,
+        Err(refusal @ (AccountError::EmailTaken | AccountError::UsernameTaken)) => {
+            rate_limit::login_address(&state, &ip).await?;
+            return Err(refusal.into());
+        }
+        Err(other) => return Err(other.into()),
+    };
     let issued = sessions::start_session(
         &state,
         &user,
