@@ -30,6 +30,12 @@ pub mod revoke_reason {
     pub const DEACTIVATED: &str = "deactivated";
     pub const PASSWORD_SET_BY_ADMIN: &str = "password_set_by_admin";
     pub const DELETION_CONFIRMED: &str = "deletion_confirmed";
+    /// An e-mail change was undone from the previous address's mailbox: whoever made it may
+    /// hold any of the sessions.
+    pub const EMAIL_CHANGE_UNDONE: &str = "email_change_undone";
+    /// The session sent a login budget's worth of wrong current passwords (password or
+    /// e-mail change) in one window.
+    pub const PASSWORD_CHECKS_FAILED: &str = "password_checks_failed";
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

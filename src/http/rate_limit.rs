@@ -1,4 +1,6 @@
-//! Rate limits with counters in the cache store, so several instances share them.
+//! Rate limits with counters in the cache store, so several instances share them: the global
+//! limit per address, and the login budgets (`LOGIN_RATE_LIMIT_*`) per address and per
+//! account.
 
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
@@ -9,6 +11,7 @@ use std::time::Duration;
 use super::error::{ApiError, ApiResult};
 use crate::integrations::cache::{Cache, Rate, Take};
 use crate::state::AppState;
+use crate::workflows::accounts::LoginAttempt;
 
 /// Counts one hit on `key`; 429 with `Retry-After` once more than `max` fall in the window.
 pub async fn hit(cache: &dyn Cache, key: &str, max: u32, window: Duration) -> ApiResult<()> {
@@ -36,6 +39,82 @@ pub async fn chat_message(state: &AppState, user_id: i64) -> ApiResult<()> {
             u64::try_from(retry_after_ms).unwrap_or(0).div_ceil(1000),
         )),
     }
+}
+
+/// The login window (`LOGIN_RATE_LIMIT_WINDOW_SECONDS`).
+pub fn login_window(state: &AppState) -> Duration {
+    Duration::from_secs(u64::from(state.settings.login_window_seconds))
+}
+
+/// One attempt on the per-address login budget (`LOGIN_RATE_LIMIT_MAX_ATTEMPTS_PER_IP` a
+/// window): logins, and registrations refused because the e-mail or username exists; 429 once
+/// it is spent.
+pub async fn login_address(state: &AppState, ip: &str) -> ApiResult<()> {
+    hit(
+        state.cache.as_ref(),
+        &login_address_key(ip),
+        state.settings.login_max_attempts_per_ip,
+        login_window(state),
+    )
+    .await
+}
+
+/// 429 when the address has spent its login budget in the current window, counting nothing:
+/// registration asks before it tries, so past the budget it answers alike whether or not the
+/// e-mail or username exists.
+pub async fn login_address_spent(state: &AppState, ip: &str) -> ApiResult<()> {
+    let used = state
+        .cache
+        .get(&login_address_key(ip))
+        .await?
+        .and_then(|count| count.parse::<u64>().ok())
+        .unwrap_or(0);
+    if used >= u64::from(state.settings.login_max_attempts_per_ip) {
+        // One more attempt is refused and says when the window ends (should it have ended
+        // meanwhile, the attempt goes ahead in the new window).
+        login_address(state, ip).await?;
+    }
+    Ok(())
+}
+
+fn login_address_key(ip: &str) -> String {
+    format!("login:ip:{ip}")
+}
+
+/// One attempt on an account's login budget (`LOGIN_RATE_LIMIT_MAX_ATTEMPTS_PER_USER` a
+/// window); 429 once it is spent. Logins count here however they name the account (username
+/// or e-mail, any case), and so do the current-password checks of a password or e-mail change,
+/// so a stolen session cannot guess the password faster than a login could.
+/// A wrong password on the attempt that spends the budget locks the account for the rest of
+/// the window: the caller hands the attempt to `accounts::password_refused`, which tells the
+/// owner.
+pub async fn login_account(state: &AppState, user_id: i64) -> ApiResult<LoginAttempt> {
+    let max = u64::from(state.settings.login_max_attempts_per_user);
+    let count = state
+        .cache
+        .hit(&format!("login:account:{user_id}"), login_window(state))
+        .await?;
+    if count.count > max {
+        return Err(ApiError::too_many_requests(
+            count.resets_in.as_secs().max(1),
+        ));
+    }
+    Ok(LoginAttempt {
+        last: count.count == max,
+        resets_in: count.resets_in,
+    })
+}
+
+/// One attempt on the budget of a login name that names no account (lower-cased): probing
+/// unknown names is limited as probing an account is.
+pub async fn login_unknown_name(state: &AppState, name: &str) -> ApiResult<()> {
+    hit(
+        state.cache.as_ref(),
+        &format!("login:user:{}", crate::domain::token::hash_token(name)),
+        state.settings.login_max_attempts_per_user,
+        login_window(state),
+    )
+    .await
 }
 
 /// The global limit per client address (`RATE_LIMIT_PER_MINUTE`, 0 disables). Health and

@@ -1,4 +1,5 @@
-//! Single-use tokens sent by e-mail (verification, password reset), kept only as hashes.
+//! Single-use tokens sent by e-mail (verification, password reset, the undo of an e-mail
+//! change), kept only as hashes.
 
 use chrono::{DateTime, Utc};
 
@@ -9,6 +10,8 @@ use crate::on_exec;
 pub enum Purpose {
     VerifyEmail,
     ResetPassword,
+    /// Sent to the previous address of an e-mail change; its `email` is that address.
+    UndoEmailChange,
 }
 
 impl Purpose {
@@ -16,6 +19,7 @@ impl Purpose {
         match self {
             Purpose::VerifyEmail => "verify_email",
             Purpose::ResetPassword => "reset_password",
+            Purpose::UndoEmailChange => "undo_email_change",
         }
     }
 }
@@ -99,4 +103,59 @@ pub async fn consume_all(
     .await
     .map(|_| ()))?;
     Ok(())
+}
+
+/// Spends every open verification and reset token of a user: the credentials or the address
+/// they were mailed for changed, so a link read in an old mailbox must not work any more.
+pub async fn retire_credential_links(
+    mut ex: Exec<'_>,
+    user_id: i64,
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
+    for purpose in [Purpose::VerifyEmail, Purpose::ResetPassword] {
+        consume_all(ex.re(), user_id, purpose, now).await?;
+    }
+    Ok(())
+}
+
+/// Spends the open undo links of a user issued after token `after` (the e-mail changes that
+/// followed the one being undone); the earlier ones stay valid, so undoing a later change
+/// never takes the owner's link to undo an earlier one.
+pub async fn retire_later_undos(
+    ex: Exec<'_>,
+    user_id: i64,
+    after: i64,
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
+    on_exec!(ex, c => sqlx::query(
+        "UPDATE one_time_tokens SET used_at = $1
+         WHERE user_id = $2 AND purpose = $3 AND id > $4 AND used_at IS NULL",
+    )
+    .bind(now)
+    .bind(user_id)
+    .bind(Purpose::UndoEmailChange.as_str())
+    .bind(after)
+    .execute(c)
+    .await
+    .map(|_| ()))?;
+    Ok(())
+}
+
+/// The account an open, unexpired undo link would give `email` back to, if any: the address
+/// is kept for it until the link is spent or lapses.
+pub async fn undo_holder(
+    ex: Exec<'_>,
+    email: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<Option<i64>> {
+    Ok(on_exec!(ex, c => sqlx::query_scalar(
+        "SELECT user_id FROM one_time_tokens
+         WHERE email = $1 AND purpose = $2 AND used_at IS NULL AND expires_at > $3
+         ORDER BY id LIMIT 1",
+    )
+    .bind(email)
+    .bind(Purpose::UndoEmailChange.as_str())
+    .bind(now)
+    .fetch_optional(c)
+    .await)?)
 }

@@ -329,6 +329,42 @@ pub async fn set_email(
     )
 }
 
+/// Gives the account back an address it held (an e-mail change undone from that address's
+/// mailbox, which proves it is the owner's): verified at once. A unique violation when
+/// another account holds it now.
+pub async fn restore_email(
+    ex: Exec<'_>,
+    id: i64,
+    email: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    update_user!(
+        ex,
+        "UPDATE users SET email = $2, email_verified = TRUE, email_verified_at = $3, updated_at = $3 WHERE id = $1",
+        id,
+        email,
+        now
+    )
+}
+
+/// Claims the account's lock-out notice: true (and `now` recorded) when none was sent after
+/// `not_since`. A conditional update, so of concurrent claims on several instances one wins.
+pub async fn claim_lockout_notice(
+    ex: Exec<'_>,
+    id: i64,
+    now: DateTime<Utc>,
+    not_since: DateTime<Utc>,
+) -> StoreResult<bool> {
+    update_user!(
+        ex,
+        "UPDATE users SET lockout_notified_at = $2
+         WHERE id = $1 AND (lockout_notified_at IS NULL OR lockout_notified_at <= $3)",
+        id,
+        now,
+        not_since
+    )
+}
+
 /// Marks the address verified, only if it is still the one the token was sent to.
 pub async fn verify_email(
     ex: Exec<'_>,

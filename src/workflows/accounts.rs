@@ -76,6 +76,21 @@ use crate::workflows::error::{FlowError, FlowResult};
 
 pub const VERIFICATION_TTL: Duration = Duration::hours(48);
 pub const RESET_TTL: Duration = Duration::hours(1);
+/// How long the previous address of an e-mail change can undo it.
+pub const UNDO_EMAIL_CHANGE_TTL: Duration = Duration::days(7);
+/// At most one lock-out notice per account in this long (service clock).
+pub const LOCKOUT_NOTICE_EVERY: Duration = Duration::hours(1);
+
+/// One attempt counted in an account's login budget (`http::rate_limit::login_account`): a
+/// login, or the current-password check of a password or e-mail change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoginAttempt {
+    /// This attempt spent the last of the window's budget: if its password is wrong, wrong
+    /// passwords have locked the account until the window ends.
+    pub last: bool,
+    /// How long until the window ends.
+    pub resets_in: std::time::Duration,
+}
 
 /// Why an account operation was refused.
 #[derive(Debug, thiserror::Error)]
@@ -236,7 +251,8 @@ pub async fn request_password_reset(state: &AppState, email: &str) -> Result<(),
     .await
 }
 
-/// Sets a new password with a reset token; every session of the account ends.
+/// Sets a new password with a reset token; every session of the account ends, and every other
+/// mailed verification or reset link stops working.
 pub async fn reset_password(
     state: &AppState,
     token: &str,
@@ -247,6 +263,7 @@ pub async fn reset_password(
     let mut tx = state.db.begin().await?;
     let found = spend_token(&mut tx, Purpose::ResetPassword, token, now).await?;
     users::set_password(tx.exec(), found.user_id, &hash, now).await?;
+    tokens::retire_credential_links(tx.exec(), found.user_id, now).await?;
     sessions::revoke_all_of_user(
         tx.exec(),
         found.user_id,
@@ -260,25 +277,124 @@ pub async fn reset_password(
     Ok(())
 }
 
-/// Changes the password after checking the current one; other sessions end.
+/// After a wrong password on an account (a login, or a current-password check): when it spent
+/// the last attempt of the account's login budget, the owner is told by e-mail that sign-in is
+/// paused, with a link to ask for a reset, at most once per [`LOCKOUT_NOTICE_EVERY`]. The
+/// answer to the request does not change, and a failure here is only logged.
+pub async fn password_refused(state: &AppState, user: &User, attempt: LoginAttempt) {
+    if !attempt.last || user.deleted_at.is_some() {
+        return;
+    }
+    if let Err(err) = notify_lockout(state, user, attempt.resets_in).await {
+        tracing::warn!(user_id = user.id, error = %err, "lock-out notice not recorded");
+    }
+}
+
+async fn notify_lockout(
+    state: &AppState,
+    user: &User,
+    paused_for: std::time::Duration,
+) -> Result<(), AccountError> {
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    if !users::claim_lockout_notice(tx.exec(), user.id, now, now - LOCKOUT_NOTICE_EVERY).await? {
+        return Ok(());
+    }
+    let mail = super::emails::email(
+        &user.email,
+        Template::AccountLocked,
+        serde_json::json!({ "name": user.username, "wait": pause_in_words(paused_for) }),
+    );
+    crate::store::events::record(
+        tx.exec(),
+        crate::store::events::NewEvent {
+            kind: "user.login_locked",
+            aggregate: "user",
+            aggregate_id: Some(user.id),
+            payload: serde_json::json!({ "user_id": user.id, "email": [mail] }),
+        },
+        now,
+    )
+    .await?;
+    state.commit(tx).await?;
+    Ok(())
+}
+
+/// "45 seconds", "1 minute", "3 minutes" (rounded up to whole minutes past two minutes).
+fn pause_in_words(pause: std::time::Duration) -> String {
+    let seconds = pause.as_secs().max(1);
+    match seconds {
+        1 => "1 second".to_owned(),
+        2..=119 if seconds != 60 => format!("{seconds} seconds"),
+        _ => match seconds.div_ceil(60) {
+            1 => "1 minute".to_owned(),
+            minutes => format!("{minutes} minutes"),
+        },
+    }
+}
+
+/// Checks the current password a signed-in user gives to change their credentials (the caller
+/// counted the attempt in the account's login budget first; bcrypt runs on the blocking pool).
+/// A wrong one counts against the session that sent it: at as many failures in a login window
+/// as the account's login budget (`LOGIN_RATE_LIMIT_MAX_ATTEMPTS_PER_USER`), the session ends,
+/// so whoever stole it cannot go on guessing with it. A wrong password that spends the budget
+/// tells the owner as a login's would ([`password_refused`]).
+async fn check_current_password(
+    state: &AppState,
+    user: &User,
+    session_id: i64,
+    attempt: LoginAttempt,
+    password: &str,
+) -> Result<(), AccountError> {
+    if passwords::verify(password.to_owned(), user.password_hash.clone()).await? {
+        return Ok(());
+    }
+    password_refused(state, user, attempt).await;
+    let window = std::time::Duration::from_secs(u64::from(state.settings.login_window_seconds));
+    let failures = state
+        .cache
+        .hit(&format!("password-check-failures:{session_id}"), window)
+        .await?;
+    if failures.count >= u64::from(state.settings.login_max_attempts_per_user) {
+        let mut conn = state.db.conn().await?;
+        sessions::revoke(
+            conn.exec(),
+            session_id,
+            crate::domain::access_token::revoke_reason::PASSWORD_CHECKS_FAILED,
+            state.clock.now(),
+        )
+        .await?;
+        drop(conn);
+        super::auth::session_ended(state, session_id).await?;
+        tracing::info!(
+            user_id = user.id,
+            session_id,
+            "session ended after repeated wrong current passwords"
+        );
+    }
+    Err(AccountError::WrongPassword)
+}
+
+/// Changes the password after checking the current one ([`check_current_password`]); other
+/// sessions end, and mailed verification and reset links stop working.
 pub async fn change_password(
     state: &AppState,
     user: &User,
-    keep_session: i64,
+    session_id: i64,
+    attempt: LoginAttempt,
     current: &str,
     new_password: &str,
 ) -> Result<(), AccountError> {
-    if !passwords::verify(current.to_owned(), user.password_hash.clone()).await? {
-        return Err(AccountError::WrongPassword);
-    }
+    check_current_password(state, user, session_id, attempt, current).await?;
     let hash = passwords::hash(new_password.to_owned(), state.settings.bcrypt_cost).await?;
     let now = state.clock.now();
     let mut tx = state.db.begin().await?;
     users::set_password(tx.exec(), user.id, &hash, now).await?;
+    tokens::retire_credential_links(tx.exec(), user.id, now).await?;
     sessions::revoke_all_of_user(
         tx.exec(),
         user.id,
-        Some(keep_session),
+        Some(session_id),
         crate::domain::access_token::revoke_reason::PASSWORD_CHANGED,
         now,
     )
@@ -288,26 +404,56 @@ pub async fn change_password(
     Ok(())
 }
 
-/// Moves the account to a new address (unverified) and sends it a verification link.
+/// Moves the account to a new address (unverified) and sends it a verification link, after
+/// checking the current password ([`check_current_password`]). The
+/// verification and reset links mailed before stop working, and the previous address is told,
+/// with a link that undoes the change ([`undo_email_change`], valid
+/// [`UNDO_EMAIL_CHANGE_TTL`]): the new address is not proven yet, so the old mailbox keeps
+/// the last word for a while.
 pub async fn change_email(
     state: &AppState,
     user: &User,
+    session_id: i64,
+    attempt: LoginAttempt,
     new_email: &EmailAddress,
     current_password: &str,
 ) -> Result<User, AccountError> {
-    if !passwords::verify(current_password.to_owned(), user.password_hash.clone()).await? {
-        return Err(AccountError::WrongPassword);
-    }
+    check_current_password(state, user, session_id, attempt, current_password).await?;
     let now = state.clock.now();
+    let undo = random_token(32);
     let mut tx = state.db.begin().await?;
     if let Some(other) = users::find_by_email(tx.exec(), new_email.as_str()).await?
         && other.id != user.id
     {
         return Err(AccountError::EmailTaken);
     }
+    if tokens::undo_holder(tx.exec(), new_email.as_str(), now)
+        .await?
+        .is_some_and(|holder| holder != user.id)
+    {
+        return Err(AccountError::EmailTaken);
+    }
+    // The address as stored now (a concurrent change of the caller's may have moved it).
+    let previous = users::find(tx.exec(), user.id)
+        .await?
+        .ok_or(AccountError::InvalidToken)?;
     users::set_email(tx.exec(), user.id, new_email.as_str(), now)
         .await
         .map_err(|e| e.duplicate_as(|| AccountError::EmailTaken))?;
+    tokens::retire_credential_links(tx.exec(), user.id, now).await?;
+    let changed = previous.email != new_email.as_str();
+    if changed {
+        tokens::insert(
+            tx.exec(),
+            user.id,
+            Purpose::UndoEmailChange,
+            &hash_token(&undo),
+            &previous.email,
+            now + UNDO_EMAIL_CHANGE_TTL,
+            now,
+        )
+        .await?;
+    }
     crate::store::events::record(
         tx.exec(),
         crate::store::events::NewEvent {
@@ -324,8 +470,73 @@ pub async fn change_email(
         .ok_or(AccountError::InvalidToken)?;
     state.commit(tx).await?;
     super::auth::user_changed(state, user.id);
+    if changed {
+        // Sent here rather than through the outbox, as the other mailed tokens: the token
+        // must exist only as a hash at rest, and the outbox keeps its e-mails' contexts.
+        let ctx = serde_json::json!({
+            "name": updated.username,
+            "new_email": updated.email,
+            "token": undo,
+        });
+        if let Err(err) = state
+            .mailer
+            .send(&previous.email, Template::EmailChanged, ctx)
+            .await
+        {
+            tracing::warn!(user_id = user.id, error = %err, "e-mail change notice not sent");
+        }
+    }
     send_verification(state, &updated).await?;
     Ok(updated)
+}
+
+/// Undoes an e-mail change with the link sent to the previous address: the account gets that
+/// address back (verified: the link was read in its mailbox), every session ends, and the
+/// mailed verification and reset links, and the undo links of later changes, stop working.
+/// Undo links of earlier changes stay valid. 409 `EMAIL_EXISTS` (the token kept) when another
+/// account holds the address now.
+pub async fn undo_email_change(state: &AppState, token: &str) -> Result<User, AccountError> {
+    let now = state.clock.now();
+    let mut tx = state.db.begin().await?;
+    let found = spend_token(&mut tx, Purpose::UndoEmailChange, token, now).await?;
+    if let Some(other) = users::find_by_email(tx.exec(), &found.email).await?
+        && other.id != found.user_id
+    {
+        return Err(AccountError::EmailTaken);
+    }
+    if !users::restore_email(tx.exec(), found.user_id, &found.email, now)
+        .await
+        .map_err(|e| e.duplicate_as(|| AccountError::EmailTaken))?
+    {
+        return Err(AccountError::InvalidToken);
+    }
+    tokens::retire_credential_links(tx.exec(), found.user_id, now).await?;
+    tokens::retire_later_undos(tx.exec(), found.user_id, found.id, now).await?;
+    sessions::revoke_all_of_user(
+        tx.exec(),
+        found.user_id,
+        None,
+        crate::domain::access_token::revoke_reason::EMAIL_CHANGE_UNDONE,
+        now,
+    )
+    .await?;
+    crate::store::events::record(
+        tx.exec(),
+        crate::store::events::NewEvent {
+            kind: "user.email_changed",
+            aggregate: "user",
+            aggregate_id: Some(found.user_id),
+            payload: serde_json::json!({ "user_id": found.user_id, "undone": true }),
+        },
+        now,
+    )
+    .await?;
+    let user = users::find(tx.exec(), found.user_id)
+        .await?
+        .ok_or(AccountError::InvalidToken)?;
+    state.commit(tx).await?;
+    sessions_ended(state, user.id).await?;
+    Ok(user)
 }
 
 /// Makes sure a fresh registration cannot collide on e-mail or username.
@@ -336,6 +547,13 @@ pub async fn ensure_available(
 ) -> Result<(), AccountError> {
     let mut conn = state.db.conn().await?;
     if users::find_by_email(conn.exec(), email).await?.is_some() {
+        return Err(AccountError::EmailTaken);
+    }
+    // An address an undo link may give back to its account is not free yet.
+    if tokens::undo_holder(conn.exec(), email, state.clock.now())
+        .await?
+        .is_some()
+    {
         return Err(AccountError::EmailTaken);
     }
     if users::username_owner(conn.exec(), username)
@@ -564,4 +782,23 @@ pub async fn update_own_account(
     state.commit(tx).await?;
     sessions_ended(state, user.id).await?;
     Ok(user)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pause_in_words;
+    use std::time::Duration;
+
+    #[test]
+    fn pauses_read_as_words() {
+        let words = |s| pause_in_words(Duration::from_secs(s));
+        assert_eq!(words(0), "1 second");
+        assert_eq!(words(1), "1 second");
+        assert_eq!(words(45), "45 seconds");
+        assert_eq!(words(60), "1 minute");
+        assert_eq!(words(61), "61 seconds");
+        assert_eq!(words(120), "2 minutes");
+        assert_eq!(words(121), "3 minutes");
+        assert_eq!(words(3600), "60 minutes");
+    }
 }

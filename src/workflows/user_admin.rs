@@ -145,6 +145,10 @@ pub async fn update_base(
                 FlowError::conflict("ALREADY_EXISTS", "E-mail or username already in use")
             })
         })?;
+    if email.as_deref().is_some_and(|new| new != user.email) {
+        // Links mailed to the old address must not act on the account any more.
+        crate::store::tokens::retire_credential_links(tx.exec(), id, now).await?;
+    }
     let details = json!({"email": email.is_some(), "username": username, "email_verified": change.email_verified});
     user_admin::record_action(
         tx.exec(),
@@ -241,7 +245,8 @@ pub async fn suspend(
     Ok(user)
 }
 
-/// Sets a new password (policy checked), ends every session and tells the user by e-mail.
+/// Sets a new password (policy checked), ends every session, spends the mailed verification
+/// and reset links, and tells the user by e-mail.
 /// Not an administrator's own: that needs the current password
 /// (`POST /api/users/me/change-password`), so a stolen token cannot take the account over.
 pub async fn change_password(
@@ -258,6 +263,7 @@ pub async fn change_password(
     let user = target(&mut tx, id).await?;
     refuse_erased(&user)?;
     users::set_password(tx.exec(), id, &hash, now).await?;
+    crate::store::tokens::retire_credential_links(tx.exec(), id, now).await?;
     sessions::revoke_all_of_user(
         tx.exec(),
         id,

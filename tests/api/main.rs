@@ -1,6 +1,7 @@
 //! Black-box tests: one binary (linking is minutes per binary on two cores), a module per area.
 
 mod access_table;
+mod accounts;
 mod admin;
 mod architecture;
 mod auth;

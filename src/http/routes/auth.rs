@@ -207,15 +207,19 @@ fn parse_roles(raw: &[String]) -> Result<Vec<Role>, FieldError> {
 }
 
 /// Register with one or both roles; logged in at once (secure flavour) and sent a
-/// verification e-mail.
+/// verification e-mail. A refusal for a taken e-mail or username spends one attempt of the
+/// address's login budget (`LOGIN_RATE_LIMIT_MAX_ATTEMPTS_PER_IP` a window, shared with
+/// logins); once it is spent, every registration from the address answers 429 until the
+/// window ends.
 #[utoipa::path(
     tag = "auth",
     request_body = RegisterRequest,
     params(("X-Session-ID" = Option<String>, Header, description = "Client session id `sess_…`")),
     responses(
         (status = 201, body = SecureLoginResponse, description = "Registered and logged in; sets `refresh_token` and `csrf_token` cookies"),
-        (status = 409, body = crate::http::error::ErrorBody, description = "E-mail or username taken"),
+        (status = 409, body = crate::http::error::ErrorBody, description = "EMAIL_EXISTS or USERNAME_EXISTS; counts in the address's login budget"),
         (status = 422, body = crate::http::error::ErrorBody, description = "Invalid fields"),
+        (status = 429, body = crate::http::error::ErrorBody, description = "RATE_LIMITED: the address's login budget is spent; see Retry-After"),
     )
 )]
 #[post("/api/auth/register")]
@@ -249,7 +253,11 @@ pub async fn register(
         return Err(ApiError::validation(errors));
     };
 
-    let user = accounts::register(
+    // Refusals for a taken e-mail or username spend the address's login budget, and past it
+    // every registration answers 429 as a login does: no mass probing of who has an account.
+    let ip = peer_ip(&req).unwrap_or_else(|| "unknown".into());
+    rate_limit::login_address_spent(&state, &ip).await?;
+    let registered = accounts::register(
         &state,
         &email,
         &username,
@@ -258,7 +266,15 @@ pub async fn register(
         body.accept_marketing,
         source,
     )
-    .await?;
+    .await;
+    let user = match registered {
+        Ok(user) => user,
+        Err(refusal @ (AccountError::EmailTaken | AccountError::UsernameTaken)) => {
+            rate_limit::login_address(&state, &ip).await?;
+            return Err(refusal.into());
+        }
+        Err(other) => return Err(other.into()),
+    };
     let issued = sessions::start_session(
         &state,
         &user,
@@ -288,16 +304,9 @@ async fn authenticate_credentials(
     req: &HttpRequest,
     credentials: &LoginRequest,
 ) -> ApiResult<User> {
-    let window = Duration::from_secs(u64::from(state.settings.login_window_seconds));
     let ip = peer_ip(req).unwrap_or_else(|| "unknown".into());
     let name = credentials.username.trim().to_lowercase();
-    rate_limit::hit(
-        state.cache.as_ref(),
-        &format!("login:ip:{ip}"),
-        state.settings.login_max_attempts_per_ip,
-        window,
-    )
-    .await?;
+    rate_limit::login_address(state, &ip).await?;
 
     let invalid =
         || ApiError::unauthorized("INVALID_CREDENTIALS", "Incorrect username or password");
@@ -307,21 +316,16 @@ async fn authenticate_credentials(
     let mut conn = state.db.conn().await?;
     let found = users::find_by_login(conn.exec(), &credentials.username).await?;
     drop(conn);
-    // The per-user limit counts attempts on the account, however it was named (username or
-    // e-mail, any case); names of no account get a bucket of their own, so probing them is
-    // limited the same way.
-    let bucket = match &found {
-        Some(user) => format!("login:account:{}", user.id),
-        None => format!("login:user:{}", crate::domain::token::hash_token(&name)),
+    // The per-user limit counts attempts on the account, however it was named; names of no
+    // account get a bucket of their own, so probing them is limited the same way.
+    let attempt = match &found {
+        Some(user) => Some(rate_limit::login_account(state, user.id).await?),
+        None => {
+            rate_limit::login_unknown_name(state, &name).await?;
+            None
+        }
     };
-    rate_limit::hit(
-        state.cache.as_ref(),
-        &bucket,
-        state.settings.login_max_attempts_per_user,
-        window,
-    )
-    .await?;
-    let Some(user) = found else {
+    let (Some(user), Some(attempt)) = (found, attempt) else {
         passwords::verify_nothing(credentials.password.clone(), state.settings.bcrypt_cost).await;
         return Err(invalid());
     };
@@ -329,6 +333,8 @@ async fn authenticate_credentials(
         .await
         .map_err(ApiError::internal)?
     {
+        // Its owner hears of a lock-out by e-mail; the answer stays the same.
+        accounts::password_refused(state, &user, attempt).await;
         return Err(invalid());
     }
     match user.refusal(state.clock.now()) {
@@ -634,7 +640,8 @@ pub async fn forgot_password(
     )))
 }
 
-/// Sets a new password with a reset token (1 hour, single use); every session ends.
+/// Sets a new password with a reset token (1 hour, single use); every session ends, and the
+/// other verification and reset links mailed before stop working.
 #[utoipa::path(
     tag = "auth",
     request_body = ResetPasswordRequest,
@@ -672,6 +679,31 @@ pub async fn verify_email(
 ) -> ApiResult<HttpResponse> {
     accounts::verify_email(&state, &body.token).await?;
     Ok(HttpResponse::Ok().json(Message::new("E-mail verified")))
+}
+
+/// Undoes an e-mail change with the token of the link sent to the previous address (7 days,
+/// single use): the account gets that address back, verified; every session of the account
+/// ends, and the verification and reset links mailed before, and the undo links of later
+/// changes, stop working. No authentication: whoever changed the address may hold every
+/// session.
+#[utoipa::path(
+    tag = "auth",
+    request_body = TokenRequest,
+    responses(
+        (status = 200, body = Message, description = "Address restored; every session ended"),
+        (status = 400, body = crate::http::error::ErrorBody, description = "Invalid, used or expired token (INVALID_TOKEN, TOKEN_USED, TOKEN_EXPIRED)"),
+        (status = 409, body = crate::http::error::ErrorBody, description = "EMAIL_EXISTS: another account holds the previous address now"),
+    )
+)]
+#[post("/api/auth/undo-email-change")]
+pub async fn undo_email_change(
+    state: web::Data<AppState>,
+    body: web::Json<TokenRequest>,
+) -> ApiResult<HttpResponse> {
+    accounts::undo_email_change(&state, &body.token).await?;
+    Ok(HttpResponse::Ok().json(Message::new(
+        "E-mail address restored and every session ended; choose a new password",
+    )))
 }
 
 /// Sends the verification e-mail again: at most once per two minutes.
@@ -826,6 +858,7 @@ pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
         .service(forgot_password)
         .service(reset_password)
         .service(verify_email)
+        .service(undo_email_change)
         .service(send_verification_email)
         .service(add_role)
         .service(switch_role)

@@ -9,6 +9,7 @@ use super::views::{Message, PublicUser, UserView};
 use crate::domain::user::{EmailAddress, Username, check_password_policy};
 use crate::http::auth::{AuthUser, CsrfChecked};
 use crate::http::error::{ApiError, ApiResult, FieldError};
+use crate::http::rate_limit;
 use crate::state::AppState;
 use crate::store::{users, webhooks};
 use crate::workflows::{accounts, webhook_config};
@@ -90,16 +91,21 @@ pub async fn update_me(
     Ok(HttpResponse::Ok().json(UserView::from(&user)))
 }
 
-/// Changes the password; the current one is required; other sessions end (CSRF protected).
+/// Changes the password; the current one is required; other sessions end, and verification
+/// and reset links mailed before stop working (CSRF protected). The current-password check
+/// counts in the account's login budget (`LOGIN_RATE_LIMIT_MAX_ATTEMPTS_PER_USER` a window,
+/// shared with logins): once spent, 429 as a login. A session that sends that many wrong
+/// current passwords in a window is ended (its next request: 401 `TOKEN_REVOKED`).
 #[utoipa::path(
     tag = "users",
     request_body = ChangePasswordRequest,
     security(("bearer" = [])),
     responses(
         (status = 200, body = Message),
-        (status = 400, body = crate::http::error::ErrorBody, description = "Current password wrong"),
+        (status = 400, body = crate::http::error::ErrorBody, description = "INVALID_PASSWORD: current password wrong"),
         (status = 403, body = crate::http::error::ErrorBody, description = "CSRF check failed"),
         (status = 422, body = crate::http::error::ErrorBody, description = "Password policy"),
+        (status = 429, body = crate::http::error::ErrorBody, description = "RATE_LIMITED: the account's login budget is spent; see Retry-After"),
     )
 )]
 #[post("/api/users/me/change-password")]
@@ -110,10 +116,12 @@ pub async fn change_password(
 ) -> ApiResult<HttpResponse> {
     check_password_policy(&body.new_password)
         .map_err(|m| ApiError::invalid_field("new_password", m))?;
+    let attempt = rate_limit::login_account(&state, auth.id()).await?;
     accounts::change_password(
         &state,
         &auth.user,
         auth.session.id,
+        attempt,
         &body.current_password,
         &body.new_password,
     )
@@ -122,16 +130,22 @@ pub async fn change_password(
 }
 
 /// Changes the e-mail address; it becomes unverified and a verification goes to it (CSRF
-/// protected).
+/// protected). Verification and reset links mailed before stop working, and the previous
+/// address is told, with a link that undoes the change for 7 days
+/// (`POST /api/auth/undo-email-change`); until then no other account may take it. The
+/// current-password check counts in the account's login budget as on
+/// `POST /api/users/me/change-password` (429 once spent; the session ends after that many
+/// wrong current passwords in a window).
 #[utoipa::path(
     tag = "users",
     request_body = ChangeEmailRequest,
     security(("bearer" = [])),
     responses(
         (status = 200, body = UserView),
-        (status = 400, body = crate::http::error::ErrorBody, description = "Current password wrong"),
+        (status = 400, body = crate::http::error::ErrorBody, description = "INVALID_PASSWORD: current password wrong"),
         (status = 403, body = crate::http::error::ErrorBody, description = "CSRF check failed"),
         (status = 409, body = crate::http::error::ErrorBody, description = "E-mail taken"),
+        (status = 429, body = crate::http::error::ErrorBody, description = "RATE_LIMITED: the account's login budget is spent; see Retry-After"),
     )
 )]
 #[put("/api/users/me/email")]
@@ -142,7 +156,16 @@ pub async fn change_email(
 ) -> ApiResult<HttpResponse> {
     let email = EmailAddress::parse(&body.new_email)
         .map_err(|m| ApiError::invalid_field("new_email", m))?;
-    let user = accounts::change_email(&state, &auth.user, &email, &body.current_password).await?;
+    let attempt = rate_limit::login_account(&state, auth.id()).await?;
+    let user = accounts::change_email(
+        &state,
+        &auth.user,
+        auth.session.id,
+        attempt,
+        &email,
+        &body.current_password,
+    )
+    .await?;
     Ok(HttpResponse::Ok().json(UserView::from(&user)))
 }
 

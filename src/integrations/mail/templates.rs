@@ -166,6 +166,12 @@ templates! {
     RecontactCompany => "recontact_company",
     /// An administrator set a new password; sessions were ended. `name`.
     PasswordChangedByAdmin => "password_changed_by_admin",
+    /// To the previous address of an e-mail change, with the link that undoes it. `name`,
+    /// `new_email`, `token`.
+    EmailChanged => "email_changed",
+    /// Wrong passwords spent the account's login budget; links to the reset request (no
+    /// token). `name`, `wait` (how long sign-in is paused, in words).
+    AccountLocked => "account_locked",
 }
 
 /// Subject line, plain text and HTML of one rendered e-mail.

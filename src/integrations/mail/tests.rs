@@ -30,6 +30,14 @@ fn sample_context(template: Template, person: &str) -> Value {
         | Template::PasswordChangedByAdmin => {
             return json!({ "name": person });
         }
+        Template::AccountLocked => return json!({ "name": person, "wait": "1 minute" }),
+        Template::EmailChanged => {
+            return json!({
+                "name": person,
+                "new_email": "new-address@example.com",
+                "token": "Zk3-_q9XmP0vYtR2",
+            });
+        }
         Template::AdminInvitation => {
             return json!({
                 "invited_by": person,
@@ -164,7 +172,7 @@ async fn write_to_outbox(dir: &Path, emails: &[Email]) {
 #[test]
 fn every_template_renders_with_a_realistic_context() {
     let mailer = mailer();
-    assert_eq!(Template::ALL.len(), 35);
+    assert_eq!(Template::ALL.len(), 37);
     for &template in Template::ALL {
         let rendered = mailer
             .render(template, &sample_context(template, "Ana García"))
@@ -253,6 +261,7 @@ fn links_carry_the_token_under_the_frontend_url() {
         (Template::VerifyEmail, "/verify-email"),
         (Template::PasswordReset, "/reset-password"),
         (Template::AdminInvitation, "/accept-invitation"),
+        (Template::EmailChanged, "/undo-email-change"),
     ];
     for (template, path) in cases {
         let mut context = sample_context(template, "Ana");
