@@ -343,9 +343,12 @@ pub fn openapi_document() -> utoipa::openapi::OpenApi {
 fn run(listener: TcpListener, state: AppState, workers: Option<usize>) -> anyhow::Result<Server> {
     // After a WebSocket's close frame (or any response that ends the connection) the server
     // keeps reading, and discarding, until the client closes: a client that comes back to its
-    // socket late answers pings it had not read, and those must not meet a reset that loses
+    // socket late answers the ping it had not read, and that must not meet a reset that loses
     // the close frame and its reason. actix's default linger is 1 s; a pong-less socket is
-    // closed after three ping intervals, so the same span (at most 30 s) covers it.
+    // closed after three ping intervals, so the same span (at most 30 s) covers it. A client
+    // later than that finds a single ping before the close frame (`http::ws` never sends a
+    // second one unanswered): its one pong meets the reset, and the close frame, already in
+    // its buffer, is still read.
     let linger = (state.settings.ws_ping_interval * 3).min(std::time::Duration::from_secs(30));
     let data = web::Data::new(state);
     let http_metrics = web::Data::new(http::metrics::HttpMetrics::default());

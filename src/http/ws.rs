@@ -3,10 +3,14 @@
 //! the token rule and the frames.
 //!
 //! Each socket is one session task: it joins its rooms in `state.realtime` (a bounded queue;
-//! a slow consumer is dropped and its socket closed), pings every `WS_PING_SECONDS` and closes
-//! after three intervals without a pong, and at every ping checks its session again, so a
-//! logout, a suspension or an expired token closes the socket with code 1008 (policy). Frames
-//! over 64 KiB close it with 1009; anything else it cannot read gets an `error` frame.
+//! a slow consumer is dropped and its socket closed), pings every `WS_PING_SECONDS` (never a
+//! second ping while one is unanswered) and closes after three intervals without a pong, timed
+//! on the process's monotonic clock (the service's clock, which tests move, plays no part), and
+//! at every ping checks its session again, so a logout, a suspension or an expired token closes
+//! the socket with code 1008 (policy); a check the store or the cache could not answer closes
+//! nothing. Frames over 64 KiB close it with 1009; anything else it cannot read gets an `error`
+//! frame. Whatever ends a socket on the server's side (a panicking session task included, 1011)
+//! sends a close frame with a code and a reason first (issue #31).
 //!
 //! Bounds (issue #31), all checked before the upgrade, so past any of them HTTP keeps
 //! answering: a place among the process's sockets (`WS_MAX_SOCKETS`, else 503), then the
@@ -40,7 +44,7 @@ use crate::integrations::socket_registry::{Admission, FrameRefusal, ProcessSlot,
 use crate::state::AppState;
 use crate::store::notifications;
 use crate::store::users::User;
-use crate::workflows::auth::{self as sessions, AuthError};
+use crate::workflows::auth::{self as sessions, AuthError, SessionError};
 use crate::workflows::chat;
 use crate::workflows::projects::Caller;
 
@@ -75,12 +79,18 @@ impl Socket {
     }
 
     /// Still allowed: the token unexpired, the session live, the account in good standing.
-    async fn still_valid(&self, state: &AppState) -> bool {
-        match &self.token {
-            Some(token) => sessions::authenticate(state, token).await.is_ok(),
+    /// An error when the store or the cache could not say (then nothing is known of it).
+    async fn still_valid(&self, state: &AppState) -> Result<bool, SessionError> {
+        let checked = match &self.token {
+            Some(token) => sessions::authenticate(state, token).await.map(|_| ()),
             None => sessions::still_valid(state, self.session_id, self.user.id)
                 .await
-                .is_ok(),
+                .map(|_| ()),
+        };
+        match checked {
+            Ok(()) => Ok(true),
+            Err(SessionError::Auth(_)) => Ok(false),
+            Err(other) => Err(other),
         }
     }
 }
@@ -276,9 +286,14 @@ async fn open(
         chat::arrive(&state, project_id, socket.user.id, ttl).await;
     }
     actix_web::rt::spawn(async move {
+        use futures_util::FutureExt as _;
         let user_id = socket.user.id;
         let (member, frames) = joined;
-        serve(
+        // A clone shares the session's state: once `serve` has closed it, this one's close
+        // does nothing; if `serve` panicked, the client still gets a close frame (1011)
+        // rather than a connection that ends without one.
+        let closer = session.clone();
+        let served = std::panic::AssertUnwindSafe(serve(
             &state,
             socket,
             &admission,
@@ -287,8 +302,17 @@ async fn open(
             greeting,
             session,
             stream,
-        )
+        ))
+        .catch_unwind()
         .await;
+        if served.is_err() {
+            tracing::error!(user_id, "WebSocket session panicked");
+            let every = state.settings.ws_ping_interval;
+            let reason = close(CloseCode::Error, "internal error: reconnect");
+            let _ = tokio::time::timeout(every, closer.close(reason)).await;
+        } else {
+            drop(closer);
+        }
         admission.release().await;
         state.realtime.leave(member);
         if let Some(project_id) = chat_project {
@@ -320,8 +344,17 @@ async fn serve(
 ) {
     let every = state.settings.ws_ping_interval;
     let mut ping = tokio::time::interval(every);
+    // After a stall (a slow session check), the next ping an interval later, not a burst.
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ping.tick().await;
+    // Liveness is judged on the process's monotonic time, never on the service's clock
+    // (which tests move by hours): the client's pongs renew it.
     let mut last_pong = Instant::now();
+    // At most one ping unanswered at a time: a client that stops reading finds one ping
+    // before the close frame when it comes back, so it answers one pong, not a pile of them
+    // (after the server has let go of the connection, the second pong written meets a reset
+    // and the client loses the close frame still waiting in its buffer: issue #31).
+    let mut awaiting_pong = false;
     let mut reason = None;
     let mut budgets = FrameBudgets::default();
     if let Some(greeting) = greeting
@@ -341,8 +374,14 @@ async fn serve(
                         session.text(Frame::as_ref(&frame).to_owned()),
                     )
                     .await;
-                    if !matches!(sent, Ok(Ok(()))) {
-                        break;
+                    match sent {
+                        Ok(Ok(())) => {}
+                        // The connection is gone: nobody to tell.
+                        Ok(Err(_)) => break,
+                        Err(_) => {
+                            reason = close(CloseCode::Again, "not reading: reconnect and read over REST");
+                            break;
+                        }
                     }
                 }
                 None => {
@@ -357,7 +396,10 @@ async fn serve(
                         break;
                     }
                 }
-                Some(Ok(Message::Pong(_))) => last_pong = Instant::now(),
+                Some(Ok(Message::Pong(_))) => {
+                    last_pong = Instant::now();
+                    awaiting_pong = false;
+                }
                 Some(Ok(Message::Text(text))) => {
                     let answer =
                         Box::pin(handle_text(state, &socket, &mut budgets, chat_project, &text))
@@ -394,21 +436,36 @@ async fn serve(
                 }
                 None => break,
             },
-            _ = ping.tick() => {
-                if last_pong.elapsed() > every * 3 {
+            due = ping.tick() => {
+                // A tick the loop comes to late (it was busy) may have the client's pongs
+                // waiting unread behind it: judge at the next one, when they have been read.
+                let on_time = due.elapsed() < every / 2;
+                if on_time && last_pong.elapsed() > every * 3 {
                     reason = close(CloseCode::Away, "no pong");
                     break;
                 }
-                if !Box::pin(socket.still_valid(state)).await {
-                    reason = close(CloseCode::Policy, "the session has ended");
-                    break;
+                match Box::pin(socket.still_valid(state)).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        reason = close(CloseCode::Policy, "the session has ended");
+                        break;
+                    }
+                    // The store or the cache did not answer: that says nothing of the
+                    // session, so the socket lives on and the next ping asks again.
+                    Err(e) => tracing::warn!(error = %e, "WebSocket session not re-checked"),
                 }
                 if let Some(project_id) = chat_project {
                     Box::pin(chat::still_here(state, project_id, socket.user.id, every * 3)).await;
                 }
                 Box::pin(admission.renew()).await;
-                if session.ping(b"").await.is_err() {
-                    break;
+                if !awaiting_pong {
+                    match tokio::time::timeout(every, session.ping(b"")).await {
+                        Ok(Ok(())) => awaiting_pong = true,
+                        Ok(Err(_)) => break,
+                        // Its frames are not going out: the client is not reading, and the
+                        // pong check above ends it.
+                        Err(_) => {}
+                    }
                 }
             }
         }

@@ -18,6 +18,7 @@ mod escrow;
 mod hardening;
 mod helpers;
 mod hostile;
+mod idle_sockets;
 mod invitations;
 mod market;
 mod notifications;
