@@ -36,7 +36,8 @@ pub struct AppState {
     /// One actor per payment: every processor-driven change of a payment runs inside it.
     pub payment_actors: actors::Registry<i64>,
     /// One actor per project chat room: every post, edit, deletion and read mark of a room
-    /// is stored then fanned out inside it, so frames go out in the order of the store.
+    /// is stored then fanned out inside it, so frames go out in the order of the store (posts
+    /// in groups, from `chat_posts`).
     pub chat_rooms: actors::Registry<i64>,
     /// The posts waiting for their room's actor, per project: its next group takes those
     /// waiting and stores them in one statement and one commit (`workflows::chat`). Each is

@@ -255,21 +255,33 @@ async fn store_group(state: &AppState, project_id: i64, group: Vec<Waiting>) {
         group.into_iter().map(|a| (a.item, a.answer)).unzip();
     let outcomes = match write_group(state, project_id, &posts).await {
         Ok(outcomes) => outcomes,
-        Err(Failed::BeforeCommit(e)) if posts.len() > 1 => {
+        Err(Failed::Refused(e)) if posts.len() > 1 => {
             tracing::warn!(error = %e, project_id, posts = posts.len(),
                 "chat group not stored; storing its posts one by one");
             let mut outcomes = Vec::with_capacity(posts.len());
+            let mut unavailable = false;
             for post in posts.chunks(1) {
+                if unavailable {
+                    outcomes.push(Err(FlowError::unavailable(
+                        "The message could not be stored; send it again",
+                    )));
+                    continue;
+                }
                 outcomes.push(match write_group(state, project_id, post).await {
                     Ok(mut one) => one.remove(0),
-                    Err(Failed::BeforeCommit(e) | Failed::AtCommit(e)) => Err(e),
+                    Err(failed) => {
+                        // Without a connection, the rest are not tried.
+                        unavailable = matches!(failed, Failed::Unavailable(_));
+                        Err(failed.into_error())
+                    }
                 });
             }
             outcomes
         }
-        // A group of one, or a commit that failed (it may have happened all the same: not
-        // written again): each post answered the error.
-        Err(Failed::BeforeCommit(e) | Failed::AtCommit(e)) => {
+        // A group of one, no connection, or a commit that failed (it may have happened all the
+        // same: not written again): each post answered the error.
+        Err(failed) => {
+            let e = failed.into_error();
             tracing::warn!(error = %e, project_id, posts = posts.len(), "chat group not stored");
             let mut outcomes: Vec<FlowResult<Message>> = (1..posts.len())
                 .map(|_| Err(FlowError::Internal(anyhow::anyhow!("{e}"))))
@@ -289,10 +301,21 @@ async fn store_group(state: &AppState, project_id: i64, group: Vec<Waiting>) {
 
 /// Why a group was not stored.
 enum Failed {
-    /// Nothing was written.
-    BeforeCommit(FlowError),
+    /// No transaction could be opened: nothing was written, and a post alone would fare no
+    /// better.
+    Unavailable(FlowError),
+    /// A statement failed: nothing was written.
+    Refused(FlowError),
     /// The commit answered an error: it may have been written all the same.
     AtCommit(FlowError),
+}
+
+impl Failed {
+    fn into_error(self) -> FlowError {
+        match self {
+            Failed::Unavailable(e) | Failed::Refused(e) | Failed::AtCommit(e) => e,
+        }
+    }
 }
 
 /// Writes the posts of its authors who take part in the chat (the others are answered 404) in
@@ -308,9 +331,9 @@ async fn write_group(
         .db
         .begin()
         .await
-        .map_err(|e| Failed::BeforeCommit(e.into()))?;
+        .map_err(|e| Failed::Unavailable(e.into()))?;
     let written = write_in(state, &mut tx, project_id, posts, now).await;
-    let (outcomes, stored) = written.map_err(Failed::BeforeCommit)?;
+    let (outcomes, stored) = written.map_err(Failed::Refused)?;
     if stored > 0 {
         state
             .commit(tx)

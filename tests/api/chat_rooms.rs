@@ -279,3 +279,60 @@ async fn posts_waiting_together_are_stored_in_the_order_they_reached_the_room_an
     .unwrap();
     assert!(later.id > *ids.last().unwrap());
 }
+
+#[actix_web::test]
+async fn a_post_that_cannot_be_stored_fails_alone_and_the_rest_of_its_group_is_stored() {
+    let m = Market::open().await;
+    let d = deal(&m, "ghost", [100.0, 100.0, 100.0]).await;
+    let state = &m.app.state;
+    let company = Caller {
+        id: d.company.id,
+        admin: false,
+        company: true,
+        expert: false,
+    };
+    // An administrator's account that no longer exists: admitted as a mediator, refused by
+    // the store (its author is not a user), so its group fails and is tried post by post.
+    let ghost = Caller {
+        id: 999_999_999,
+        admin: true,
+        company: false,
+        expert: false,
+    };
+    const POSTS: usize = 8;
+    let callers: Vec<Caller> = (0..POSTS)
+        .map(|n| if n == 3 { ghost } else { company })
+        .collect();
+    let hold = hold_until_waiting(state, d.project_id, POSTS);
+    let posts = futures_util::future::join_all(callers.iter().enumerate().map(|(n, who)| {
+        chat::post(
+            state,
+            who,
+            d.project_id,
+            ChatText::parse(format!("group {n}")).unwrap(),
+        )
+    }));
+    let (held, answers) = futures_util::join!(hold, posts);
+    held.unwrap();
+
+    let mut ids = Vec::new();
+    for (n, answer) in answers.into_iter().enumerate() {
+        if n == 3 {
+            assert!(answer.is_err(), "the ghost's post is refused");
+            continue;
+        }
+        let message = answer.unwrap_or_else(|e| panic!("post {n}: {e}"));
+        assert_eq!(message.content, format!("group {n}"));
+        ids.push(message.id);
+    }
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "in line order: {ids:?}"
+    );
+    let stored = history(&m, d.project_id).await;
+    assert_eq!(
+        stored.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+        ids,
+        "the others stored once each"
+    );
+}
