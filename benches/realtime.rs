@@ -476,6 +476,30 @@ async fn fan_out(
         percentile(&all, 1.0),
         refused.load(Ordering::Relaxed)
     );
+    // The room's group commits, as the server counts them.
+    let metrics = client
+        .get(format!("{}/metrics", server.base))
+        .send()
+        .await?
+        .text()
+        .await?;
+    let series = |name: &str| {
+        metrics.lines().find_map(|line| {
+            line.strip_prefix(name)
+                .and_then(|rest| rest.strip_prefix(' '))
+                .and_then(|v| v.parse::<f64>().ok())
+        })
+    };
+    if let (Some(commits), Some(stored), Some(largest)) = (
+        series("realtime_chat_commits_total"),
+        series("realtime_chat_messages_stored_total"),
+        series("realtime_chat_commit_messages_max"),
+    ) {
+        println!(
+            "room commits: {commits} for {stored} messages, {:.1} a commit, at most {largest}",
+            stored / commits.max(1.0)
+        );
+    }
     Ok(())
 }
 

@@ -119,6 +119,9 @@ impl Application {
                 crate::workflows::chat::ROOM_ACTORS,
                 actors::RegistryConfig::default(),
             ),
+            // Past this many waiting in one room, a post is answered 503.
+            chat_posts: Arc::new(crate::state::Lines::new(2_500)),
+            chat_groups: Arc::default(),
             jobs,
             crm: crm_setup,
             crm_worker: drains.crm.worker(),

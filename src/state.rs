@@ -36,8 +36,16 @@ pub struct AppState {
     /// One actor per payment: every processor-driven change of a payment runs inside it.
     pub payment_actors: actors::Registry<i64>,
     /// One actor per project chat room: every post, edit, deletion and read mark of a room
-    /// is stored then fanned out inside it, so frames go out in the order of the store.
+    /// is stored then fanned out inside it, so frames go out in the order of the store (posts
+    /// in groups, from `chat_posts`).
     pub chat_rooms: actors::Registry<i64>,
+    /// The posts waiting for their room's actor, per project: its next group takes those
+    /// waiting and stores them in one statement and one commit (`workflows::chat`). Each is
+    /// answered its message after that commit, or the error, type-erased here
+    /// (`workflows::chat` knows it).
+    pub chat_posts: Arc<Lines<Asked<ChatPost, anyhow::Result<crate::store::chat::Message>>>>,
+    /// The room actors' commits and the messages they stored (`/metrics`).
+    pub chat_groups: Arc<GroupCounts>,
     /// Every long-running loop of the service, by name (`background` starts them).
     pub jobs: actors::Jobs,
     /// The CRM client (or off), its sandbox and metrics.
@@ -116,5 +124,120 @@ impl<T> Queue<T> {
         self.items
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A chat post waiting for its room's actor: the message to store, and whether its author is
+/// an administrator (admitted as a mediator rather than as a party).
+pub struct ChatPost {
+    pub message: crate::store::chat::NewMessage,
+    pub admin: bool,
+}
+
+/// Items waiting per key for that key's actor, which takes them in groups, first in first
+/// out. Each item has a ticket, increasing in the order of the pushes (over all keys).
+pub struct Lines<T> {
+    lines: std::sync::Mutex<std::collections::HashMap<i64, std::collections::VecDeque<(u64, T)>>>,
+    next_ticket: std::sync::atomic::AtomicU64,
+    /// Items one key may have waiting.
+    capacity: usize,
+}
+
+impl<T> Lines<T> {
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            lines: std::sync::Mutex::default(),
+            next_ticket: std::sync::atomic::AtomicU64::new(1),
+            capacity,
+        }
+    }
+
+    /// Appends `item` to the line of `key` and answers its ticket; `None` (and the item
+    /// dropped) when that line is full.
+    pub fn push(&self, key: i64, item: T) -> Option<u64> {
+        let mut lines = self.lock();
+        let line = lines.entry(key).or_default();
+        if line.len() >= self.capacity {
+            return None;
+        }
+        // Taken under the lock, so tickets increase along each line.
+        let ticket = self
+            .next_ticket
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        line.push_back((ticket, item));
+        Some(ticket)
+    }
+
+    /// Takes up to `n` items from the front of the line of `key`, with their tickets.
+    pub fn take(&self, key: i64, n: usize) -> Vec<(u64, T)> {
+        let mut lines = self.lock();
+        let Some(line) = lines.get_mut(&key) else {
+            return Vec::new();
+        };
+        let n = n.min(line.len());
+        let taken = line.drain(..n).collect();
+        if line.is_empty() {
+            lines.remove(&key);
+        }
+        taken
+    }
+
+    /// Takes the item of `ticket` back out of the line of `key`, if it is still waiting.
+    pub fn withdraw(&self, key: i64, ticket: u64) -> Option<T> {
+        let mut lines = self.lock();
+        let line = lines.get_mut(&key)?;
+        let at = line.iter().position(|(t, _)| *t == ticket)?;
+        let (_, item) = line.remove(at)?;
+        if line.is_empty() {
+            lines.remove(&key);
+        }
+        Some(item)
+    }
+
+    /// Items waiting in the line of `key`.
+    pub fn waiting(&self, key: i64) -> usize {
+        self.lock()
+            .get(&key)
+            .map_or(0, std::collections::VecDeque::len)
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<
+        '_,
+        std::collections::HashMap<i64, std::collections::VecDeque<(u64, T)>>,
+    > {
+        self.lines
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Groups written in one commit each, and the items they held.
+#[derive(Debug, Default)]
+pub struct GroupCounts {
+    commits: std::sync::atomic::AtomicU64,
+    items: std::sync::atomic::AtomicU64,
+    largest: std::sync::atomic::AtomicU64,
+}
+
+impl GroupCounts {
+    /// A group of `items` was committed.
+    pub fn committed(&self, items: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let items = items as u64;
+        self.commits.fetch_add(1, Relaxed);
+        self.items.fetch_add(items, Relaxed);
+        self.largest.fetch_max(items, Relaxed);
+    }
+
+    /// (commits, items, largest group) so far.
+    pub fn get(&self) -> (u64, u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (
+            self.commits.load(Relaxed),
+            self.items.load(Relaxed),
+            self.largest.load(Relaxed),
+        )
     }
 }

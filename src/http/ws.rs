@@ -672,6 +672,29 @@ pub fn render_metrics(state: &AppState, out: &mut String) {
         "Frames handed to sockets on this instance.",
         realtime.frames_fanned_out() as f64,
     );
+    let (commits, stored, largest) = state.chat_groups.get();
+    render_single(
+        out,
+        "realtime_chat_commits_total",
+        "counter",
+        "Commits of chat posts by the room actors on this instance: each stores the posts \
+         waiting in one room together (a group commit).",
+        commits as f64,
+    );
+    render_single(
+        out,
+        "realtime_chat_messages_stored_total",
+        "counter",
+        "Chat messages those commits stored (divided by the commits: messages per commit).",
+        stored as f64,
+    );
+    render_single(
+        out,
+        "realtime_chat_commit_messages_max",
+        "gauge",
+        "The most chat messages one commit stored on this instance.",
+        largest as f64,
+    );
     let (mut dropped, mut restarts) = (0, 0);
     for kind in actors::metrics::snapshot() {
         match kind.values {

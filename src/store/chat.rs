@@ -31,38 +31,81 @@ macro_rules! select_messages {
     };
 }
 
-/// A file attached to a message.
+/// A message to write: its author, its text (empty beside a file) and its file.
 #[derive(Debug, Clone)]
-pub struct Attachment<'a> {
-    pub path: &'a str,
-    pub name: &'a str,
-    pub mime: &'a str,
+pub struct NewMessage {
+    pub sender_id: i64,
+    pub content: String,
+    pub file: Option<NewFile>,
+}
+
+/// A file attached to a message, stored under the uploads directory at `path`.
+#[derive(Debug, Clone)]
+pub struct NewFile {
+    pub path: String,
+    pub name: String,
+    pub mime: &'static str,
     pub size: i64,
 }
 
-pub async fn insert(
+/// Writes `messages` to project `project_id` in one statement, and answers them as stored,
+/// in the order given: their ids increase in that order. The list is padded to a power of
+/// two with rows the statement leaves out (no position), so a handful of texts stay
+/// prepared whatever the group's size (`super::list_len`).
+pub async fn insert_all(
     ex: Exec<'_>,
     project_id: i64,
-    sender_id: i64,
-    content: &str,
-    file: Option<&Attachment<'_>>,
+    messages: &[&NewMessage],
     now: DateTime<Utc>,
-) -> StoreResult<i64> {
-    Ok(on_exec!(ex, c => sqlx::query_scalar(
+) -> StoreResult<Vec<Message>> {
+    if messages.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Selected from `VALUES` (column1, … on both engines) in the order of their position;
+    // the padding rows have none.
+    let sql = format!(
         "INSERT INTO chat_messages (project_id, sender_id, content, file_path, file_name,
                                     file_mime, file_size, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
-    )
-    .bind(project_id)
-    .bind(sender_id)
-    .bind(content)
-    .bind(file.map(|f| f.path))
-    .bind(file.map(|f| f.name))
-    .bind(file.map(|f| f.mime))
-    .bind(file.map(|f| f.size))
-    .bind(now)
-    .fetch_one(c)
-    .await)?)
+         SELECT $1, v.column2, v.column3, v.column4, v.column5, v.column6, v.column7, $2
+         FROM (VALUES {}) AS v WHERE v.column1 IS NOT NULL ORDER BY v.column1
+         RETURNING id, project_id, sender_id, content, file_path, file_name, file_mime,
+                   file_size, edited_at, deleted_at, created_at",
+        super::value_rows(3, super::list_len(messages.len()), 7)
+    );
+    let mut stored = on_exec!(ex, c => {
+        // Placeholders only: the values are bound.
+        let mut query = sqlx::query_as::<_, Message>(sqlx::AssertSqlSafe(sql.as_str()))
+            .bind(project_id)
+            .bind(now);
+        for position in 0..super::list_len(messages.len()) {
+            let m = messages.get(position);
+            let file = m.and_then(|m| m.file.as_ref());
+            query = query
+                .bind(m.map(|_| position as i64))
+                .bind(m.map(|m| m.sender_id))
+                .bind(m.map(|m| m.content.as_str()))
+                .bind(file.map(|f| f.path.as_str()))
+                .bind(file.map(|f| f.name.as_str()))
+                .bind(file.map(|f| f.mime))
+                .bind(file.map(|f| f.size));
+        }
+        query.fetch_all(c).await
+    })?;
+    // RETURNING's order is the engine's; the ids follow the positions.
+    stored.sort_by_key(|m| m.id);
+    let in_order = stored.len() == messages.len()
+        && stored.iter().zip(messages).all(|(s, m)| {
+            s.sender_id == Some(m.sender_id)
+                && s.content == m.content
+                && s.file_path.as_deref() == m.file.as_ref().map(|f| f.path.as_str())
+        });
+    if !in_order {
+        return Err(sqlx::Error::Protocol(
+            "chat messages were not stored in the order given".into(),
+        )
+        .into());
+    }
+    Ok(stored)
 }
 
 /// Message `id` of project `project_id`.

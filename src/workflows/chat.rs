@@ -5,8 +5,11 @@
 //! Every change of a room (post, edit, deletion, read mark) runs in that room's actor
 //! (`state.chat_rooms`, one per project, started on first use, stopped when idle, restarted
 //! after a panic): stored, committed, then fanned out, so each room's frames go out in the
-//! order of the store. A new message also e-mails the participants not connected to the room
-//! (`chat_digest`).
+//! order of the store. Posts go in groups (a group commit): a post joins its room's line
+//! (`state.chat_posts`) and asks the actor to store what waits there; the first such job takes
+//! up to [`GROUP`] posts, writes them in one statement with their events in one transaction,
+//! publishes their frames in line order after the commit and answers each. A new message also
+//! e-mails the participants not connected to the room (`chat_digest`).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -15,12 +18,14 @@ use utoipa::ToSchema;
 
 use std::future::Future;
 
+use tokio::sync::oneshot;
+
 use crate::domain::text::ChatText;
 use crate::domain::token::random_token;
 use crate::domain::upload::{DocumentType, display_name};
 use crate::integrations::realtime::chat_room;
-use crate::state::AppState;
-use crate::store::chat::{self, Attachment, Message};
+use crate::state::{AppState, Asked, ChatPost};
+use crate::store::chat::{self, Message, NewFile, NewMessage};
 use crate::store::events::{self, NewEvent};
 use crate::store::projects::Project;
 use crate::store::{Exec, Tx, projects};
@@ -112,31 +117,30 @@ async fn participant_project(
     }
 }
 
-/// Records the change as an event; `emails` are the e-mails it causes (sent by the outbox
-/// after commit).
-async fn record(
-    tx: &mut Tx,
-    kind: &str,
-    m: &Message,
-    now: chrono::DateTime<chrono::Utc>,
-    emails: Vec<serde_json::Value>,
-) -> FlowResult<()> {
+/// The event of a change of `m`; `emails` are the e-mails it causes (sent by the outbox after
+/// commit).
+fn event<'a>(kind: &'a str, m: &Message, emails: Vec<serde_json::Value>) -> NewEvent<'a> {
     let mut payload =
         json!({"project_id": m.project_id, "message_id": m.id, "sender_id": m.sender_id});
     if !emails.is_empty() {
         payload[crate::workflows::emails::EMAIL_KEY] = serde_json::Value::Array(emails);
     }
-    events::record(
-        tx.exec(),
-        NewEvent {
-            kind,
-            aggregate: "project",
-            aggregate_id: Some(m.project_id),
-            payload,
-        },
-        now,
-    )
-    .await?;
+    NewEvent {
+        kind,
+        aggregate: "project",
+        aggregate_id: Some(m.project_id),
+        payload,
+    }
+}
+
+/// Records the change as an event.
+async fn record(
+    tx: &mut Tx,
+    kind: &str,
+    m: &Message,
+    now: chrono::DateTime<chrono::Utc>,
+) -> FlowResult<()> {
+    events::record(tx.exec(), event(kind, m, Vec::new()), now).await?;
     Ok(())
 }
 
@@ -154,28 +158,8 @@ async fn push_message(state: &AppState, kind: &str, m: &Message) {
     push(state, m.project_id, kind, data).await;
 }
 
-/// Stores a message and fans it out; runs in the room actor.
-async fn insert(
-    state: &AppState,
-    caller: &Caller,
-    project_id: i64,
-    content: &str,
-    file: Option<&Attachment<'_>>,
-) -> FlowResult<Message> {
-    let now = state.clock.now();
-    let mut tx = state.db.begin().await?;
-    let project = participant_project(tx.exec(), caller, project_id).await?;
-    let id = chat::insert(tx.exec(), project_id, caller.id, content, file, now).await?;
-    let message = chat::find(tx.exec(), project_id, id)
-        .await?
-        .ok_or_else(not_found)?;
-    let emails =
-        crate::workflows::chat_digest::emails_for(state, &mut tx, &project, caller, now).await?;
-    record(&mut tx, "chat.message_created", &message, now, emails).await?;
-    state.commit(tx).await?;
-    push_message(state, "message.created", &message).await;
-    Ok(message)
-}
+/// The most posts one commit of a room stores.
+pub const GROUP: usize = 64;
 
 /// Posts a message; REST and WebSocket alike hand it text they parsed as a [`ChatText`].
 pub async fn post(
@@ -184,11 +168,229 @@ pub async fn post(
     project_id: i64,
     content: ChatText,
 ) -> FlowResult<Message> {
-    let caller = *caller;
-    in_room(state, project_id, move |st| async move {
-        insert(&st, &caller, project_id, &content, None).await
-    })
-    .await
+    let message = NewMessage {
+        sender_id: caller.id,
+        content: content.into_string(),
+        file: None,
+    };
+    in_line(state, caller, project_id, message).await
+}
+
+/// Puts the message in its room's line and has the room's actor store what waits there (this
+/// message among them), then answers it as stored, or why not.
+async fn in_line(
+    state: &AppState,
+    caller: &Caller,
+    project_id: i64,
+    message: NewMessage,
+) -> FlowResult<Message> {
+    let (answer, answered) = oneshot::channel();
+    let post = ChatPost {
+        message,
+        admin: caller.admin,
+    };
+    let Some(ticket) = state
+        .chat_posts
+        .push(project_id, Asked { item: post, answer })
+    else {
+        tracing::warn!(project_id, "chat room line full; the post is refused");
+        return Err(FlowError::unavailable(
+            "The chat room is busy; send the message again",
+        ));
+    };
+    let st = state.clone();
+    let stored = state
+        .chat_rooms
+        .call(project_id, move || async move {
+            store_waiting(&st, project_id, ticket).await;
+        })
+        .await;
+    if let Err(e) = stored {
+        // The job did not end normally: a post still in the line is taken back (nothing was
+        // stored); one already taken is answered by its group (with an error if that group
+        // is what failed).
+        if state.chat_posts.withdraw(project_id, ticket).is_some() {
+            return Err(e.into());
+        }
+    }
+    match answered.await {
+        Ok(Ok(message)) => Ok(message),
+        Ok(Err(e)) => Err(e
+            .downcast::<FlowError>()
+            .unwrap_or_else(FlowError::Internal)),
+        Err(_) => Err(FlowError::Internal(anyhow::anyhow!(
+            "the chat room stopped before storing the message"
+        ))),
+    }
+}
+
+/// The room actor's job for the post of `ticket`: stores the posts waiting in the room's line,
+/// a group of up to [`GROUP`] at a time, until that post's group is done (or none waits: an
+/// earlier job took it). So a job whose post an earlier group took ends at once.
+async fn store_waiting(state: &AppState, project_id: i64, ticket: u64) {
+    loop {
+        let group = state.chat_posts.take(project_id, GROUP);
+        let Some(&(last, _)) = group.last() else {
+            return;
+        };
+        store_group(
+            state,
+            project_id,
+            group.into_iter().map(|(_, p)| p).collect(),
+        )
+        .await;
+        if last >= ticket {
+            return;
+        }
+    }
+}
+
+type Waiting = Asked<ChatPost, anyhow::Result<Message>>;
+
+/// Stores a group of posts in one statement and one commit, publishes their frames in order,
+/// then answers each. When the group fails as a whole, its posts are tried again one by one,
+/// so one post that cannot be stored fails alone.
+async fn store_group(state: &AppState, project_id: i64, group: Vec<Waiting>) {
+    let (posts, answers): (Vec<ChatPost>, Vec<_>) =
+        group.into_iter().map(|a| (a.item, a.answer)).unzip();
+    let outcomes = match write_group(state, project_id, &posts).await {
+        Ok(outcomes) => outcomes,
+        Err(Failed::Refused(e)) if posts.len() > 1 => {
+            tracing::warn!(error = %e, project_id, posts = posts.len(),
+                "chat group not stored; storing its posts one by one");
+            let mut outcomes = Vec::with_capacity(posts.len());
+            let mut unavailable = false;
+            for post in posts.chunks(1) {
+                if unavailable {
+                    outcomes.push(Err(FlowError::unavailable(
+                        "The message could not be stored; send it again",
+                    )));
+                    continue;
+                }
+                outcomes.push(match write_group(state, project_id, post).await {
+                    Ok(mut one) => one.remove(0),
+                    Err(failed) => {
+                        // Without a connection, the rest are not tried.
+                        unavailable = matches!(failed, Failed::Unavailable(_));
+                        Err(failed.into_error())
+                    }
+                });
+            }
+            outcomes
+        }
+        // A group of one, no connection, or a commit that failed (it may have happened all the
+        // same: not written again): each post answered the error.
+        Err(failed) => {
+            let e = failed.into_error();
+            tracing::warn!(error = %e, project_id, posts = posts.len(), "chat group not stored");
+            let mut outcomes: Vec<FlowResult<Message>> = (1..posts.len())
+                .map(|_| Err(FlowError::Internal(anyhow::anyhow!("{e}"))))
+                .collect();
+            outcomes.push(Err(e));
+            outcomes
+        }
+    };
+    for message in outcomes.iter().flatten() {
+        push_message(state, "message.created", message).await;
+    }
+    for (outcome, answer) in outcomes.into_iter().zip(answers) {
+        // The poster may have stopped waiting; the message is stored all the same.
+        let _ = answer.send(outcome.map_err(anyhow::Error::from));
+    }
+}
+
+/// Why a group was not stored.
+enum Failed {
+    /// No transaction could be opened: nothing was written, and a post alone would fare no
+    /// better.
+    Unavailable(FlowError),
+    /// A statement failed: nothing was written.
+    Refused(FlowError),
+    /// The commit answered an error: it may have been written all the same.
+    AtCommit(FlowError),
+}
+
+impl Failed {
+    fn into_error(self) -> FlowError {
+        match self {
+            Failed::Unavailable(e) | Failed::Refused(e) | Failed::AtCommit(e) => e,
+        }
+    }
+}
+
+/// Writes the posts of its authors who take part in the chat (the others are answered 404) in
+/// one statement, their events (e-mails included) in a second, and commits: one outcome per
+/// post, in order. An error fails the whole group.
+async fn write_group(
+    state: &AppState,
+    project_id: i64,
+    posts: &[ChatPost],
+) -> Result<Vec<FlowResult<Message>>, Failed> {
+    let now = state.clock.now();
+    let mut tx = state
+        .db
+        .begin()
+        .await
+        .map_err(|e| Failed::Unavailable(e.into()))?;
+    let written = write_in(state, &mut tx, project_id, posts, now).await;
+    let (outcomes, stored) = written.map_err(Failed::Refused)?;
+    if stored > 0 {
+        state
+            .commit(tx)
+            .await
+            .map_err(|e| Failed::AtCommit(e.into()))?;
+        state.chat_groups.committed(stored);
+    }
+    Ok(outcomes)
+}
+
+/// [`write_group`]'s statements, in `tx`: the outcomes, and how many messages were written.
+async fn write_in(
+    state: &AppState,
+    tx: &mut Tx,
+    project_id: i64,
+    posts: &[ChatPost],
+    now: chrono::DateTime<chrono::Utc>,
+) -> FlowResult<(Vec<FlowResult<Message>>, usize)> {
+    let Some(project) = projects::find(tx.exec(), project_id).await? else {
+        return Ok((posts.iter().map(|_| Err(not_found())).collect(), 0));
+    };
+    let takes_part = |post: &ChatPost| {
+        let sender = post.message.sender_id;
+        project.company_id == Some(sender) || project.expert_id == Some(sender) || post.admin
+    };
+    let admitted: Vec<&NewMessage> = posts
+        .iter()
+        .filter(|p| takes_part(p))
+        .map(|p| &p.message)
+        .collect();
+    if admitted.is_empty() {
+        return Ok((posts.iter().map(|_| Err(not_found())).collect(), 0));
+    }
+    let stored = chat::insert_all(tx.exec(), project_id, &admitted, now).await?;
+    let mut seen = crate::workflows::chat_digest::Seen::default();
+    let mut created = Vec::with_capacity(stored.len());
+    for m in &stored {
+        let sender = m.sender_id.unwrap_or_default();
+        let emails =
+            crate::workflows::chat_digest::emails_for(state, tx, &project, sender, now, &mut seen)
+                .await?;
+        created.push(event("chat.message_created", m, emails));
+    }
+    events::record_all(tx.exec(), &created, now).await?;
+    let count = stored.len();
+    let mut stored = stored.into_iter();
+    let outcomes = posts
+        .iter()
+        .map(|p| {
+            if takes_part(p) {
+                stored.next().ok_or_else(not_found)
+            } else {
+                Err(not_found())
+            }
+        })
+        .collect();
+    Ok((outcomes, count))
 }
 
 /// A socket of `user_id` joined the room: its actor starts if it was not running, and the
@@ -257,19 +459,17 @@ pub async fn post_file(
     tokio::fs::write(&path, bytes)
         .await
         .map_err(anyhow::Error::from)?;
-    let name = display_name(client_name, doc_type);
-    let size = bytes.len() as i64;
-    let caller = *caller;
-    let stored = in_room(state, project_id, move |st| async move {
-        let attachment = Attachment {
-            path: &relative,
-            name: &name,
+    let message = NewMessage {
+        sender_id: caller.id,
+        content: String::new(),
+        file: Some(NewFile {
+            path: relative,
+            name: display_name(client_name, doc_type),
             mime: doc_type.mime(),
-            size,
-        };
-        insert(&st, &caller, project_id, "", Some(&attachment)).await
-    })
-    .await;
+            size: bytes.len() as i64,
+        }),
+    };
+    let stored = in_line(state, caller, project_id, message).await;
     if stored.is_err() {
         let _ = tokio::fs::remove_file(&path).await;
     }
@@ -332,7 +532,7 @@ async fn edit_now(
     let m = chat::find(tx.exec(), project_id, id)
         .await?
         .ok_or_else(not_found)?;
-    record(&mut tx, "chat.message_updated", &m, now, Vec::new()).await?;
+    record(&mut tx, "chat.message_updated", &m, now).await?;
     state.commit(tx).await?;
     push_message(state, "message.updated", &m).await;
     Ok(m)
@@ -380,7 +580,7 @@ async fn delete_now(
     let gone = chat::find(tx.exec(), project_id, id)
         .await?
         .ok_or_else(not_found)?;
-    record(&mut tx, "chat.message_deleted", &gone, now, Vec::new()).await?;
+    record(&mut tx, "chat.message_deleted", &gone, now).await?;
     state.commit(tx).await?;
     if let Some(file) = &m.file_path {
         let _ = tokio::fs::remove_file(state.settings.uploads_dir.join(file)).await;

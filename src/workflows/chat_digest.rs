@@ -4,6 +4,8 @@
 //! every ping); the once-per-window rule is the database's (`store::chat_digests::claim`), in
 //! the transaction that stores the message, so the e-mail goes with a message that exists.
 
+use std::collections::{HashMap, HashSet};
+
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
@@ -14,7 +16,6 @@ use crate::store::projects::Project;
 use crate::store::{Tx, chat_digests, users};
 use crate::workflows::emails::email;
 use crate::workflows::error::FlowResult;
-use crate::workflows::projects::Caller;
 
 /// The profile a party of `p` writes under, for the name an e-mail shows.
 fn profile_of(p: &Project, user_id: i64) -> &'static str {
@@ -28,36 +29,65 @@ fn profile_of(p: &Project, user_id: i64) -> &'static str {
     }
 }
 
-/// The `email` entries a new message by `sender` causes (for the event of the message).
+/// What the posts of one group learned of their room so far: whether each party is
+/// present (asked once a group), and whom the group already took an e-mail's right for.
+#[derive(Default)]
+pub struct Seen {
+    present: HashMap<i64, bool>,
+    claimed: HashSet<i64>,
+}
+
+/// The `email` entries a new message by `sender_id` causes (for the event of the message).
+/// The posts of one group ask in turn with the same `seen`, in the transaction that stores
+/// them all: each gets the e-mails it would have had alone.
 pub async fn emails_for(
     state: &AppState,
     tx: &mut Tx,
     p: &Project,
-    sender: &Caller,
+    sender_id: i64,
     now: DateTime<Utc>,
+    seen: &mut Seen,
 ) -> FlowResult<Vec<Value>> {
     let room = chat_room(p.id);
     let window_start = now - state.settings.chat_email_digest;
     let mut emails = Vec::new();
     let mut sender_name = None;
     for (user_id, kind) in [(p.company_id, "empresa"), (p.expert_id, "experto")] {
-        let Some(user_id) = user_id.filter(|id| *id != sender.id) else {
+        let Some(user_id) = user_id.filter(|id| *id != sender_id) else {
             continue;
         };
-        match state.realtime.is_present(&room, user_id).await {
-            Ok(true) => continue,
-            Ok(false) => {}
-            // Without the cache no frame reaches anyone either: the e-mail is the way.
-            Err(e) => tracing::warn!(error = %e, project_id = p.id, "chat presence unknown"),
+        let present = match seen.present.get(&user_id) {
+            Some(present) => *present,
+            None => {
+                let present = match state.realtime.is_present(&room, user_id).await {
+                    Ok(present) => present,
+                    // Without the cache no frame reaches anyone either: the e-mail is the way.
+                    Err(e) => {
+                        tracing::warn!(error = %e, project_id = p.id, "chat presence unknown");
+                        false
+                    }
+                };
+                seen.present.insert(user_id, present);
+                present
+            }
+        };
+        if present {
+            continue;
+        }
+        // Claimed by an earlier post of this group at `now`: a second claim in the same
+        // window fails, so it is not asked.
+        if seen.claimed.contains(&user_id) && window_start < now {
+            continue;
         }
         if !chat_digests::claim(tx.exec(), p.id, user_id, now, window_start).await? {
             continue;
         }
+        seen.claimed.insert(user_id);
         let Some(to) = users::contact(tx.exec(), user_id, kind).await? else {
             continue;
         };
         if sender_name.is_none() {
-            sender_name = users::contact(tx.exec(), sender.id, profile_of(p, sender.id))
+            sender_name = users::contact(tx.exec(), sender_id, profile_of(p, sender_id))
                 .await?
                 .map(|c| c.name);
         }

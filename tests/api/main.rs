@@ -7,6 +7,7 @@ mod architecture;
 mod auth;
 mod authorization;
 mod chat;
+mod chat_rooms;
 mod cli;
 mod connect;
 mod crm;

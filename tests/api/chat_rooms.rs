@@ -1,0 +1,338 @@
+//! A chat room's group commit: the posts waiting for the room's actor are stored together (one
+//! statement, one commit), in the order they reached the room, each answered its message
+//! after that commit and fanned out in the store's order; `/metrics` counts the commits.
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json as j};
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::escrow::deal;
+use crate::helpers::{TestApp, json};
+use crate::market::Market;
+use marketplace::domain::text::ChatText;
+use marketplace::state::AppState;
+use marketplace::workflows::chat;
+use marketplace::workflows::projects::Caller;
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn connect(app: &TestApp, path: &str, token: &str) -> Socket {
+    let url = format!(
+        "{}?token={token}",
+        app.url(path).replacen("http://", "ws://", 1)
+    );
+    let (socket, _) = tokio_tungstenite::connect_async(url)
+        .await
+        .expect("the socket opens");
+    socket
+}
+
+/// The next text frame as JSON, skipping pings (10 s at most).
+async fn next_frame(socket: &mut Socket) -> Value {
+    loop {
+        let message = tokio::time::timeout(Duration::from_secs(10), socket.next())
+            .await
+            .expect("a frame within 10 s")
+            .expect("the socket is open")
+            .expect("a readable frame");
+        match message {
+            Message::Text(text) => return serde_json::from_str(&text).unwrap(),
+            Message::Ping(_) | Message::Pong(_) => continue,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+/// The value of the `/metrics` series `name`, as this instance reports it.
+async fn metric(app: &TestApp, series: &str) -> f64 {
+    let text = app.get("/metrics").await.text().await.unwrap();
+    text.lines()
+        .find_map(|line| {
+            line.strip_prefix(series)
+                .and_then(|rest| rest.strip_prefix(' '))
+        })
+        .unwrap_or_else(|| panic!("no {series} on /metrics:\n{text}"))
+        .parse()
+        .unwrap()
+}
+
+/// Keeps the room's actor busy until `count` posts wait in its line (10 s at most), so that
+/// they are all there when its next job starts.
+fn hold_until_waiting(
+    state: &AppState,
+    project_id: i64,
+    count: usize,
+) -> impl Future<Output = Result<(), actors::ActorError>> + use<> {
+    let st = state.clone();
+    state.chat_rooms.call(project_id, move || async move {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while st.chat_posts.waiting(project_id) < count && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+}
+
+/// The room's history, oldest first: (id, content).
+async fn history(m: &Market, project_id: i64) -> Vec<(i64, String)> {
+    let r = m
+        .as_admin(
+            Method::GET,
+            &format!("/api/chat/{project_id}?size=100"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let mut items: Vec<(i64, String)> = json(r).await["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["id"].as_i64().unwrap(),
+                i["content"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    items.reverse();
+    items
+}
+
+const COMMITS: &str = "realtime_chat_commits_total";
+const STORED: &str = "realtime_chat_messages_stored_total";
+
+#[actix_web::test]
+async fn a_burst_over_rest_and_sockets_is_stored_in_few_commits_and_fanned_out_in_store_order() {
+    const REST_COMPANY: usize = 20;
+    const REST_ADMIN: usize = 15;
+    const SOCKETS: usize = 15;
+    const POSTS: usize = REST_COMPANY + REST_ADMIN + SOCKETS;
+    let m = Market::open_with(&[("WS_MAX_SOCKETS_PER_USER", "20")]).await;
+    let d = deal(&m, "burst", [100.0, 100.0, 100.0]).await;
+    let room = format!("/api/ws/chat/{}", d.project_id);
+    let mut listener = connect(&m.app, &room, &d.company.access_token).await;
+    // A socket's frames are handled one after the other: one message from each.
+    let mut senders = Vec::new();
+    for _ in 0..SOCKETS {
+        senders.push(connect(&m.app, &room, &d.expert.access_token).await);
+    }
+    let (commits_before, stored_before) =
+        (metric(&m.app, COMMITS).await, metric(&m.app, STORED).await);
+
+    let hold = hold_until_waiting(&m.app.state, d.project_id, POSTS);
+    let path = format!("/api/chat/{}", d.project_id);
+    let rest = futures_util::future::join_all((0..REST_COMPANY + REST_ADMIN).map(|n| {
+        let path = path.clone();
+        let d = &d;
+        let m = &m;
+        async move {
+            let content = format!("rest {n}");
+            let body = j!({ "content": content });
+            let r = if n < REST_COMPANY {
+                m.send(&d.company, Method::POST, &path, Some(body)).await
+            } else {
+                m.as_admin(Method::POST, &path, Some(&body)).await
+            };
+            assert_eq!(r.status(), StatusCode::CREATED, "{content}");
+            let message = json(r).await;
+            assert_eq!(message["content"], content.as_str());
+            (message["id"].as_i64().unwrap(), content)
+        }
+    }));
+    let frames = futures_util::future::join_all(senders.iter_mut().enumerate().map(
+        |(n, socket)| async move {
+            let frame = j!({"type": "message", "content": format!("socket {n}")});
+            socket.send(Message::text(frame.to_string())).await.unwrap();
+        },
+    ));
+    let (held, answered, ()) = futures_util::join!(hold, rest, async {
+        frames.await;
+    });
+    held.unwrap();
+
+    // Every post stored once; the frames on a listening socket follow the store's order.
+    let stored = history(&m, d.project_id).await;
+    assert_eq!(stored.len(), POSTS);
+    let mut seen = Vec::new();
+    for _ in 0..POSTS {
+        let frame = next_frame(&mut listener).await;
+        assert_eq!(frame["type"], "message.created");
+        seen.push((
+            frame["data"]["id"].as_i64().unwrap(),
+            frame["data"]["content"].as_str().unwrap().to_owned(),
+        ));
+    }
+    assert_eq!(seen, stored, "frames in the store's order");
+    assert!(
+        stored.windows(2).all(|w| w[0].0 < w[1].0),
+        "ids increase: {stored:?}"
+    );
+    // Each REST post was answered the message stored for it.
+    for (id, content) in &answered {
+        assert!(stored.contains(&(*id, content.clone())), "{id} {content}");
+    }
+    for n in 0..SOCKETS {
+        let content = format!("socket {n}");
+        assert!(stored.iter().any(|(_, c)| *c == content), "{content}");
+    }
+    // The senders got their own messages' frames, no error.
+    for socket in &mut senders {
+        for _ in 0..POSTS {
+            assert_eq!(next_frame(socket).await["type"], "message.created");
+        }
+    }
+
+    // Grouped: fewer commits than posts (all waited together: one group of them).
+    let commits = metric(&m.app, COMMITS).await - commits_before;
+    assert_eq!(metric(&m.app, STORED).await - stored_before, POSTS as f64);
+    assert!(
+        commits >= 1.0 && commits < POSTS as f64,
+        "{commits} commits for {POSTS} posts"
+    );
+    assert!(metric(&m.app, "realtime_chat_commit_messages_max").await > 1.0);
+}
+
+#[actix_web::test]
+async fn posts_waiting_together_are_stored_in_the_order_they_reached_the_room_and_answered_each() {
+    let m = Market::open().await;
+    let d = deal(&m, "line", [100.0, 100.0, 100.0]).await;
+    let outsider = m.expert("intruder").await;
+    let state = &m.app.state;
+    let as_caller = |id: i64, admin: bool| Caller {
+        id,
+        admin,
+        company: false,
+        expert: false,
+    };
+    let company = as_caller(d.company.id, false);
+    let expert = as_caller(d.expert.id, false);
+    let intruder = as_caller(outsider.id, false);
+    const POSTS: usize = 40;
+    let commits_before = metric(&m.app, COMMITS).await;
+
+    // The posts reach the room in the order of the list (each joins the line when first
+    // polled, and `join_all` polls them in order) while its actor is busy.
+    let hold = hold_until_waiting(state, d.project_id, POSTS);
+    let callers: Vec<Caller> = (0..POSTS)
+        .map(|n| match n {
+            17 => intruder,
+            n if n % 2 == 0 => company,
+            _ => expert,
+        })
+        .collect();
+    let posts = futures_util::future::join_all(callers.iter().enumerate().map(|(n, who)| {
+        chat::post(
+            state,
+            who,
+            d.project_id,
+            ChatText::parse(format!("in line {n}")).unwrap(),
+        )
+    }));
+    let (held, answers) = futures_util::join!(hold, posts);
+    held.unwrap();
+
+    // One who does not take part is refused alone; the others are stored, in line order.
+    let mut ids = Vec::new();
+    for (n, answer) in answers.into_iter().enumerate() {
+        if n == 17 {
+            let refused = answer.expect_err("an outsider's post is refused");
+            assert_eq!(refused.to_string(), "Chat not found");
+            continue;
+        }
+        let message = answer.unwrap_or_else(|e| panic!("post {n}: {e}"));
+        assert_eq!(message.content, format!("in line {n}"));
+        ids.push(message.id);
+    }
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "in line order: {ids:?}"
+    );
+    let stored = history(&m, d.project_id).await;
+    assert_eq!(
+        stored.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+        ids,
+        "stored once each"
+    );
+    let commits = metric(&m.app, COMMITS).await - commits_before;
+    assert!(commits < (POSTS - 1) as f64, "{commits} commits");
+    // Each stored message recorded its event, as a post alone does.
+    assert_eq!(
+        m.count(
+            "SELECT COUNT(*) FROM events WHERE kind = 'chat.message_created' AND aggregate_id = $1",
+            d.project_id
+        )
+        .await,
+        (POSTS - 1) as i64
+    );
+
+    // Later posts, one at a time, each get a commit of their own and come after.
+    let later = chat::post(
+        state,
+        &company,
+        d.project_id,
+        ChatText::parse("after the line").unwrap(),
+    )
+    .await
+    .unwrap();
+    assert!(later.id > *ids.last().unwrap());
+}
+
+#[actix_web::test]
+async fn a_post_that_cannot_be_stored_fails_alone_and_the_rest_of_its_group_is_stored() {
+    let m = Market::open().await;
+    let d = deal(&m, "ghost", [100.0, 100.0, 100.0]).await;
+    let state = &m.app.state;
+    let company = Caller {
+        id: d.company.id,
+        admin: false,
+        company: true,
+        expert: false,
+    };
+    // An administrator's account that no longer exists: admitted as a mediator, refused by
+    // the store (its author is not a user), so its group fails and is tried post by post.
+    let ghost = Caller {
+        id: 999_999_999,
+        admin: true,
+        company: false,
+        expert: false,
+    };
+    const POSTS: usize = 8;
+    let callers: Vec<Caller> = (0..POSTS)
+        .map(|n| if n == 3 { ghost } else { company })
+        .collect();
+    let hold = hold_until_waiting(state, d.project_id, POSTS);
+    let posts = futures_util::future::join_all(callers.iter().enumerate().map(|(n, who)| {
+        chat::post(
+            state,
+            who,
+            d.project_id,
+            ChatText::parse(format!("group {n}")).unwrap(),
+        )
+    }));
+    let (held, answers) = futures_util::join!(hold, posts);
+    held.unwrap();
+
+    let mut ids = Vec::new();
+    for (n, answer) in answers.into_iter().enumerate() {
+        if n == 3 {
+            assert!(answer.is_err(), "the ghost's post is refused");
+            continue;
+        }
+        let message = answer.unwrap_or_else(|e| panic!("post {n}: {e}"));
+        assert_eq!(message.content, format!("group {n}"));
+        ids.push(message.id);
+    }
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "in line order: {ids:?}"
+    );
+    let stored = history(&m, d.project_id).await;
+    assert_eq!(
+        stored.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+        ids,
+        "the others stored once each"
+    );
+}
