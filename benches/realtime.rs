@@ -33,6 +33,7 @@ type Socket =
 struct Config {
     idle_sockets: usize,
     room_members: usize,
+    rooms: usize,
     rate: u64,
     duration: Duration,
     pushes: usize,
@@ -48,6 +49,7 @@ fn main() {
     let mut config = Config {
         idle_sockets: env_number("BENCH_IDLE_SOCKETS", 10_000, 1, 100_000) as usize,
         room_members: env_number("BENCH_ROOM_MEMBERS", 50, 2, 1000) as usize,
+        rooms: env_number("BENCH_ROOMS", 1, 1, 1000) as usize,
         rate: env_number("BENCH_RATE", 200, 1, 10_000),
         duration: Duration::from_secs(env_number("BENCH_SECONDS", 10, 1, 600)),
         pushes: env_number("BENCH_PUSHES", 500, 10, 100_000) as usize,
@@ -390,23 +392,35 @@ async fn fan_out(
     config: &Config,
     postgres: Option<&str>,
 ) -> anyhow::Result<()> {
-    let (company, company_token) = register(client, &server.base, "roomco", "empresa").await?;
-    let (expert, expert_token) = register(client, &server.base, "roomex", "experto").await?;
-    let project = project_between(server, postgres, company, expert).await?;
-    let path = format!("/api/ws/chat/{project}");
+    // `BENCH_ROOMS` rooms, each between its own company and expert, each with
+    // `BENCH_ROOM_MEMBERS` sockets and `BENCH_RATE` posts a second.
+    let mut rooms = Vec::with_capacity(config.rooms);
+    for r in 0..config.rooms {
+        let (company, company_token) =
+            register(client, &server.base, &format!("roomco{r}"), "empresa").await?;
+        let (expert, expert_token) =
+            register(client, &server.base, &format!("roomex{r}"), "experto").await?;
+        let project = project_between(server, postgres, company, expert).await?;
+        rooms.push((project, company_token, expert_token));
+    }
 
-    let total = (config.rate * config.duration.as_secs()) as usize;
+    let per_room = (config.rate * config.duration.as_secs()) as usize;
+    let total = per_room * config.rooms;
     let sent_at: Arc<Vec<Mutex<Option<Instant>>>> =
         Arc::new((0..total).map(|_| Mutex::new(None)).collect());
     let latencies = Arc::new(Mutex::new(Vec::with_capacity(total * config.room_members)));
     let mut readers = Vec::new();
-    for i in 0..config.room_members {
+    for (i, (project, company_token, expert_token)) in rooms
+        .iter()
+        .flat_map(|room| std::iter::repeat_n(room, config.room_members))
+        .enumerate()
+    {
         let token = if i % 2 == 0 {
-            &company_token
+            company_token
         } else {
-            &expert_token
+            expert_token
         };
-        let socket = open(server.ws(&path, token)).await?;
+        let socket = open(server.ws(&format!("/api/ws/chat/{project}"), token)).await?;
         let (sent_at, latencies) = (sent_at.clone(), latencies.clone());
         readers.push(keep_reading(socket, move |text| {
             let arrived = Instant::now();
@@ -428,13 +442,17 @@ async fn fan_out(
         }));
     }
 
-    // Open loop: one post every 1/rate s whatever the answers' pace.
-    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / config.rate as f64));
+    // Open loop: one post every 1/(rate × rooms) s whatever the answers' pace, the rooms in
+    // turn (message `seq` goes to room `seq % rooms`).
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(
+        1.0 / (config.rate as f64 * config.rooms as f64),
+    ));
     let refused = Arc::new(AtomicUsize::new(0));
     let mut posts = Vec::with_capacity(total);
     for seq in 0..total {
         tick.tick().await;
         let (client, sent_at, refused) = (client.clone(), sent_at.clone(), refused.clone());
+        let (project, company_token, _) = &rooms[seq % config.rooms];
         let url = format!("{}/api/chat/{project}", server.base);
         let token = company_token.clone();
         posts.push(tokio::spawn(async move {
@@ -465,8 +483,10 @@ async fn fan_out(
     let mut all = latencies.lock().unwrap().clone();
     all.sort();
     println!(
-        "chat fan-out, {} members, {} msg/s for {} s: {} of {expected} frames; REST post → \
-         member's frame p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; {} posts refused",
+        "chat fan-out, {} room(s) of {} members, {} msg/s each for {} s: {} of {expected} \
+         frames; REST post → member's frame p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; {} posts \
+         refused",
+        config.rooms,
         config.room_members,
         config.rate,
         config.duration.as_secs(),

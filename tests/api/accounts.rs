@@ -8,8 +8,9 @@ use reqwest::Method;
 use serde_json::{Value, json as j};
 
 use crate::helpers::{
-    Account, PASSWORD, TestApp, admin, json, login, register, request_as, spawn_app, spawn_app_with,
+    PASSWORD, TestApp, admin, json, login, register, request_as, spawn_app, spawn_app_with,
 };
+use crate::market::send;
 
 const RESET_SUBJECT: &str = "Reset your password";
 const VERIFY_SUBJECT: &str = "Confirm your e-mail address";
@@ -304,26 +305,6 @@ async fn an_undo_link_outlives_later_changes_but_not_seven_days() {
 
 // --- D25: the current-password check is limited like a login ---
 
-/// A request of the registration's cookie session (bearer plus the CSRF pair).
-async fn as_cookie_session(
-    app: &TestApp,
-    method: Method,
-    path: &str,
-    account: &Account,
-    body: Option<&Value>,
-) -> reqwest::Response {
-    let mut request = app
-        .client
-        .request(method, app.url(path))
-        .bearer_auth(&account.access_token)
-        .header("Cookie", format!("csrf_token={}", account.csrf_token))
-        .header("X-CSRF-Token", &account.csrf_token);
-    if let Some(body) = body {
-        request = request.json(body);
-    }
-    request.send().await.expect("request")
-}
-
 async fn login_status(app: &TestApp, name: &str, password: &str) -> reqwest::Response {
     app.post_json(
         "/api/auth/login",
@@ -348,7 +329,7 @@ async fn wrong_current_passwords_spend_the_login_budget_and_end_the_session() {
     // The session registration opened (a thief's stolen token, say): no login spent yet.
     let ana = register(&app, "ana", &["experto"]).await;
     for attempt in 1..=5 {
-        let r = as_cookie_session(
+        let r = send(
             &app,
             Method::POST,
             "/api/users/me/change-password",
@@ -359,7 +340,7 @@ async fn wrong_current_passwords_spend_the_login_budget_and_end_the_session() {
         assert_refused(r, 400, "INVALID_PASSWORD").await;
     }
     // The fifth wrong guess ended the session that made them …
-    let r = as_cookie_session(&app, Method::GET, "/api/users/me", &ana, None).await;
+    let r = send(&app, Method::GET, "/api/users/me", &ana, None).await;
     assert_refused(r, 401, "TOKEN_REVOKED").await;
     let r = app
         .post_json(

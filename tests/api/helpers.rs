@@ -398,7 +398,7 @@ pub async fn login_secure_session(app: &TestApp, username: &str, password: &str)
 
 /// A request with `Authorization: Bearer <token>` and, when given, a JSON body.
 /// A bearer request. A mutating one of a cookie-flavoured session (a `register`ed account's
-/// token) needs that session's CSRF pair: [`Account::request`] sends it.
+/// token) needs that session's CSRF pair: `market::send` sends it.
 pub async fn request_as(
     app: &TestApp,
     method: reqwest::Method,
@@ -407,26 +407,6 @@ pub async fn request_as(
     body: Option<&Value>,
 ) -> reqwest::Response {
     let mut request = app.client.request(method, app.url(path)).bearer_auth(token);
-    if let Some(body) = body {
-        request = request.json(body);
-    }
-    request.send().await.expect("request")
-}
-
-/// A request as `account` over its cookie-flavoured session: bearer token and CSRF pair.
-pub async fn send_as(
-    app: &TestApp,
-    method: reqwest::Method,
-    path: &str,
-    account: &Account,
-    body: Option<&Value>,
-) -> reqwest::Response {
-    let mut request = app
-        .client
-        .request(method, app.url(path))
-        .bearer_auth(&account.access_token)
-        .header("Cookie", format!("csrf_token={}", account.csrf_token))
-        .header("X-CSRF-Token", &account.csrf_token);
     if let Some(body) = body {
         request = request.json(body);
     }

@@ -21,9 +21,7 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use crate::escrow::deal;
 use crate::helpers::{Account, TestApp, json};
 use crate::market::Market;
-
-type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+use crate::realtime::{Socket, next_frame};
 
 /// How a client opens its socket: with an access token in the query, or with the session
 /// cookie from the front end's origin (as a browser does).
@@ -124,22 +122,6 @@ async fn read_until(socket: &mut Socket, until: Instant) -> (Ending, usize, usiz
             Ok(None) => Ending::EndWithoutClose,
         };
         return (ending, pings, texts);
-    }
-}
-
-/// The next text frame as JSON, answering pings on the way (5 s at most).
-async fn next_frame(socket: &mut Socket) -> Value {
-    loop {
-        let message = tokio::time::timeout(Duration::from_secs(5), socket.next())
-            .await
-            .expect("a frame within 5 s")
-            .expect("the socket is open")
-            .expect("a readable frame");
-        match message {
-            Message::Text(text) => return serde_json::from_str(&text).unwrap(),
-            Message::Ping(_) | Message::Pong(_) => continue,
-            other => panic!("unexpected {other:?}"),
-        }
     }
 }
 

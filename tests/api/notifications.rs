@@ -4,7 +4,8 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::helpers::{Account, TestApp, admin, json, register, request_as, send_as, spawn_app};
+use crate::helpers::{Account, TestApp, admin, json, register, request_as, spawn_app};
+use crate::market::send;
 use marketplace::store::events::{self, Event, NewEvent};
 use marketplace::workflows::notify::{NotificationConsumer, for_admins, for_user};
 use marketplace::workflows::outbox::{Consumer, Dispatcher};
@@ -23,7 +24,7 @@ async fn list(app: &TestApp, token: &str, query: &str) -> Value {
 }
 
 async fn create_test(app: &TestApp, who: &Account) -> Value {
-    let response = send_as(app, Method::POST, "/api/notifications/test", who, None).await;
+    let response = send(app, Method::POST, "/api/notifications/test", who, None).await;
     assert_eq!(response.status(), 201);
     json(response).await
 }
@@ -119,7 +120,7 @@ async fn the_list_is_paginated_newest_first_and_filters_unread() {
         .collect();
     assert_eq!(got, vec![ids[0]]);
 
-    let response = send_as(
+    let response = send(
         &app,
         Method::POST,
         "/api/notifications/mark-read",
@@ -158,7 +159,7 @@ async fn only_the_owner_marks_a_notification_read() {
     let bob = register(&app, "bob", &["experto"]).await;
     let id = create_test(&app, &alice).await["id"].as_i64().unwrap();
 
-    let response = send_as(
+    let response = send(
         &app,
         Method::POST,
         "/api/notifications/mark-read",
@@ -173,7 +174,7 @@ async fn only_the_owner_marks_a_notification_read() {
         false
     );
 
-    let response = send_as(
+    let response = send(
         &app,
         Method::POST,
         "/api/notifications/mark-read",
@@ -187,7 +188,7 @@ async fn only_the_owner_marks_a_notification_read() {
     assert_eq!(body["is_read"], true);
     assert!(body["read_at"].as_str().is_some());
 
-    let response = send_as(
+    let response = send(
         &app,
         Method::POST,
         "/api/notifications/mark-read",
@@ -196,7 +197,7 @@ async fn only_the_owner_marks_a_notification_read() {
     )
     .await;
     assert_eq!(response.status(), 404);
-    let response = send_as(
+    let response = send(
         &app,
         Method::POST,
         "/api/notifications/mark-read",
@@ -222,7 +223,7 @@ async fn mark_all_read_counts_what_it_changed() {
         let app = &app;
         let who = who.clone();
         async move {
-            let response = send_as(
+            let response = send(
                 app,
                 Method::POST,
                 "/api/notifications/mark-all-read",

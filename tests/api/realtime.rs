@@ -15,7 +15,8 @@ use crate::escrow::deal;
 use crate::helpers::{Account, TestApp, json};
 use crate::market::Market;
 
-type Socket =
+/// A client's socket, as the WebSocket tests open it.
+pub(crate) type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 fn ws_url(app: &TestApp, path: &str, token: &str) -> String {
@@ -33,7 +34,7 @@ async fn connect(app: &TestApp, path: &str, token: &str) -> Socket {
 }
 
 /// The next text frame as JSON, skipping pings (5 s at most).
-async fn next_frame(socket: &mut Socket) -> Value {
+pub(crate) async fn next_frame(socket: &mut Socket) -> Value {
     loop {
         let message = tokio::time::timeout(Duration::from_secs(5), socket.next())
             .await

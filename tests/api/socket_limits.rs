@@ -16,9 +16,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::helpers::{Account, TestApp, json};
 use crate::market::Market;
-
-type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+use crate::realtime::{Socket, next_frame};
 
 /// An upgrade the server refused: its status, `Retry-After` and body.
 #[derive(Debug)]
@@ -124,22 +122,6 @@ async fn open_when_free(app: &TestApp, path: &str, token: &str) -> Socket {
 /// Reads `socket` in a task of its own until it ends (so pings are answered), keeping it open.
 fn keep_reading(mut socket: Socket) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move { while let Some(Ok(_)) = socket.next().await {} })
-}
-
-/// The next text frame as JSON, skipping pings (5 s at most).
-async fn next_frame(socket: &mut Socket) -> Value {
-    loop {
-        let message = tokio::time::timeout(Duration::from_secs(5), socket.next())
-            .await
-            .expect("a frame within 5 s")
-            .expect("the socket is open")
-            .expect("a readable frame");
-        match message {
-            Message::Text(text) => return serde_json::from_str(&text).unwrap(),
-            Message::Ping(_) | Message::Pong(_) => continue,
-            other => panic!("unexpected {other:?}"),
-        }
-    }
 }
 
 /// Text frames until the server closes the socket, and its close code (10 s at most).
