@@ -174,6 +174,21 @@ pub fn render_single(out: &mut String, name: &str, kind: &str, help: &str, value
     );
 }
 
+/// Appends one family with a series per value of its one `label`, in the order given.
+pub fn render_labeled<'a>(
+    out: &mut String,
+    name: &str,
+    kind: &str,
+    help: &str,
+    label: &str,
+    samples: impl IntoIterator<Item = (&'a str, f64)>,
+) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    for (value_of_label, value) in samples {
+        let _ = writeln!(out, "{name}{{{label}=\"{value_of_label}\"}} {value}");
+    }
+}
+
 /// Appends the actor machinery's metrics, one series per kind.
 pub fn render_actors(out: &mut String) {
     let mut by_name: BTreeMap<String, Vec<String>> = BTreeMap::new();

@@ -593,7 +593,7 @@ async fn handle_text(
 /// The real-time numbers on `/metrics`, beside the actor metrics (the rooms hub and the room
 /// actors also appear there under their kinds).
 pub fn render_metrics(state: &AppState, out: &mut String) {
-    use super::metrics::render_single;
+    use super::metrics::{render_labeled, render_single};
     use std::fmt::Write as _;
 
     let realtime = &state.realtime;
@@ -604,40 +604,37 @@ pub fn render_metrics(state: &AppState, out: &mut String) {
         "Rooms with a socket on this instance.",
         realtime.rooms_live() as f64,
     );
-    out.push_str("# HELP realtime_sockets_live WebSockets open on this instance, by kind.\n");
-    out.push_str("# TYPE realtime_sockets_live gauge\n");
-    for kind in SocketKind::ALL {
-        let _ = writeln!(
-            out,
-            "realtime_sockets_live{{kind=\"{}\"}} {}",
-            kind.label(),
-            realtime.sockets_live(kind)
-        );
-    }
-    let sockets = &state.sockets;
-    out.push_str(
-        "# HELP realtime_sockets_refused_total WebSocket upgrades refused on this instance, by the \
-         cap that refused them (account and address: 429; process: 503).\n",
+    render_labeled(
+        out,
+        "realtime_sockets_live",
+        "gauge",
+        "WebSockets open on this instance, by kind.",
+        "kind",
+        SocketKind::ALL.map(|kind| (kind.label(), realtime.sockets_live(kind) as f64)),
     );
-    out.push_str("# TYPE realtime_sockets_refused_total counter\n");
-    for reason in Refusal::ALL {
-        let _ = writeln!(
-            out,
-            "realtime_sockets_refused_total{{reason=\"{}\"}} {}",
-            reason.label(),
-            sockets.refused(reason)
-        );
-    }
-    out.push_str("# HELP realtime_socket_caps The WebSocket caps in force, by scope.\n");
-    out.push_str("# TYPE realtime_socket_caps gauge\n");
+    let sockets = &state.sockets;
+    render_labeled(
+        out,
+        "realtime_sockets_refused_total",
+        "counter",
+        "WebSocket upgrades refused on this instance, by the cap that refused them (account and \
+         address: 429; process: 503).",
+        "reason",
+        Refusal::ALL.map(|reason| (reason.label(), sockets.refused(reason) as f64)),
+    );
     let caps = sockets.caps();
-    for (scope, cap) in [
-        ("account", caps.per_account),
-        ("address", caps.per_address),
-        ("process", caps.process),
-    ] {
-        let _ = writeln!(out, "realtime_socket_caps{{scope=\"{scope}\"}} {cap}");
-    }
+    render_labeled(
+        out,
+        "realtime_socket_caps",
+        "gauge",
+        "The WebSocket caps in force, by scope.",
+        "scope",
+        [
+            ("account", f64::from(caps.per_account)),
+            ("address", f64::from(caps.per_address)),
+            ("process", f64::from(caps.process)),
+        ],
+    );
     render_single(
         out,
         "realtime_sockets_process",
@@ -645,19 +642,15 @@ pub fn render_metrics(state: &AppState, out: &mut String) {
         "WebSockets open or being opened in this process (against the process cap).",
         f64::from(sockets.process_live()),
     );
-    out.push_str(
-        "# HELP realtime_frames_refused_total Client frames refused by their budget on this \
-         instance: chat messages past the account's budget, typing frames past the socket's rate.\n",
+    render_labeled(
+        out,
+        "realtime_frames_refused_total",
+        "counter",
+        "Client frames refused by their budget on this instance: chat messages past the \
+         account's budget, typing frames past the socket's rate.",
+        "reason",
+        FrameRefusal::ALL.map(|reason| (reason.label(), sockets.frames_refused(reason) as f64)),
     );
-    out.push_str("# TYPE realtime_frames_refused_total counter\n");
-    for reason in FrameRefusal::ALL {
-        let _ = writeln!(
-            out,
-            "realtime_frames_refused_total{{reason=\"{}\"}} {}",
-            reason.label(),
-            sockets.frames_refused(reason)
-        );
-    }
     render_single(
         out,
         "realtime_sockets_closed_for_refusals_total",

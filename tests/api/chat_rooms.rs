@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::SinkExt;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json as j};
 use tokio_tungstenite::tungstenite::Message;
@@ -12,39 +12,16 @@ use tokio_tungstenite::tungstenite::Message;
 use crate::escrow::deal;
 use crate::helpers::{TestApp, json};
 use crate::market::Market;
+use crate::realtime::{Socket, connect, next_frame_within};
 use marketplace::domain::text::ChatText;
 use marketplace::state::AppState;
 use marketplace::workflows::chat;
 use marketplace::workflows::projects::Caller;
 
-type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-async fn connect(app: &TestApp, path: &str, token: &str) -> Socket {
-    let url = format!(
-        "{}?token={token}",
-        app.url(path).replacen("http://", "ws://", 1)
-    );
-    let (socket, _) = tokio_tungstenite::connect_async(url)
-        .await
-        .expect("the socket opens");
-    socket
-}
-
-/// The next text frame as JSON, skipping pings (10 s at most).
+/// The next text frame as JSON, skipping pings (10 s at most: a burst's frames wait for its
+/// group's commit).
 async fn next_frame(socket: &mut Socket) -> Value {
-    loop {
-        let message = tokio::time::timeout(Duration::from_secs(10), socket.next())
-            .await
-            .expect("a frame within 10 s")
-            .expect("the socket is open")
-            .expect("a readable frame");
-        match message {
-            Message::Text(text) => return serde_json::from_str(&text).unwrap(),
-            Message::Ping(_) | Message::Pong(_) => continue,
-            other => panic!("unexpected {other:?}"),
-        }
-    }
+    next_frame_within(socket, Duration::from_secs(10)).await
 }
 
 /// The value of the `/metrics` series `name`, as this instance reports it.

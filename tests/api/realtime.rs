@@ -26,7 +26,8 @@ fn ws_url(app: &TestApp, path: &str, token: &str) -> String {
     )
 }
 
-async fn connect(app: &TestApp, path: &str, token: &str) -> Socket {
+/// Opens a socket with the access token in the query.
+pub(crate) async fn connect(app: &TestApp, path: &str, token: &str) -> Socket {
     let (socket, _) = tokio_tungstenite::connect_async(ws_url(app, path, token))
         .await
         .expect("the socket opens");
@@ -35,10 +36,15 @@ async fn connect(app: &TestApp, path: &str, token: &str) -> Socket {
 
 /// The next text frame as JSON, skipping pings (5 s at most).
 pub(crate) async fn next_frame(socket: &mut Socket) -> Value {
+    next_frame_within(socket, Duration::from_secs(5)).await
+}
+
+/// The next text frame as JSON, skipping pings, within `limit`.
+pub(crate) async fn next_frame_within(socket: &mut Socket, limit: Duration) -> Value {
     loop {
-        let message = tokio::time::timeout(Duration::from_secs(5), socket.next())
+        let message = tokio::time::timeout(limit, socket.next())
             .await
-            .expect("a frame within 5 s")
+            .expect("a frame in time")
             .expect("the socket is open")
             .expect("a readable frame");
         match message {
