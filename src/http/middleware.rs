@@ -62,15 +62,16 @@ pub async fn request_context(
     // logged where it happened. The request cannot be kept aside for the answer: routing
     // needs it unshared.
     //
-    // A method HTTP does not define is answered 501 at once (RFC 9110 §15.6.2), before the
-    // limiters, routing and body: no route takes one.
+    // A method HTTP does not define is answered at once, before the limiters, routing and
+    // body, as the router would answer it (405 with `Allow` at a route's address, else 404):
+    // no route takes one. Not 501: that would read as the server failing, to clients and to
+    // the 5xx alerts alike.
     let result = if method == OTHER_METHOD {
-        Err(ApiError::new(
-            actix_web::http::StatusCode::NOT_IMPLEMENTED,
-            "METHOD_NOT_IMPLEMENTED",
-            "This method is not one HTTP defines",
-        )
-        .into())
+        let answer = match req.app_data::<web::Data<crate::http::KnownRoutes>>() {
+            Some(routes) => crate::http::unrouted(req.path(), routes),
+            None => actix_web::HttpResponse::MethodNotAllowed().finish(),
+        };
+        Ok(req.into_response(answer))
     } else {
         match AssertUnwindSafe(next.call(req).instrument(span.clone()))
             .catch_unwind()

@@ -71,7 +71,13 @@ pub fn configure(cfg: &mut ServiceConfig) {
 /// The answer for a request no route takes: 405 with `Allow` when the address is a route's
 /// under another method, 404 otherwise.
 pub async fn no_route(req: actix_web::HttpRequest, routes: web::Data<KnownRoutes>) -> HttpResponse {
-    let allowed = routes.methods_at(req.path());
+    unrouted(req.path(), &routes)
+}
+
+/// [`no_route`]'s answer for `path`, also given at once to a method HTTP does not define
+/// (no route takes one, whatever the address).
+pub fn unrouted(path: &str, routes: &KnownRoutes) -> HttpResponse {
+    let allowed = routes.methods_at(path);
     if allowed.is_empty() {
         return HttpResponse::NotFound().json(error::ErrorBody {
             detail: "No route matches this address".into(),

@@ -37,22 +37,43 @@ async fn invented_methods_do_not_grow_the_metrics() {
     app.stop().await;
 }
 
-/// D3: a made-up method, however long, is refused at once with 501 and never copied into
-/// the log; the log names it `other`, as the metrics do.
+/// D3: a made-up method, however long, is refused at once, as the router refuses a method a
+/// route lacks (405 with `Allow`, or 404 where no route is), and never copied into the log;
+/// the log names it `other`, as the metrics do.
 #[actix_web::test]
 async fn invented_methods_are_refused_at_once_and_logged_as_other() {
     let app = spawn_app().await;
     let invented = format!("Q{}", "Z".repeat(2_000));
     let method = Method::from_bytes(invented.as_bytes()).unwrap();
-    for path in ["/health", "/api/projects/public", "/api/nowhere"] {
+    for (path, status, code, allow) in [
+        ("/health", 405, "METHOD_NOT_ALLOWED", Some("GET")),
+        (
+            "/api/projects/public",
+            405,
+            "METHOD_NOT_ALLOWED",
+            Some("GET"),
+        ),
+        ("/api/nowhere", 404, "ROUTE_NOT_FOUND", None),
+    ] {
         let r = app
             .client
             .request(method.clone(), app.url(path))
             .send()
             .await
             .unwrap();
-        assert_eq!(r.status(), StatusCode::NOT_IMPLEMENTED, "{path}");
-        assert_eq!(json(r).await["code"], "METHOD_NOT_IMPLEMENTED");
+        assert_eq!(r.status().as_u16(), status, "{path}");
+        let allowed = r
+            .headers()
+            .get("allow")
+            .map(|v| v.to_str().unwrap().to_owned());
+        assert_eq!(allowed.is_some(), allow.is_some(), "{path}");
+        if let (Some(allowed), Some(method)) = (allowed, allow) {
+            assert!(
+                allowed.split(", ").any(|m| m == method),
+                "{path}: {allowed}"
+            );
+        }
+        assert_eq!(json(r).await["code"], code, "{path}");
     }
     // The methods HTTP defines still reach the router: a known address answers 405.
     let r = app
