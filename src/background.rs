@@ -18,7 +18,7 @@ use crate::workflows::crm::{self, CrmService};
 use crate::workflows::emails::{self, MailSender};
 use crate::workflows::outbox::{self, Dispatcher};
 use crate::workflows::{
-    deadlines, escrow_jobs, money_audit, processor_events, reviews, timers, webhooks,
+    deadlines, escrow_jobs, idempotency, money_audit, processor_events, reviews, timers, webhooks,
 };
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -152,6 +152,13 @@ pub fn start_all(state: &AppState) {
         DAY,
         HOUR,
         |st| async move { money_audit::daily(&st).await },
+    );
+    jobs.every(
+        idempotency::SWEEP_JOB,
+        state.clone(),
+        HOUR,
+        5 * MINUTE,
+        |st| async move { idempotency::sweep_expired(&st).await },
     );
     jobs.paced(
         webhooks::JOB,

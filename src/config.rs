@@ -123,6 +123,9 @@ pub struct Settings {
     /// `CHAT_EMAIL_DIGEST_MINUTES` (default 15): a chat participant not connected to the room
     /// gets at most one new-message e-mail per room in this window.
     pub chat_email_digest: chrono::Duration,
+    /// `IDEMPOTENCY_KEY_HOURS` (default 24): how long an `Idempotency-Key` and its answer are
+    /// kept; a retry after that runs as a new request.
+    pub idempotency_key_ttl: chrono::Duration,
     /// Pool size (`DATABASE_MAX_CONNECTIONS`); the engine's default when unset.
     pub database_max_connections: Option<u32>,
     /// When set, `/metrics` answers only with `Authorization: Bearer <token>`.
@@ -408,6 +411,12 @@ impl Settings {
                 15,
                 1,
                 10_080,
+            )?)),
+            idempotency_key_ttl: chrono::Duration::hours(i64::from(number(
+                "IDEMPOTENCY_KEY_HOURS",
+                24,
+                1,
+                24 * 30,
             )?)),
             database_max_connections: match get("DATABASE_MAX_CONNECTIONS") {
                 None => None,

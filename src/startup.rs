@@ -14,7 +14,7 @@ use crate::clock::Clock;
 use crate::config::Settings;
 use crate::domain::access_token::AccessTokens;
 use crate::integrations::{cache, crm, mail, processor};
-use crate::state::AppState;
+use crate::state::{AppState, KeyedActors};
 use crate::store::Db;
 use crate::workflows::crm::CrmService;
 use crate::workflows::emails::MailSender;
@@ -113,8 +113,14 @@ impl Application {
             outbox: drains.outbox,
             mail_sender: drains.mail_sender,
             processor,
-            project_actors: actors::Registry::new("project", actors::RegistryConfig::default()),
-            payment_actors: actors::Registry::new("payment", actors::RegistryConfig::default()),
+            project_actors: KeyedActors(actors::Registry::new(
+                "project",
+                actors::RegistryConfig::default(),
+            )),
+            payment_actors: KeyedActors(actors::Registry::new(
+                "payment",
+                actors::RegistryConfig::default(),
+            )),
             chat_rooms: actors::Registry::new(
                 crate::workflows::chat::ROOM_ACTORS,
                 actors::RegistryConfig::default(),
@@ -371,6 +377,7 @@ fn run(listener: TcpListener, state: AppState, workers: Option<usize>) -> anyhow
             .configure(http::extractor_configs)
             .default_service(web::to(http::no_route))
             // Outermost last: the request context sees the final status of everything inside.
+            .wrap(from_fn(http::idempotency::idempotent))
             .wrap(from_fn(http::text_guard::refuse_forbidden_text))
             .wrap(from_fn(http::rate_limit::global_limit))
             .wrap(NormalizePath::new(TrailingSlash::Trim))

@@ -32,9 +32,9 @@ pub struct AppState {
     /// processor.
     pub processor: Arc<ProcessorSetup>,
     /// One actor per project: every transition of a project runs inside it (DESIGN §3).
-    pub project_actors: actors::Registry<i64>,
+    pub project_actors: KeyedActors,
     /// One actor per payment: every processor-driven change of a payment runs inside it.
-    pub payment_actors: actors::Registry<i64>,
+    pub payment_actors: KeyedActors,
     /// One actor per project chat room: every post, edit, deletion and read mark of a room
     /// is stored then fanned out inside it, so frames go out in the order of the store (posts
     /// in groups, from `chat_posts`).
@@ -80,6 +80,38 @@ impl AppState {
         tx.commit().await?;
         self.outbox.wake();
         Ok(())
+    }
+}
+
+/// A registry of keyed actors whose jobs keep the calling request's idempotency key: a job
+/// runs on its actor's task, and the transactions it begins there mark the key as the
+/// caller's own would (`store::idempotency`). Everything else is the registry's.
+#[derive(Clone)]
+pub struct KeyedActors(pub actors::Registry<i64>);
+
+impl KeyedActors {
+    /// `actors::Registry::call`, the caller's idempotency key carried into the job.
+    pub fn call<F, Fut, T>(
+        &self,
+        key: i64,
+        job: F,
+    ) -> impl Future<Output = Result<T, actors::ActorError>> + Send + 'static + use<F, Fut, T>
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = T> + 'static,
+        T: Send + 'static,
+    {
+        let claim = crate::store::idempotency::current();
+        self.0
+            .call(key, move || crate::store::idempotency::carry(claim, job()))
+    }
+}
+
+impl std::ops::Deref for KeyedActors {
+    type Target = actors::Registry<i64>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
     }
 }
 
@@ -132,6 +164,8 @@ impl<T> Queue<T> {
 pub struct ChatPost {
     pub message: crate::store::chat::NewMessage,
     pub admin: bool,
+    /// The idempotency key the post's request holds: the group's transaction marks it.
+    pub key: Option<crate::store::idempotency::Claim>,
 }
 
 /// Items waiting per key for that key's actor, which takes them in groups, first in first

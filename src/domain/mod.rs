@@ -9,6 +9,7 @@ pub mod dac7;
 pub mod delivery;
 pub mod dispute;
 pub mod growth;
+pub mod idempotency;
 pub mod milestone;
 pub mod money;
 pub mod money_audit;

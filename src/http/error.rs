@@ -187,6 +187,12 @@ impl ResponseError for ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
+        if matches!(err, StoreError::KeyTakenOver) {
+            return Self::conflict(
+                "IDEMPOTENCY_KEY_IN_USE",
+                "Another request with this Idempotency-Key holds it now",
+            );
+        }
         if err.is_retryable() {
             return Self::unavailable("The service is busy; try again").with_retry_after(1);
         }

@@ -53,22 +53,85 @@ impl utoipa::Modify for BearerAuth {
 pub fn complete(openapi: &mut utoipa::openapi::OpenApi) {
     for (template, item) in openapi.paths.paths.iter_mut() {
         let administrators_only = template.starts_with("/api/admin/");
+        let keyed = !template.starts_with(super::idempotency::UNCOVERED_PREFIX);
         let operations = [
-            &mut item.get,
-            &mut item.put,
-            &mut item.post,
-            &mut item.delete,
-            &mut item.patch,
+            (&mut item.get, false),
+            (&mut item.put, true),
+            (&mut item.post, true),
+            (&mut item.delete, true),
+            (&mut item.patch, true),
         ];
-        for operation in operations.into_iter().flatten() {
+        for (operation, mutating) in operations {
+            let Some(operation) = operation else { continue };
             add_shared_errors(operation, administrators_only);
+            if mutating && keyed && is_secured(operation) {
+                add_idempotency_key(operation);
+            }
+        }
+    }
+}
+
+fn is_secured(op: &Operation) -> bool {
+    op.security.as_ref().is_some_and(|s| !s.is_empty())
+}
+
+/// The optional `Idempotency-Key` header of a mutating operation of a signed-in user
+/// (`http::idempotency`), and the refusals it adds.
+fn add_idempotency_key(op: &mut Operation) {
+    use utoipa::openapi::Required;
+    use utoipa::openapi::path::ParameterBuilder;
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    let key = crate::domain::idempotency::HEADER;
+    let schema = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .min_length(Some(1))
+        .max_length(Some(crate::domain::idempotency::MAX_KEY_LEN))
+        .pattern(Some("^[!-~]+$"));
+    let parameter = ParameterBuilder::new()
+        .name(key)
+        .parameter_in(ParameterIn::Header)
+        .required(Required::False)
+        .description(Some(
+            "Makes a retry safe: the first request with a key runs and its answer is kept \
+             (24 hours by default); a retry with the same key and the same request gets that \
+             answer again, marked `Idempotent-Replayed: true`, and does nothing. Keys are each \
+             user's own. Answers of refused credentials, CSRF, rate limits and server errors \
+             are not kept: a retry runs.",
+        ))
+        .schema(Some(schema))
+        .build();
+    op.parameters
+        .get_or_insert_with(Vec::new)
+        .push(RefOr::T(parameter));
+    let responses = &mut op.responses.responses;
+    for (status, refusal) in [
+        (
+            "409",
+            "IDEMPOTENCY_KEY_IN_USE: a request with this key is still running; \
+             IDEMPOTENCY_KEY_INTERRUPTED: it changed data and stopped before answering",
+        ),
+        (
+            "422",
+            "IDEMPOTENCY_KEY_REUSED: the key was used for another request; or the key is not \
+             1 to 255 visible characters",
+        ),
+    ] {
+        match responses.entry(status.to_owned()) {
+            std::collections::btree_map::Entry::Vacant(place) => {
+                place.insert(error_response(refusal));
+            }
+            std::collections::btree_map::Entry::Occupied(mut place) => {
+                if let RefOr::T(response) = place.get_mut() {
+                    response.description = format!("{}; or {refusal}", response.description);
+                }
+            }
         }
     }
 }
 
 fn add_shared_errors(op: &mut Operation, administrators_only: bool) {
     let mut shared: Vec<(&str, &str)> = Vec::new();
-    let secured = op.security.as_ref().is_some_and(|s| !s.is_empty());
+    let secured = is_secured(op);
     if secured {
         shared.push((
             "401",

@@ -25,6 +25,7 @@ pub mod deliveries;
 pub mod disputes;
 pub mod documents;
 pub mod events;
+pub mod idempotency;
 pub mod invitations;
 pub mod mail_queue;
 pub mod milestones;
@@ -74,6 +75,9 @@ pub enum StoreError {
     /// A transition its state's lifecycle does not allow: refused before any SQL runs.
     #[error(transparent)]
     IllegalMove(#[from] crate::domain::state::IllegalMove),
+    /// The running request's idempotency key was taken over by a retry (`idempotency`).
+    #[error("the idempotency key was taken over by another request")]
+    KeyTakenOver,
 }
 
 impl StoreError {
@@ -434,11 +438,17 @@ impl Db {
         })
     }
 
+    /// A transaction; one begun for a request holding an idempotency key first marks the key
+    /// (`idempotency::mark_work`), so the mark commits with the work or not at all.
     pub async fn begin(&self) -> StoreResult<Tx> {
-        Ok(match self {
+        let mut tx = match self {
             Db::Postgres(pool) => Tx::Postgres(pool.begin().await?),
             Db::Sqlite(pool) => Tx::Sqlite(pool.begin_with("BEGIN IMMEDIATE").await?),
-        })
+        };
+        if let Some(claim) = idempotency::current() {
+            idempotency::mark_work(tx.exec(), &claim).await?;
+        }
+        Ok(tx)
     }
 
     /// Answers whether the database takes a trivial query.

@@ -188,6 +188,7 @@ async fn in_line(
     let post = ChatPost {
         message,
         admin: caller.admin,
+        key: crate::store::idempotency::current(),
     };
     let Some(ticket) = state
         .chat_posts
@@ -332,6 +333,13 @@ async fn write_group(
         .begin()
         .await
         .map_err(|e| Failed::Unavailable(e.into()))?;
+    // The posts' idempotency keys commit with them (a key taken over fails its post alone,
+    // when the group is tried again post by post).
+    for key in posts.iter().filter_map(|p| p.key.as_ref()) {
+        crate::store::idempotency::mark_work(tx.exec(), key)
+            .await
+            .map_err(|e| Failed::Refused(e.into()))?;
+    }
     let written = write_in(state, &mut tx, project_id, posts, now).await;
     let (outcomes, stored) = written.map_err(Failed::Refused)?;
     if stored > 0 {

@@ -19,6 +19,7 @@ pub mod emails;
 pub mod error;
 pub mod escrow;
 pub mod escrow_jobs;
+pub mod idempotency;
 pub mod invitations;
 pub mod milestones;
 pub mod money_audit;

@@ -167,6 +167,13 @@ impl TestApp {
     pub async fn stop(self) {
         self.server.stop(false).await;
     }
+
+    /// Stops the server and hands back its data directory (an SQLite database lives there),
+    /// so a restarted instance finds what this one stored.
+    pub async fn stop_keeping_data(self) -> tempfile::TempDir {
+        self.server.stop(false).await;
+        self._data
+    }
 }
 
 /// Polls `probe` until it gives a value or the deadline passes.

@@ -19,6 +19,7 @@ mod escrow;
 mod hardening;
 mod helpers;
 mod hostile;
+mod idempotency;
 mod idle_sockets;
 mod invitations;
 mod market;
