@@ -103,6 +103,9 @@ pub struct Settings {
     /// Whether internal rating changes are written to the contact's `internal_rating` field.
     pub crm_sync_internal_rating: bool,
     pub enable_test_reset_endpoint: bool,
+    /// `ENABLE_API_DOCS` (default on, off with `APP_ENV=production`): the reference page at
+    /// `/docs`.
+    pub enable_api_docs: bool,
     pub test_reset_token: Option<Secret>,
     /// WebSocket ping interval (`WS_PING_SECONDS`, default 10); a socket without a pong for
     /// three intervals is closed, and its session is checked again at every ping.
@@ -387,6 +390,7 @@ impl Settings {
             crm_pipeline_id: get("CRM_PIPELINE_ID"),
             crm_sync_internal_rating: flag("CRM_SYNC_INTERNAL_RATING", true)?,
             enable_test_reset_endpoint: reset_enabled,
+            enable_api_docs: flag("ENABLE_API_DOCS", app_env != AppEnv::Production)?,
             ws_ping_interval: std::time::Duration::from_secs(u64::from(number(
                 "WS_PING_SECONDS",
                 10,

@@ -36,6 +36,7 @@ pub use openapi::ApiDoc;
 pub fn configure(cfg: &mut ServiceConfig) {
     routes::payments::mount_processor_webhook(cfg);
     system::mount(cfg);
+    routes::api_docs::mount(cfg);
     routes::auth::mount(cfg);
     routes::users::mount(cfg);
     routes::webhook_deliveries::mount(cfg);

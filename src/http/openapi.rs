@@ -67,8 +67,80 @@ pub fn complete(openapi: &mut utoipa::openapi::OpenApi) {
             if mutating && keyed && is_secured(operation) {
                 add_idempotency_key(operation);
             }
+            describe_answers(operation);
         }
     }
+    unique_operation_ids(openapi);
+}
+
+/// OpenAPI requires a description on every answer: one a route left blank gets its status's
+/// standard phrase.
+fn describe_answers(op: &mut Operation) {
+    for (status, response) in op.responses.responses.iter_mut() {
+        if let RefOr::T(response) = response
+            && response.description.trim().is_empty()
+        {
+            response.description = status
+                .parse::<u16>()
+                .ok()
+                .and_then(|s| actix_web::http::StatusCode::from_u16(s).ok())
+                .and_then(|s| s.canonical_reason())
+                .unwrap_or("Answer")
+                .to_owned();
+        }
+    }
+}
+
+/// Operation ids are unique, as OpenAPI requires and client generators rely on: a handler name
+/// several modules share (`list`, `create`, …) is qualified by its path's fixed segments after
+/// `/api/` that the name does not already say (`list` at `/api/admin/invitations` becomes
+/// `list_admin_invitations`).
+fn unique_operation_ids(openapi: &mut utoipa::openapi::OpenApi) {
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for item in openapi.paths.paths.values() {
+        for op in [&item.get, &item.put, &item.post, &item.delete, &item.patch]
+            .into_iter()
+            .flatten()
+        {
+            if let Some(id) = &op.operation_id {
+                *seen.entry(id.clone()).or_default() += 1;
+            }
+        }
+    }
+    for (template, item) in openapi.paths.paths.iter_mut() {
+        for op in [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let Some(id) = op.operation_id.as_mut() else {
+                continue;
+            };
+            if seen.get(id.as_str()).is_some_and(|n| *n > 1) {
+                *id = qualified(id, template);
+            }
+        }
+    }
+}
+
+fn qualified(id: &str, template: &str) -> String {
+    let words: Vec<&str> = id.split('_').collect();
+    let mut out = id.to_owned();
+    for segment in template.trim_start_matches("/api/").split('/') {
+        let segment = segment.replace('-', "_");
+        let said = segment.split('_').all(|w| words.contains(&w));
+        if segment.is_empty() || segment.starts_with('{') || said {
+            continue;
+        }
+        out.push('_');
+        out.push_str(&segment);
+    }
+    out
 }
 
 fn is_secured(op: &Operation) -> bool {

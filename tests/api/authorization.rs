@@ -69,6 +69,7 @@ fn value_of(name: &str, template: &str, w: &World) -> String {
         "invitation_id" => w.invitation.to_string(),
         "level" => "Global".into(),
         "contact_id" => "contact-1".into(),
+        "file" if under("/docs/") => "docs.js".into(),
         "file" => w.participant_picture.clone(),
         "slug" if under("/api/profiles/admin/") => w.team_slug.clone(),
         "slug" if under("/api/profiles/experts/") => w.participant_slug.clone(),

@@ -1,6 +1,6 @@
 //! Health, metrics, OpenAPI and the HTTP conventions every route shares.
 
-use crate::helpers::{json, spawn_app};
+use crate::helpers::{json, spawn_app, spawn_app_with};
 use std::collections::BTreeSet;
 
 #[actix_web::test]
@@ -325,4 +325,68 @@ fn no_route_opens_a_transaction() {
         found.is_empty(),
         "routes writing in a transaction: {found:?}"
     );
+}
+
+/// The reference page and its files come from the binary, under a CSP that allows nothing
+/// inline; `ENABLE_API_DOCS=false` (production's default) turns them off.
+#[actix_web::test]
+async fn the_reference_page_is_served_under_a_strict_policy_unless_turned_off() {
+    let app = spawn_app().await;
+    for (path, kind) in [
+        ("/docs", "text/html"),
+        ("/docs/", "text/html"),
+        ("/docs/docs.js", "text/javascript"),
+        ("/docs/swagger-ui-bundle.js", "text/javascript"),
+        ("/docs/swagger-ui.css", "text/css"),
+    ] {
+        let r = app.get(path).await;
+        assert_eq!(r.status(), 200, "{path}");
+        assert!(
+            r.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with(kind)
+        );
+        let policy = r.headers()["content-security-policy"].to_str().unwrap();
+        assert!(policy.starts_with("default-src 'self'"), "{policy}");
+        assert!(!policy.contains("unsafe"), "{policy}");
+    }
+    let page = app.get("/docs").await.text().await.unwrap();
+    assert!(
+        page.contains("/docs/docs.js") && !page.contains("http"),
+        "no outside asset"
+    );
+    let script = app.get("/docs/docs.js").await.text().await.unwrap();
+    assert!(script.contains("'/openapi.json'"));
+    for missing in ["/docs/index.html", "/docs/secrets.txt", "/docs/..%2Fsrc"] {
+        assert_eq!(app.get(missing).await.status(), 404, "{missing}");
+    }
+    app.stop().await;
+
+    let off = spawn_app_with(&[("ENABLE_API_DOCS", "false")]).await;
+    for path in ["/docs", "/docs/docs.js"] {
+        assert_eq!(off.get(path).await.status(), 404, "{path}");
+    }
+    off.stop().await;
+}
+
+/// Client generators need every operation id unique and every answer described (OpenAPI 3.1
+/// requires both).
+#[actix_web::test]
+async fn operation_ids_are_unique_and_every_answer_is_described() {
+    let app = spawn_app().await;
+    let doc = json(app.get("/openapi.json").await).await;
+    let mut ids = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let id = op["operationId"].as_str().expect("an operation id");
+            assert!(ids.insert(id.to_owned()), "{id} twice ({method} {path})");
+            for (status, answer) in op["responses"].as_object().unwrap() {
+                let described = answer["description"].as_str().unwrap_or_default();
+                assert!(!described.trim().is_empty(), "{method} {path} {status}");
+            }
+        }
+    }
+    assert!(ids.contains("list_admin_invitations") && ids.contains("update_me"));
+    app.stop().await;
 }

@@ -3,6 +3,7 @@
 pub mod admin_metrics;
 pub mod admin_projects;
 pub mod admin_users;
+pub mod api_docs;
 pub mod applications;
 pub mod auth;
 pub mod chat;

@@ -118,7 +118,8 @@ const MAX_SKILLS: usize = 50;
 /// `POST /api/projects/`.
 #[derive(Deserialize, ToSchema)]
 pub struct CreateProjectRequest {
-    #[schema(min_length = 1, max_length = 200)]
+    /// Required: a missing title is answered 422 naming the field, as any invalid one.
+    #[schema(required = true, value_type = String, min_length = 1, max_length = 200)]
     pub title: Option<String>,
     pub description: Option<String>,
     /// A positive decimal number with at most 2 decimals.
