@@ -160,6 +160,13 @@ pub fn start_all(state: &AppState) {
         5 * MINUTE,
         |st| async move { idempotency::sweep_expired(&st).await },
     );
+    jobs.every(
+        webhooks::catch_up::PRUNE_JOB,
+        state.clone(),
+        DAY,
+        HOUR,
+        |st| async move { webhooks::catch_up::prune(&st).await },
+    );
     jobs.paced(
         webhooks::JOB,
         state.clone(),

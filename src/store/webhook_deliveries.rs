@@ -307,3 +307,87 @@ pub async fn disable_endpoint(ex: Exec<'_>, user_id: i64, now: DateTime<Utc>) ->
     .map(|r| r.rows_affected()))?;
     Ok(n == 1)
 }
+
+/// Which of a user's events a catch-up reads (`GET /api/users/me/events`): those recorded
+/// after the row `after`, of `event_type`, recorded at or after `since`. Test deliveries are
+/// not events.
+#[derive(Debug, Clone, Copy)]
+pub struct FeedFilter<'a> {
+    pub user_id: i64,
+    pub after: Option<i64>,
+    pub event_type: Option<&'a str>,
+    pub since: Option<DateTime<Utc>>,
+}
+
+macro_rules! feed_where {
+    () => {
+        "WHERE user_id = $1 AND event_id IS NOT NULL AND ($2 IS NULL OR id > $2)
+           AND ($3 IS NULL OR event_type = $3) AND ($4 IS NULL OR created_at >= $4)"
+    };
+}
+
+/// The bodies of a user's events as the filter picks them, oldest first: each exactly the
+/// body its webhook carries (`{id, type, created_at, data}`).
+pub async fn feed(
+    ex: Exec<'_>,
+    f: FeedFilter<'_>,
+    limit: i64,
+    offset: i64,
+) -> StoreResult<Vec<String>> {
+    Ok(on_exec!(ex, c => sqlx::query_scalar::<_, String>(concat!(
+        "SELECT body FROM webhook_deliveries ",
+        feed_where!(),
+        " ORDER BY id LIMIT $5 OFFSET $6"
+    ))
+    .bind(f.user_id)
+    .bind(f.after)
+    .bind(f.event_type)
+    .bind(f.since)
+    .bind(limit)
+    .bind(offset)
+    .fetch_all(c)
+    .await)?)
+}
+
+pub async fn feed_count(ex: Exec<'_>, f: FeedFilter<'_>) -> StoreResult<i64> {
+    Ok(on_exec!(ex, c => sqlx::query_scalar::<_, i64>(concat!(
+        "SELECT COUNT(*) FROM webhook_deliveries ",
+        feed_where!()
+    ))
+    .bind(f.user_id)
+    .bind(f.after)
+    .bind(f.event_type)
+    .bind(f.since)
+    .fetch_one(c)
+    .await)?)
+}
+
+/// The row of the user's event `message_id` (the `id` its webhook carried).
+pub async fn row_of_message(
+    ex: Exec<'_>,
+    user_id: i64,
+    message_id: &str,
+) -> StoreResult<Option<i64>> {
+    Ok(on_exec!(ex, c => sqlx::query_scalar::<_, i64>(
+        "SELECT id FROM webhook_deliveries WHERE user_id = $1 AND message_id = $2",
+    )
+    .bind(user_id)
+    .bind(message_id)
+    .fetch_optional(c)
+    .await)?)
+}
+
+/// Deletes up to `limit` deliveries recorded before `before` that are no longer due (a
+/// pending one is kept until it is delivered or gives up); how many.
+pub async fn prune(ex: Exec<'_>, before: DateTime<Utc>, limit: i64) -> StoreResult<u64> {
+    Ok(on_exec!(ex, c => sqlx::query(
+        "DELETE FROM webhook_deliveries WHERE id IN (
+             SELECT id FROM webhook_deliveries
+             WHERE created_at < $1 AND state <> 'pending' ORDER BY id LIMIT $2)",
+    )
+    .bind(before)
+    .bind(limit)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?)
+}

@@ -26,35 +26,6 @@ pub async fn find(ex: Exec<'_>, user_id: i64) -> StoreResult<Option<WebhookConfi
     .await)?)
 }
 
-/// Whether any user's webhook is enabled and has an address.
-pub async fn any_active(ex: Exec<'_>) -> StoreResult<bool> {
-    Ok(on_exec!(ex, c => sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM webhook_configs WHERE enabled AND url IS NOT NULL)",
-    )
-    .fetch_one(c)
-    .await)?)
-}
-
-/// Of `user_ids`, those whose webhook is enabled and has an address, in one query.
-pub async fn active_among(ex: Exec<'_>, user_ids: &[i64]) -> StoreResult<Vec<i64>> {
-    if user_ids.is_empty() {
-        return Ok(Vec::new());
-    }
-    let sql = format!(
-        "SELECT user_id FROM webhook_configs
-         WHERE enabled AND url IS NOT NULL AND user_id IN ({})",
-        super::placeholders(1, super::list_len(user_ids.len()))
-    );
-    Ok(on_exec!(ex, c => {
-        // Placeholders only: the ids are bound.
-        let mut query = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.as_str()));
-        for id in super::padded(user_ids) {
-            query = query.bind(*id);
-        }
-        query.fetch_all(c).await
-    })?)
-}
-
 /// Creates or replaces the configuration; `new_secret` is used only when none exists yet.
 pub async fn upsert(
     ex: Exec<'_>,
@@ -124,4 +95,33 @@ pub async fn insert_secret_if_absent(
     .await
     .map(|_| ()))?;
     Ok(())
+}
+
+/// Whether any user has a webhook address, enabled or not.
+pub async fn any_configured(ex: Exec<'_>) -> StoreResult<bool> {
+    Ok(on_exec!(ex, c => sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM webhook_configs WHERE url IS NOT NULL)",
+    )
+    .fetch_one(c)
+    .await)?)
+}
+
+/// Of `user_ids`, those with a webhook address, each with whether it is enabled, in one query.
+pub async fn configured_among(ex: Exec<'_>, user_ids: &[i64]) -> StoreResult<Vec<(i64, bool)>> {
+    if user_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = format!(
+        "SELECT user_id, enabled FROM webhook_configs
+         WHERE url IS NOT NULL AND user_id IN ({})",
+        super::placeholders(1, super::list_len(user_ids.len()))
+    );
+    Ok(on_exec!(ex, c => {
+        // Placeholders only: the ids are bound.
+        let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql.as_str()));
+        for id in super::padded(user_ids) {
+            query = query.bind(*id);
+        }
+        query.fetch_all(c).await
+    })?)
 }

@@ -3,6 +3,7 @@
 //! hanging receiver holds up no request; the request-forgery guard at configuration and at
 //! delivery; the delivery log, redelivery, and an endpoint disabled after three days.
 
+pub mod catch_up;
 pub mod receiver;
 
 use std::collections::BTreeMap;

@@ -5,9 +5,9 @@
 use actix_web::{HttpResponse, get, post, web};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 
 use super::applications::ApplicationView;
 use super::disputes::DisputeView;
@@ -18,7 +18,7 @@ use super::reviews::ReviewView;
 use crate::domain::reputation::ReviewVisibility;
 use crate::domain::webhook_rules::WebhookDeliveryState;
 use crate::http::auth::{AuthUser, CsrfChecked};
-use crate::http::error::ApiResult;
+use crate::http::error::{ApiError, ApiResult};
 use crate::http::pagination::{PageQuery, Paginated};
 use crate::state::AppState;
 use crate::store::events::Event;
@@ -313,6 +313,9 @@ pub struct WebhookDeliveryView {
     pub next_attempt_at: Option<DateTime<Utc>>,
     pub delivered_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
+    /// For a delivery that gave up (`failed`) or was never sent (`disabled`): where the
+    /// receiver reads this event and every later one (`GET /api/users/me/events`).
+    pub catch_up: Option<String>,
 }
 
 impl From<Delivery> for WebhookDeliveryView {
@@ -329,6 +332,16 @@ impl From<Delivery> for WebhookDeliveryView {
                 .next_attempt_at
                 .filter(|_| d.state == WebhookDeliveryState::Pending),
             delivered_at: d.delivered_at,
+            catch_up: matches!(
+                d.state,
+                WebhookDeliveryState::Failed | WebhookDeliveryState::Disabled
+            )
+            .then(|| {
+                let since = d
+                    .created_at
+                    .to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+                format!("/api/users/me/events?since={since}")
+            }),
             created_at: d.created_at,
             state: d.state,
         }
@@ -439,6 +452,137 @@ pub async fn test(
 }
 
 /// Mounts the webhook deliveries and the test delivery.
+/// The query of the catch-up.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct EventFeedQuery {
+    /// An event's `id` (as its webhook carried it): only the events after it.
+    pub after: Option<String>,
+    /// Only events of this type (one of the 16).
+    #[serde(rename = "type")]
+    #[param(rename = "type")]
+    pub event_type: Option<String>,
+    /// RFC 3339: only events recorded at or after this instant.
+    pub since: Option<String>,
+    /// Page number, from 1.
+    pub page: Option<i64>,
+    /// Items per page, 1 to 100.
+    pub size: Option<i64>,
+}
+
+/// One event, exactly as its webhook delivers it (same `id`: de-duplicate by it).
+#[derive(Serialize, ToSchema)]
+pub struct CaughtUpEvent {
+    /// The `webhook-id` of its delivery.
+    pub id: String,
+    /// One of the 16 event types.
+    #[serde(rename = "type")]
+    pub event_type: String,
+    pub created_at: String,
+    /// The resource as the REST API shows it to the caller.
+    #[schema(value_type = Object)]
+    pub data: Value,
+}
+
+/// A page of the caller's events, oldest first.
+#[derive(Serialize, ToSchema)]
+pub struct CaughtUpEventPage {
+    pub items: Vec<CaughtUpEvent>,
+    pub total: i64,
+    pub page: i64,
+    pub size: i64,
+    pub pages: i64,
+}
+
+/// The webhook events meant for the caller, oldest first, for a receiver to catch up on what
+/// it missed: every event of the last 30 days while the caller has a webhook address,
+/// delivered or not (an endpoint switched off still collects them). Each is the body its
+/// webhook carries, with the same `id`.
+#[utoipa::path(
+    tag = "users",
+    params(EventFeedQuery),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = CaughtUpEventPage),
+        (status = 422, body = crate::http::error::ErrorBody, description = "`after` names no event of the caller's (kept 30 days), `since` is not RFC 3339, `type` is not an event type, or the page is out of bounds"),
+    )
+)]
+#[get("/api/users/me/events")]
+pub async fn events(
+    state: web::Data<AppState>,
+    auth: AuthUser,
+    query: web::Query<EventFeedQuery>,
+) -> ApiResult<HttpResponse> {
+    let q = query.into_inner();
+    let page = PageQuery {
+        page: q.page,
+        size: q.size,
+    }
+    .validate()?;
+    let mut conn = state.db.conn().await?;
+    let after = match q.after.as_deref() {
+        None => None,
+        Some(id) => Some(
+            webhook_deliveries::row_of_message(conn.exec(), auth.id(), id)
+                .await?
+                .ok_or_else(|| {
+                    ApiError::invalid_field(
+                        "after",
+                        "no event of yours has this id (events are kept 30 days)",
+                    )
+                })?,
+        ),
+    };
+    let since = q
+        .since
+        .as_deref()
+        .map(|s| {
+            DateTime::parse_from_rfc3339(s)
+                .map(|t| t.with_timezone(&Utc))
+                .map_err(|_| ApiError::invalid_field("since", "must be an RFC 3339 date and time"))
+        })
+        .transpose()?;
+    let event_type = q.event_type.as_deref();
+    if event_type.is_some_and(|t| !webhooks::EVENT_TYPES.contains(&t)) {
+        return Err(ApiError::invalid_field(
+            "type",
+            "must be one of the 16 event types",
+        ));
+    }
+    let filter = webhook_deliveries::FeedFilter {
+        user_id: auth.id(),
+        after,
+        event_type,
+        since,
+    };
+    let bodies = webhook_deliveries::feed(conn.exec(), filter, page.limit(), page.offset()).await?;
+    let total = webhook_deliveries::feed_count(conn.exec(), filter).await?;
+    let items = bodies
+        .iter()
+        .map(|body| {
+            let v: Value = serde_json::from_str(body)?;
+            Ok(CaughtUpEvent {
+                id: v["id"].as_str().unwrap_or_default().to_owned(),
+                event_type: v["type"].as_str().unwrap_or_default().to_owned(),
+                created_at: v["created_at"].as_str().unwrap_or_default().to_owned(),
+                data: v["data"].clone(),
+            })
+        })
+        .collect::<Result<Vec<_>, serde_json::Error>>()
+        .map_err(|e| ApiError::internal(anyhow::anyhow!("a stored webhook body: {e}")))?;
+    let p = Paginated::new(items, total, page);
+    Ok(HttpResponse::Ok().json(CaughtUpEventPage {
+        items: p.items,
+        total: p.total,
+        page: p.page,
+        size: p.size,
+        pages: p.pages,
+    }))
+}
+
 pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
-    cfg.service(list).service(redeliver).service(test);
+    cfg.service(list)
+        .service(redeliver)
+        .service(test)
+        .service(events);
 }

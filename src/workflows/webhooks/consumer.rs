@@ -1,5 +1,6 @@
-//! The outbox consumer: one delivery row per (event, concerned user, type), written once
-//! whatever how often the event is replayed.
+//! The outbox consumer: one delivery row per (event, concerned user with a webhook address,
+//! type), written once whatever how often the event is replayed: `pending` for an enabled
+//! endpoint, `disabled` (never sent, kept for the catch-up) for one that is off.
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -72,12 +73,20 @@ impl Consumer for WebhookConsumer {
         let mut conn = self.db.conn().await?;
         let now = self.clock.now();
         let users: Vec<i64> = recipients.iter().map(|r| r.user_id).collect();
-        let active = webhooks::active_among(conn.exec(), &users).await?;
+        let configured = webhooks::configured_among(conn.exec(), &users).await?;
         let mut queued = 0;
         for r in recipients {
-            if !active.contains(&r.user_id) {
+            // Every user with a webhook address gets the event in their log, so a receiver
+            // that was off catches up on it (`GET /api/users/me/events`); only an enabled
+            // one is sent it.
+            let Some(&(_, enabled)) = configured.iter().find(|(id, _)| *id == r.user_id) else {
                 continue;
-            }
+            };
+            let state = if enabled {
+                WebhookDeliveryState::Pending
+            } else {
+                WebhookDeliveryState::Disabled
+            };
             let id = message_id(event.id, r.user_id, r.event_type);
             let body = json!({
                 "id": id,
@@ -94,12 +103,12 @@ impl Consumer for WebhookConsumer {
                     event_id: Some(event.id),
                     event_type: r.event_type,
                     body: &body,
-                    state: WebhookDeliveryState::Pending,
+                    state,
                 },
                 now,
             )
             .await?;
-            queued += usize::from(inserted.is_some());
+            queued += usize::from(inserted.is_some() && enabled);
         }
         if queued > 0 {
             self.jobs.wake(super::JOB);
@@ -107,11 +116,11 @@ impl Consumer for WebhookConsumer {
         Ok(())
     }
 
-    /// One by one, in order; but when no user has a receiver at all (one query), a batch
-    /// needs none of its events' lookups.
+    /// One by one, in order; but when no user has a webhook address at all (one query), a
+    /// batch needs none of its events' lookups.
     async fn handle_all(&self, events: &[&Event]) -> Vec<anyhow::Result<()>> {
         let any = match self.db.conn().await {
-            Ok(mut conn) => webhooks::any_active(conn.exec()).await,
+            Ok(mut conn) => webhooks::any_configured(conn.exec()).await,
             Err(e) => Err(e),
         };
         match any {

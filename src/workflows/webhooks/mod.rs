@@ -1,5 +1,6 @@
 //! Outgoing user webhooks (issue 15): the outbox consumer that turns each of the 16 event
-//! types (DESIGN §6) into one delivery per concerned user whose webhook is enabled, and the
+//! types (DESIGN §6) into one delivery per concerned user with a webhook address (sent when
+//! it is enabled, kept for the catch-up of [`catch_up`] either way), and the
 //! supervised dispatcher job that sends them, signs them, retries them on the schedule of
 //! [`crate::domain::webhook_rules::retry_delay`] and disables an endpoint failing for three days.
 //!
@@ -7,6 +8,7 @@
 //! writes rows, the dispatcher job ([`JOB`]) sends them in tasks of its own, at most
 //! [`crate::integrations::webhook_http::PER_HOST`] at once per destination host.
 
+pub mod catch_up;
 mod consumer;
 mod dispatch;
 mod metrics;
