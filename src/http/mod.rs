@@ -17,6 +17,7 @@ pub mod middleware;
 pub mod multipart;
 pub mod openapi;
 pub mod pagination;
+pub mod pushed_docs;
 pub mod rate_limit;
 pub mod raw_body;
 pub mod routes;

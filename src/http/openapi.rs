@@ -71,6 +71,7 @@ pub fn complete(openapi: &mut utoipa::openapi::OpenApi) {
         }
     }
     unique_operation_ids(openapi);
+    super::pushed_docs::describe(openapi);
 }
 
 /// OpenAPI requires a description on every answer: one a route left blank gets its status's
