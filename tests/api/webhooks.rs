@@ -1,9 +1,11 @@
 //! Outgoing user webhooks (issue 15) against a real HTTPS receiver: every event type reaches
 //! its user once, signed; `none` sends no authorisation; retries on the service clock; a
 //! hanging receiver holds up no request; the request-forgery guard at configuration and at
-//! delivery; the delivery log, redelivery, and an endpoint disabled after three days.
+//! delivery; the delivery log, redelivery, and an endpoint disabled after three days. Secret
+//! rotation (issue 34) is in `rotation`.
 
 pub mod receiver;
+mod rotation;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
