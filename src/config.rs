@@ -149,6 +149,9 @@ pub struct Settings {
     pub webhook_allow_private_targets: bool,
     /// `WEBHOOK_CA_FILE`: one more trusted root (PEM) for webhook receivers.
     pub webhook_ca_file: Option<PathBuf>,
+    /// `WEBHOOK_SECRET_ROTATION_HOURS` (default 24, 0–720): how long a regenerated webhook
+    /// secret still signs deliveries beside the new one; zero ends it at once.
+    pub webhook_secret_rotation: chrono::Duration,
     /// `TRUSTED_PROXIES`: address blocks (comma-separated, e.g. `10.0.0.0/8,::1`) whose
     /// `Forwarded`/`X-Forwarded-For` headers are believed for rate limits and logs. Empty by
     /// default: the connected peer is the client.
@@ -444,6 +447,12 @@ impl Settings {
             funding_reminder_after: days("FUNDING_REMINDER_DAYS", 3)?,
             webhook_allow_private_targets: flag("WEBHOOK_ALLOW_PRIVATE_TARGETS", false)?,
             webhook_ca_file: get("WEBHOOK_CA_FILE").map(PathBuf::from),
+            webhook_secret_rotation: chrono::Duration::hours(i64::from(number(
+                "WEBHOOK_SECRET_ROTATION_HOURS",
+                24,
+                0,
+                24 * 30,
+            )?)),
             trusted_proxies: get("TRUSTED_PROXIES")
                 .unwrap_or_default()
                 .split(',')
@@ -576,6 +585,13 @@ mod tests {
             (5, 20, 60)
         );
         assert_eq!(s.bcrypt_cost, 12);
+        assert_eq!(s.webhook_secret_rotation, chrono::Duration::hours(24));
+        assert_eq!(
+            parse(&[("WEBHOOK_SECRET_ROTATION_HOURS", "0")])
+                .unwrap()
+                .webhook_secret_rotation,
+            chrono::Duration::zero()
+        );
         assert!(s.crm_retry_enabled);
         assert_eq!(s.crm_retry_interval_minutes, 30);
         assert!(!s.enable_test_reset_endpoint);
@@ -699,6 +715,8 @@ mod tests {
             ("WS_MAX_SOCKETS", "0"),
             ("CHAT_MESSAGES_PER_MINUTE", "0"),
             ("CHAT_MESSAGES_PER_MINUTE", "-5"),
+            ("WEBHOOK_SECRET_ROTATION_HOURS", "721"),
+            ("WEBHOOK_SECRET_ROTATION_HOURS", "-1"),
         ] {
             let err = parse(&[(var, value)]).unwrap_err();
             assert_eq!(err.var, var, "{value}");

@@ -1,9 +1,11 @@
 //! Pure rules of outgoing user webhooks: which destinations are allowed (the server-side
-//! request forgery guard), the retry schedule, and the signatures receivers verify.
+//! request forgery guard), the retry schedule, the signatures receivers verify, and which
+//! secrets sign while a regenerated secret's predecessor is still honoured.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use base64::Engine as _;
+use chrono::{DateTime, Utc};
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
@@ -255,6 +257,66 @@ pub fn standard_signature(secret: &str, id: &str, timestamp: i64, body: &[u8]) -
     )
 }
 
+/// The `webhook-signature` value for several secrets: one `v1,` entry per secret, in their
+/// order, separated by single spaces (Standard Webhooks lets a receiver accept any entry).
+pub fn standard_signatures(secrets: &[&str], id: &str, timestamp: i64, body: &[u8]) -> String {
+    secrets
+        .iter()
+        .map(|secret| standard_signature(secret, id, timestamp, body))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// When a secret replaced at `now` stops signing, for a rotation window of `window`: `None`
+/// when the window is zero (or less), so the replaced secret stops at once.
+pub fn previous_secret_until(
+    now: DateTime<Utc>,
+    window: chrono::Duration,
+) -> Option<DateTime<Utc>> {
+    (window > chrono::Duration::zero()).then(|| now + window)
+}
+
+/// When the previous secret stops signing, as seen at `now`: its end while it still signs
+/// (strictly before `until`), else `None` (no previous secret, or its window is over).
+pub fn previous_secret_expires_at(
+    previous: Option<&str>,
+    until: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    match (previous, until) {
+        (Some(secret), Some(until)) if !secret.is_empty() && now < until => Some(until),
+        _ => None,
+    }
+}
+
+/// The secrets a delivery signed at `now` carries: the current one first, then the previous
+/// one while its window lasts ([`previous_secret_expires_at`]). The JWT is signed with the
+/// first only.
+pub fn signing_secrets<'a>(
+    current: &'a str,
+    previous: Option<&'a str>,
+    until: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Vec<&'a str> {
+    let mut secrets = vec![current];
+    if let Some(previous) = previous
+        && previous_secret_expires_at(Some(previous), until, now).is_some()
+        && previous != current
+    {
+        secrets.push(previous);
+    }
+    secrets
+}
+
+/// The stable, non-secret id of a signing secret: the first 16 lower-case hex digits of the
+/// SHA-256 of its UTF-8 bytes. A delivery JWT names its key by it in the header's `kid`, so a
+/// receiver holding both secrets during a rotation knows which one to verify with.
+pub fn key_id(secret: &str) -> String {
+    let mut id = hex::encode(Sha256::digest(secret.as_bytes()));
+    id.truncate(16);
+    id
+}
+
 /// Verifies a `webhook-signature` header value (space-separated `v1,<sig>` entries) in
 /// constant time per entry.
 pub fn verify_standard_signature(
@@ -297,7 +359,8 @@ pub const JWT_LIFETIME_SECONDS: i64 = 300;
 /// The issuer every delivery JWT names.
 pub const JWT_ISSUER: &str = "marketplace";
 
-/// An HS256 JWT keyed by the secret's UTF-8 bytes.
+/// An HS256 JWT keyed by the secret's UTF-8 bytes, its header's `kid` the secret's
+/// [`key_id`].
 pub fn delivery_jwt(
     secret: &str,
     user_id: i64,
@@ -313,8 +376,10 @@ pub fn delivery_jwt(
         jti: message_id.to_owned(),
         body_sha256: body_sha256(body),
     };
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
+    header.kid = Some(key_id(secret));
     jsonwebtoken::encode(
-        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &header,
         &claims,
         &jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()),
     )
@@ -458,6 +523,7 @@ mod tests {
         assert_eq!(data.claims.sub, "7");
         assert_eq!(data.claims.exp - data.claims.iat, 300);
         assert_eq!(data.claims.body_sha256, body_sha256(b"{}"));
+        assert_eq!(data.header.kid.as_deref(), Some(key_id("s3cret").as_str()));
         assert!(
             jsonwebtoken::decode::<DeliveryClaims>(
                 &token,
@@ -465,6 +531,111 @@ mod tests {
                 &validation,
             )
             .is_err()
+        );
+    }
+
+    fn at(seconds: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_700_000_000 + seconds, 0).unwrap()
+    }
+
+    #[test]
+    fn the_previous_secret_signs_beside_the_new_until_its_window_ends() {
+        let until = Some(at(3600));
+        assert_eq!(signing_secrets("new", None, None, at(0)), vec!["new"]);
+        assert_eq!(
+            signing_secrets("new", Some("old"), until, at(0)),
+            vec!["new", "old"]
+        );
+        assert_eq!(
+            signing_secrets("new", Some("old"), until, at(3599)),
+            vec!["new", "old"]
+        );
+        // The window is half-open: at its end only the new secret signs.
+        assert_eq!(
+            signing_secrets("new", Some("old"), until, at(3600)),
+            vec!["new"]
+        );
+        assert_eq!(
+            signing_secrets("new", Some("old"), until, at(7200)),
+            vec!["new"]
+        );
+        // A previous secret without an end (a zero window) never signs, nor does a repeat of
+        // the current one.
+        assert_eq!(
+            signing_secrets("new", Some("old"), None, at(0)),
+            vec!["new"]
+        );
+        assert_eq!(
+            signing_secrets("new", Some("new"), until, at(0)),
+            vec!["new"]
+        );
+    }
+
+    #[test]
+    fn the_expiry_shows_only_while_the_previous_secret_signs() {
+        assert_eq!(
+            previous_secret_expires_at(Some("old"), Some(at(10)), at(0)),
+            Some(at(10))
+        );
+        assert_eq!(
+            previous_secret_expires_at(Some("old"), Some(at(10)), at(10)),
+            None
+        );
+        assert_eq!(previous_secret_expires_at(None, Some(at(10)), at(0)), None);
+        assert_eq!(previous_secret_expires_at(Some("old"), None, at(0)), None);
+        assert_eq!(
+            previous_secret_until(at(0), chrono::Duration::hours(24)),
+            Some(at(86_400))
+        );
+        assert_eq!(previous_secret_until(at(0), chrono::Duration::zero()), None);
+    }
+
+    #[test]
+    fn several_signatures_are_space_separated_and_each_verifies() {
+        let header = standard_signatures(&["new", "old"], "msg_1", 1_700_000_000, b"{}");
+        let entries: Vec<&str> = header.split(' ').collect();
+        assert_eq!(
+            entries,
+            vec![
+                standard_signature("new", "msg_1", 1_700_000_000, b"{}"),
+                standard_signature("old", "msg_1", 1_700_000_000, b"{}"),
+            ]
+        );
+        for secret in ["new", "old"] {
+            assert!(verify_standard_signature(
+                secret,
+                "msg_1",
+                1_700_000_000,
+                b"{}",
+                &header
+            ));
+        }
+        assert!(!verify_standard_signature(
+            "other",
+            "msg_1",
+            1_700_000_000,
+            b"{}",
+            &header
+        ));
+        assert_eq!(
+            standard_signatures(&["new"], "msg_1", 1_700_000_000, b"{}"),
+            entries[0]
+        );
+    }
+
+    #[test]
+    fn a_key_id_is_stable_short_and_reveals_nothing_usable() {
+        assert_eq!(key_id("s3cret"), key_id("s3cret"));
+        assert_eq!(key_id("s3cret").len(), 16);
+        assert!(
+            key_id("s3cret")
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        );
+        assert_ne!(key_id("s3cret"), key_id("s3cret2"));
+        assert_eq!(
+            key_id("s3cret"),
+            &hex::encode(Sha256::digest(b"s3cret"))[..16]
         );
     }
 }

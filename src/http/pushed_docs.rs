@@ -67,7 +67,10 @@ fn webhooks() -> Paths {
     let mut paths = Paths::new();
     for event_type in EVENT_TYPES {
         let body = ObjectBuilder::new()
-            .property("id", text().description(Some("The `webhook-id` header: de-duplicate by it")))
+            .property(
+                "id",
+                text().description(Some("The `webhook-id` header: de-duplicate by it")),
+            )
             .property("type", one_of(&[event_type]))
             .property("created_at", time())
             .property("data", Ref::from_schema_name(view_of(event_type)))
@@ -90,7 +93,9 @@ fn webhooks() -> Paths {
                 RequestBodyBuilder::new()
                     .content(
                         "application/json",
-                        ContentBuilder::new().schema(Some(Schema::Object(body.build()))).build(),
+                        ContentBuilder::new()
+                            .schema(Some(Schema::Object(body.build())))
+                            .build(),
                     )
                     .build(),
             ))
@@ -99,9 +104,10 @@ fn webhooks() -> Paths {
                 ResponseBuilder::new().description("Received: not sent again"),
             )
             .build();
-        paths
-            .paths
-            .insert(event_type.to_owned(), PathItem::new(HttpMethod::Post, operation));
+        paths.paths.insert(
+            event_type.to_owned(),
+            PathItem::new(HttpMethod::Post, operation),
+        );
     }
     paths
 }
@@ -121,8 +127,12 @@ fn frame(types: &[&str], data: impl Into<RefOr<Schema>>) -> Schema {
 fn chat_frames() -> Schema {
     let read = ObjectBuilder::new()
         .property("user_id", ObjectBuilder::new().schema_type(Type::Integer))
-        .property("up_to_message_id", ObjectBuilder::new().schema_type(Type::Integer));
-    let typing = ObjectBuilder::new().property("user_id", ObjectBuilder::new().schema_type(Type::Integer));
+        .property(
+            "up_to_message_id",
+            ObjectBuilder::new().schema_type(Type::Integer),
+        );
+    let typing =
+        ObjectBuilder::new().property("user_id", ObjectBuilder::new().schema_type(Type::Integer));
     Schema::OneOf(
         OneOfBuilder::new()
             .item(frame(
@@ -141,7 +151,8 @@ fn notification_frames() -> Schema {
         .property("type", one_of(&["unread_count"]))
         .property(
             "data",
-            ObjectBuilder::new().property("unread", ObjectBuilder::new().schema_type(Type::Integer)),
+            ObjectBuilder::new()
+                .property("unread", ObjectBuilder::new().schema_type(Type::Integer)),
         )
         .required("type");
     Schema::OneOf(
@@ -166,8 +177,13 @@ fn describe_socket(openapi: &mut OpenApi, path: &str, frames: Schema, descriptio
         "101".to_owned(),
         RefOr::T(
             ResponseBuilder::new()
-                .description(format!("Switching to the WebSocket protocol. {description}"))
-                .content("application/json", ContentBuilder::new().schema(Some(frames)).build())
+                .description(format!(
+                    "Switching to the WebSocket protocol. {description}"
+                ))
+                .content(
+                    "application/json",
+                    ContentBuilder::new().schema(Some(frames)).build(),
+                )
                 .build(),
         ),
     );

@@ -1,4 +1,5 @@
-//! Per-user outgoing webhook configuration.
+//! Per-user outgoing webhook configuration, with the secret a regeneration replaced while it
+//! still signs (migration 0015).
 
 use chrono::{DateTime, Utc};
 
@@ -12,15 +13,29 @@ pub struct WebhookConfig {
     pub enabled: bool,
     pub auth_method: String,
     pub secret: String,
+    /// The secret the last regeneration replaced, signing beside `secret` until
+    /// `previous_secret_until` (`domain::webhook_rules::signing_secrets`).
+    pub previous_secret: Option<String>,
+    pub previous_secret_until: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
 
+/// The columns of [`WebhookConfig`], in its order.
+macro_rules! columns {
+    () => {
+        "user_id, url, enabled, auth_method, secret, previous_secret, previous_secret_until, \
+         created_at, updated_at"
+    };
+}
+
 pub async fn find(ex: Exec<'_>, user_id: i64) -> StoreResult<Option<WebhookConfig>> {
-    Ok(on_exec!(ex, c => sqlx::query_as::<_, WebhookConfig>(
-        "SELECT user_id, url, enabled, auth_method, secret, created_at, updated_at
-         FROM webhook_configs WHERE user_id = $1",
-    )
+    const SQL: &str = concat!(
+        "SELECT ",
+        columns!(),
+        " FROM webhook_configs WHERE user_id = $1"
+    );
+    Ok(on_exec!(ex, c => sqlx::query_as::<_, WebhookConfig>(SQL)
     .bind(user_id)
     .fetch_optional(c)
     .await)?)
@@ -54,25 +69,34 @@ pub async fn upsert(
     Ok(())
 }
 
-/// Replaces the secret, creating a disabled configuration when there is none.
+/// Replaces the secret, creating a disabled configuration when there is none, and answers
+/// the configuration as stored. The secret it replaces becomes the previous one until
+/// `previous_until` (with `None`, no previous secret is kept): a second regeneration within
+/// the window thus puts the secret it replaces there, one old secret at a time.
 pub async fn set_secret(
     ex: Exec<'_>,
     user_id: i64,
     secret: &str,
+    previous_until: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
-) -> StoreResult<()> {
-    on_exec!(ex, c => sqlx::query(
+) -> StoreResult<WebhookConfig> {
+    const SQL: &str = concat!(
         "INSERT INTO webhook_configs (user_id, url, enabled, auth_method, secret, created_at, updated_at)
          VALUES ($1, NULL, FALSE, 'JWT', $2, $3, $3)
-         ON CONFLICT (user_id) DO UPDATE SET secret = excluded.secret, updated_at = excluded.updated_at",
-    )
+         ON CONFLICT (user_id) DO UPDATE SET secret = excluded.secret,
+             previous_secret = CASE WHEN $4 IS NULL THEN NULL ELSE webhook_configs.secret END,
+             previous_secret_until = $4,
+             updated_at = excluded.updated_at
+         RETURNING ",
+        columns!()
+    );
+    Ok(on_exec!(ex, c => sqlx::query_as::<_, WebhookConfig>(SQL)
     .bind(user_id)
     .bind(secret)
     .bind(now)
-    .execute(c)
-    .await
-    .map(|_| ()))?;
-    Ok(())
+    .bind(previous_until)
+    .fetch_one(c)
+    .await)?)
 }
 
 /// Creates a disabled configuration with `secret` unless one exists; the existing secret is

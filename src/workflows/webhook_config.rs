@@ -1,7 +1,9 @@
 //! A user's outgoing-webhook configuration: URL, whether enabled, authentication method,
-//! and the signing secret (created on first read, replaced on demand).
+//! and the signing secret (created on first read, replaced on demand; the replaced one keeps
+//! signing beside it for `WEBHOOK_SECRET_ROTATION_HOURS`).
 
 use crate::domain::token::random_token;
+use crate::domain::webhook_rules;
 use crate::state::AppState;
 use crate::store::webhooks::{self, WebhookConfig};
 use crate::workflows::error::{FlowError, FlowResult};
@@ -50,10 +52,38 @@ pub async fn secret(state: &AppState, user_id: i64) -> FlowResult<String> {
         .ok_or_else(|| FlowError::not_found("Webhook configuration not found"))
 }
 
-/// Replaces the signing secret; the next delivery is signed with the new one.
-pub async fn regenerate_secret(state: &AppState, user_id: i64) -> FlowResult<String> {
+/// Replaces the signing secret and answers the configuration as stored. The secret it
+/// replaces keeps signing deliveries beside the new one until the rotation window
+/// (`WEBHOOK_SECRET_ROTATION_HOURS`, on the service's clock) ends; with a zero window the next
+/// delivery is signed with the new one only. A second regeneration within the window keeps
+/// the secret it replaces, not the older one.
+pub async fn regenerate_secret(state: &AppState, user_id: i64) -> FlowResult<WebhookConfig> {
     let secret = random_token(32);
+    let now = state.clock.now();
+    let until = webhook_rules::previous_secret_until(now, state.settings.webhook_secret_rotation);
     let mut conn = state.db.conn().await?;
-    webhooks::set_secret(conn.exec(), user_id, &secret, state.clock.now()).await?;
-    Ok(secret)
+    Ok(webhooks::set_secret(conn.exec(), user_id, &secret, until, now).await?)
+}
+
+/// The secrets signing a delivery of this configuration at `now`: the current one first, the
+/// previous one beside it while its window lasts.
+pub fn signing_secrets(config: &WebhookConfig, now: chrono::DateTime<chrono::Utc>) -> Vec<&str> {
+    webhook_rules::signing_secrets(
+        &config.secret,
+        config.previous_secret.as_deref(),
+        config.previous_secret_until,
+        now,
+    )
+}
+
+/// When the previous secret stops signing, as seen at `now` (`None` when it no longer does).
+pub fn previous_secret_expires_at(
+    config: &WebhookConfig,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<chrono::DateTime<chrono::Utc>> {
+    webhook_rules::previous_secret_expires_at(
+        config.previous_secret.as_deref(),
+        config.previous_secret_until,
+        now,
+    )
 }

@@ -1,10 +1,12 @@
 //! Outgoing user webhooks (issue 15) against a real HTTPS receiver: every event type reaches
 //! its user once, signed; `none` sends no authorisation; retries on the service clock; a
 //! hanging receiver holds up no request; the request-forgery guard at configuration and at
-//! delivery; the delivery log, redelivery, and an endpoint disabled after three days.
+//! delivery; the delivery log, redelivery, and an endpoint disabled after three days. Secret
+//! rotation (issue 34) is in `rotation`.
 
 pub mod catch_up;
 pub mod receiver;
+mod rotation;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -23,12 +25,18 @@ use receiver::{Hit, Receiver, Reply};
 
 /// A market whose webhooks may reach the local receivers, trusting their CA.
 async fn open() -> Market {
+    open_with(&[]).await
+}
+
+/// [`open`] with more settings.
+async fn open_with(vars: &[(&str, &str)]) -> Market {
     let ca = receiver::ca_file();
-    Market::open_with(&[
+    let mut all = vec![
         ("WEBHOOK_ALLOW_PRIVATE_TARGETS", "true"),
-        ("WEBHOOK_CA_FILE", &ca),
-    ])
-    .await
+        ("WEBHOOK_CA_FILE", ca.as_str()),
+    ];
+    all.extend_from_slice(vars);
+    Market::open_with(&all).await
 }
 
 async fn configure(m: &Market, who: &Account, url: &str, method: &str) -> reqwest::Response {
@@ -431,7 +439,8 @@ async fn every_event_type_reaches_its_user_once_signed_with_their_secret() {
 
 #[actix_web::test]
 async fn method_none_sends_no_authorisation_and_a_new_secret_signs_the_next_delivery() {
-    let m = open().await;
+    // Without a rotation window the replaced secret stops at once (the window: `rotation`).
+    let m = open_with(&[("WEBHOOK_SECRET_ROTATION_HOURS", "0")]).await;
     let rx = Receiver::start().await;
     let company = m.company("nonco").await;
     let old = configured(&m, &company, &rx, "none").await;

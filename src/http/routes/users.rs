@@ -48,12 +48,27 @@ pub struct WebhookConfigView {
     pub enabled: bool,
     pub auth_method: String,
     pub has_secret: bool,
+    /// While the secret replaced by the last regeneration still signs deliveries beside the
+    /// current one (each delivery's `webhook-signature` then carries both), when it stops
+    /// (RFC 3339); null when there is none.
+    pub previous_secret_expires_at: Option<chrono::DateTime<chrono::Utc>>,
     pub updated_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 #[derive(Serialize, ToSchema)]
 pub struct WebhookSecret {
     pub secret: String,
+}
+
+/// The new signing secret, and how long the one it replaced still signs beside it.
+#[derive(Serialize, ToSchema)]
+pub struct RegeneratedWebhookSecret {
+    /// The new secret: it signs every delivery from now on, and alone signs the JWT (whose
+    /// header's `kid` is the first 16 hex digits of the SHA-256 of the secret).
+    pub secret: String,
+    /// Until when the replaced secret's signature is sent too (RFC 3339, the
+    /// `WEBHOOK_SECRET_ROTATION_HOURS` window); null when the window is zero.
+    pub previous_secret_expires_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// The caller's account.
@@ -169,9 +184,13 @@ pub async fn change_email(
     Ok(HttpResponse::Ok().json(UserView::from(&user)))
 }
 
-fn webhook_view(config: Option<webhooks::WebhookConfig>) -> WebhookConfigView {
+fn webhook_view(
+    config: Option<webhooks::WebhookConfig>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> WebhookConfigView {
     match config {
         Some(c) => WebhookConfigView {
+            previous_secret_expires_at: webhook_config::previous_secret_expires_at(&c, now),
             url: c.url,
             enabled: c.enabled,
             auth_method: c.auth_method,
@@ -183,6 +202,7 @@ fn webhook_view(config: Option<webhooks::WebhookConfig>) -> WebhookConfigView {
             enabled: false,
             auth_method: "JWT".into(),
             has_secret: false,
+            previous_secret_expires_at: None,
             updated_at: None,
         },
     }
@@ -194,7 +214,7 @@ fn webhook_view(config: Option<webhooks::WebhookConfig>) -> WebhookConfigView {
 pub async fn get_webhook(state: web::Data<AppState>, auth: AuthUser) -> ApiResult<HttpResponse> {
     let mut conn = state.db.conn().await?;
     let config = webhooks::find(conn.exec(), auth.id()).await?;
-    Ok(HttpResponse::Ok().json(webhook_view(config)))
+    Ok(HttpResponse::Ok().json(webhook_view(config, state.clock.now())))
 }
 
 /// Sets the webhook URL (HTTPS only), whether it is enabled and how deliveries authenticate
@@ -239,7 +259,7 @@ pub async fn put_webhook(
     }
     let config =
         webhook_config::configure(&state, auth.id(), url, body.enabled, &body.auth_method).await?;
-    Ok(HttpResponse::Ok().json(webhook_view(config)))
+    Ok(HttpResponse::Ok().json(webhook_view(config, state.clock.now())))
 }
 
 /// The caller's current webhook signing secret (created if there is none).
@@ -253,19 +273,29 @@ pub async fn get_webhook_secret(
     Ok(HttpResponse::Ok().json(WebhookSecret { secret }))
 }
 
-/// Replaces the webhook signing secret (CSRF protected).
+/// Replaces the webhook signing secret (CSRF protected). The replaced secret keeps signing
+/// deliveries beside the new one until `previous_secret_expires_at`
+/// (`WEBHOOK_SECRET_ROTATION_HOURS`, default 24): meanwhile `webhook-signature` carries
+/// `v1,<with the new> v1,<with the replaced>`, so a receiver may switch secrets at any time
+/// in the window. The JWT is signed with the new secret only and names it in `kid`. A second
+/// regeneration within the window keeps only the secret it replaces.
 #[utoipa::path(
     tag = "users",
     security(("bearer" = [])),
-    responses((status = 200, body = WebhookSecret), (status = 403, body = crate::http::error::ErrorBody))
+    responses((status = 200, body = RegeneratedWebhookSecret), (status = 403, body = crate::http::error::ErrorBody))
 )]
 #[post("/api/users/me/webhook/secret")]
 pub async fn regenerate_webhook_secret(
     state: web::Data<AppState>,
     CsrfChecked(auth): CsrfChecked,
 ) -> ApiResult<HttpResponse> {
-    let secret = webhook_config::regenerate_secret(&state, auth.id()).await?;
-    Ok(HttpResponse::Ok().json(WebhookSecret { secret }))
+    let config = webhook_config::regenerate_secret(&state, auth.id()).await?;
+    let previous_secret_expires_at =
+        webhook_config::previous_secret_expires_at(&config, state.clock.now());
+    Ok(HttpResponse::Ok().json(RegeneratedWebhookSecret {
+        secret: config.secret,
+        previous_secret_expires_at,
+    }))
 }
 
 /// Another user's public view: no e-mail, no flags.

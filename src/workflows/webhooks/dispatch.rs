@@ -1,6 +1,7 @@
 //! The dispatcher job: claims due deliveries and sends each in a task of its own, signed with
-//! the owner's current secret; records every attempt; schedules retries; disables an
-//! endpoint that has failed for three days and tells its owner.
+//! the owner's current secret (and the previous one while its rotation window lasts); records
+//! every attempt; schedules retries; disables an endpoint that has failed for three days and
+//! tells its owner.
 
 use serde_json::json;
 use std::time::Duration;
@@ -15,6 +16,7 @@ use crate::store::{users, webhooks};
 use crate::workflows::emails::email;
 use crate::workflows::error::{FlowError, FlowResult};
 use crate::workflows::notify::for_user;
+use crate::workflows::webhook_config;
 
 use super::metrics::{WebhookMetrics, metrics};
 
@@ -31,26 +33,33 @@ const MAX_SCAN: i64 = 5_000;
 const MAX_WAIT: Duration = Duration::from_secs(60);
 
 /// The headers of one delivery: Standard Webhooks' three, plus the bearer JWT for method
-/// `JWT`. The signing time is `now` (seconds), so a regenerated secret signs the next attempt.
+/// `JWT`. `secrets` are the owner's signing secrets, the current one first
+/// ([`crate::workflows::webhook_config::signing_secrets`]): `webhook-signature` carries one
+/// `v1,` entry per secret, space-separated, and the JWT is signed with the current one only,
+/// naming it in its header's `kid`. The signing time is `now` (seconds), so a regenerated
+/// secret signs the next attempt.
 pub fn signed_headers(
     message_id: &str,
     user_id: i64,
     auth_method: &str,
-    secret: &str,
+    secrets: &[&str],
     now: chrono::DateTime<chrono::Utc>,
     body: &[u8],
 ) -> anyhow::Result<Vec<(&'static str, String)>> {
+    let Some(current) = secrets.first() else {
+        anyhow::bail!("no signing secret");
+    };
     let timestamp = now.timestamp();
     let mut headers = vec![
         ("webhook-id", message_id.to_owned()),
         ("webhook-timestamp", timestamp.to_string()),
         (
             "webhook-signature",
-            webhook_rules::standard_signature(secret, message_id, timestamp, body),
+            webhook_rules::standard_signatures(secrets, message_id, timestamp, body),
         ),
     ];
     if auth_method == "JWT" {
-        let token = webhook_rules::delivery_jwt(secret, user_id, message_id, timestamp, body)?;
+        let token = webhook_rules::delivery_jwt(current, user_id, message_id, timestamp, body)?;
         headers.push(("authorization", format!("Bearer {token}")));
     }
     Ok(headers)
@@ -112,14 +121,24 @@ pub async fn deliver_due(state: &AppState) -> FlowResult<Option<Duration>> {
     }))
 }
 
-/// Sends one claimed delivery and records what came of it.
+/// Sends one claimed delivery and records what came of it. It is signed with the owner's
+/// secrets as stored when it is sent (a regeneration since the claim counts), or the claimed
+/// row's secret should the configuration be gone.
 async fn attempt(state: &AppState, d: Due, slot: HostSlot) -> anyhow::Result<()> {
+    let config = {
+        let mut conn = state.db.conn().await?;
+        webhooks::find(conn.exec(), d.user_id).await?
+    };
     let signed_at = state.clock.now();
+    let secrets = match &config {
+        Some(config) => webhook_config::signing_secrets(config, signed_at),
+        None => vec![d.secret.as_str()],
+    };
     let outcome = match signed_headers(
         &d.message_id,
         d.user_id,
         &d.auth_method,
-        &d.secret,
+        &secrets,
         signed_at,
         d.body.as_bytes(),
     ) {
@@ -254,9 +273,7 @@ pub struct TestOutcome {
 pub async fn send_test(state: &AppState, user_id: i64) -> FlowResult<TestOutcome> {
     let mut conn = state.db.conn().await?;
     let config = webhooks::find(conn.exec(), user_id).await?;
-    let Some((url, auth_method, secret)) =
-        config.and_then(|c| c.url.map(|u| (u, c.auth_method, c.secret)))
-    else {
+    let Some((url, config)) = config.and_then(|c| c.url.clone().map(|u| (u, c))) else {
         return Err(FlowError::invalid("url", "no webhook URL is configured"));
     };
     let now = state.clock.now();
@@ -281,8 +298,8 @@ pub async fn send_test(state: &AppState, user_id: i64) -> FlowResult<TestOutcome
             let headers = signed_headers(
                 &message_id,
                 user_id,
-                &auth_method,
-                &secret,
+                &config.auth_method,
+                &webhook_config::signing_secrets(&config, now),
                 now,
                 body.as_bytes(),
             )?;
