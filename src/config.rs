@@ -135,6 +135,13 @@ pub struct Settings {
     pub metrics_token: Option<Secret>,
     pub log_format: LogFormat,
     pub workers: Option<usize>,
+    /// `SHUTDOWN_DRAIN_SECONDS` (default 5): after SIGTERM the instance answers `/ready` 503
+    /// and closes its WebSockets, but keeps serving this long, so the load balancer's checks
+    /// see it draining before it stops listening.
+    pub shutdown_drain: std::time::Duration,
+    /// `SHUTDOWN_TIMEOUT_SECONDS` (default 30): then, no new connections, and requests under
+    /// way get this long to finish.
+    pub shutdown_timeout: std::time::Duration,
     /// `REVIEW_BLIND_DAYS`: a review is revealed this long after its project ended, if the
     /// counterpart has not reviewed before.
     pub review_blind_window: chrono::Duration,
@@ -394,6 +401,18 @@ impl Settings {
             crm_sync_internal_rating: flag("CRM_SYNC_INTERNAL_RATING", true)?,
             enable_test_reset_endpoint: reset_enabled,
             enable_api_docs: flag("ENABLE_API_DOCS", app_env != AppEnv::Production)?,
+            shutdown_drain: std::time::Duration::from_secs(u64::from(number(
+                "SHUTDOWN_DRAIN_SECONDS",
+                5,
+                0,
+                600,
+            )?)),
+            shutdown_timeout: std::time::Duration::from_secs(u64::from(number(
+                "SHUTDOWN_TIMEOUT_SECONDS",
+                30,
+                1,
+                600,
+            )?)),
             ws_ping_interval: std::time::Duration::from_secs(u64::from(number(
                 "WS_PING_SECONDS",
                 10,

@@ -78,7 +78,7 @@ async fn run(command: Command, settings: Settings) -> anyhow::Result<()> {
         Command::Serve => {
             let app = Application::build(settings).await?;
             tracing::info!(port = app.port(), "serving");
-            app.run_until_stopped().await?;
+            app.run_until_signalled().await?;
         }
         Command::Migrate => {
             Db::connect(&settings.database).await?;

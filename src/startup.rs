@@ -144,6 +144,7 @@ impl Application {
             // Past this many waiting to be stored, a receipt is answered 503 (the processor
             // delivers it again).
             processor_receipts: Arc::new(crate::state::Queue::new(2_500)),
+            readiness: Arc::default(),
         };
         background::start_all(&state);
 
@@ -185,12 +186,64 @@ impl Application {
         self.server.handle()
     }
 
+    /// Serves until SIGTERM (or SIGINT), then stops without dropping anyone: `/ready` answers
+    /// 503 and every WebSocket is closed with 1001 (clients reconnect elsewhere) while
+    /// requests are still served for `SHUTDOWN_DRAIN_SECONDS`; then the listener closes and
+    /// requests under way get `SHUTDOWN_TIMEOUT_SECONDS` to finish; then the jobs stop (a
+    /// job's claims are leases: whatever one held is taken up again by another instance when
+    /// they lapse). A second signal stops at once; nothing is lost either way, since every
+    /// change commits whole or not at all and every claim lapses.
+    pub async fn run_until_signalled(self) -> std::io::Result<()> {
+        let server = self.server.handle();
+        let state = self.state.clone();
+        actix_web::rt::spawn(async move { drain_on_signal(state, server).await });
+        self.run_until_stopped().await
+    }
+
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let result = self.server.await;
         self.state.jobs.stop_all();
         self.state.processor.stop().await;
         self.state.crm.stop().await;
         result
+    }
+}
+
+/// The stopping sequence of [`Application::run_until_signalled`].
+async fn drain_on_signal(state: AppState, server: actix_web::dev::ServerHandle) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut terminate), Ok(mut interrupt)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot listen for signals; stop the service with SIGKILL");
+        return;
+    };
+    let mut next_signal = async move || {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = interrupt.recv() => {}
+        }
+    };
+    next_signal().await;
+    let (drain, timeout) = (
+        state.settings.shutdown_drain,
+        state.settings.shutdown_timeout,
+    );
+    tracing::info!(
+        drain_seconds = drain.as_secs(),
+        timeout_seconds = timeout.as_secs(),
+        "stopping: draining (a second signal stops at once)"
+    );
+    state.readiness.drain();
+    tokio::select! {
+        () = tokio::time::sleep(drain) => {}
+        () = next_signal() => return server.stop(false).await,
+    }
+    tracing::info!("stopping: no new connections; finishing the requests under way");
+    tokio::select! {
+        () = server.stop(true) => tracing::info!("stopped"),
+        () = next_signal() => server.stop(false).await,
     }
 }
 
@@ -359,6 +412,7 @@ fn run(listener: TcpListener, state: AppState, workers: Option<usize>) -> anyhow
     // second one unanswered): its one pong meets the reset, and the close frame, already in
     // its buffer, is still read.
     let linger = (state.settings.ws_ping_interval * 3).min(std::time::Duration::from_secs(30));
+    let shutdown_timeout = state.settings.shutdown_timeout;
     let data = web::Data::new(state);
     let http_metrics = web::Data::new(http::metrics::HttpMetrics::default());
     let openapi = web::Data::new(openapi_document());
@@ -385,6 +439,9 @@ fn run(listener: TcpListener, state: AppState, workers: Option<usize>) -> anyhow
             .wrap(from_fn(http::middleware::request_context))
     })
     .client_disconnect_timeout(linger)
+    // Signals are the service's own (`Application::run_until_signalled`): it drains first.
+    .disable_signals()
+    .shutdown_timeout(shutdown_timeout.as_secs())
     .listen(listener)?;
     if let Some(workers) = workers {
         server = server.workers(workers);

@@ -71,6 +71,40 @@ pub struct AppState {
     /// and answers each after that commit: `Some(new)`, or `None` when it was not stored.
     pub processor_receipts:
         Arc<Queue<Asked<crate::store::processor_events::NewEvent, Option<bool>>>>,
+    /// Whether the instance takes new work: draining from the first SIGTERM (`/ready` then
+    /// answers 503 and every WebSocket is closed with 1001, so clients go elsewhere).
+    pub readiness: Arc<Readiness>,
+}
+
+/// Up, or draining toward a stop. Watched by the WebSocket sessions, read by `/ready`.
+pub struct Readiness {
+    draining: tokio::sync::watch::Sender<bool>,
+}
+
+impl Default for Readiness {
+    fn default() -> Self {
+        Self {
+            draining: tokio::sync::watch::Sender::new(false),
+        }
+    }
+}
+
+impl Readiness {
+    /// Starts draining (once; later calls change nothing).
+    pub fn drain(&self) {
+        self.draining.send_replace(true);
+    }
+
+    pub fn is_draining(&self) -> bool {
+        *self.draining.borrow()
+    }
+
+    /// Ends when the instance starts draining (at once if it has).
+    pub async fn until_draining(&self) {
+        let mut watch = self.draining.subscribe();
+        // The sender lives as long as this `Readiness`: an error cannot come while it is borrowed.
+        let _ = watch.wait_for(|draining| *draining).await;
+    }
 }
 
 impl AppState {

@@ -109,6 +109,17 @@ pub async fn request_context(
     });
 
     let mut res = result?;
+    // A draining instance ends each connection after its answer, so keep-alive connections
+    // (a load balancer's among them) are gone by the time it stops listening.
+    if res
+        .request()
+        .app_data::<web::Data<crate::state::AppState>>()
+        .is_some_and(|state| state.readiness.is_draining())
+    {
+        res.response_mut()
+            .head_mut()
+            .set_connection_type(actix_web::http::ConnectionType::Close);
+    }
     if let Ok(value) = HeaderValue::from_str(&request_id) {
         res.headers_mut()
             .insert(HeaderName::from_static(REQUEST_ID_HEADER), value);

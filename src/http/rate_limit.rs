@@ -131,7 +131,11 @@ pub async fn global_limit(
         .unwrap_or(0);
     let exempt = matches!(
         req.path(),
-        "/health" | "/metrics" | "/api/payments/webhooks/processor" | "/api/webhooks/crm"
+        "/health"
+            | "/ready"
+            | "/metrics"
+            | "/api/payments/webhooks/processor"
+            | "/api/webhooks/crm"
     );
     if let (Some(state), false, false) = (state, limit == 0, exempt) {
         let ip = super::client_ip::client_ip(req.request())

@@ -224,8 +224,51 @@ pub async fn actor_metrics(_admin: crate::http::auth::AdminUser) -> HttpResponse
 }
 
 /// Mounts health, metrics, the OpenAPI document and the actors' numbers.
+/// Whether this instance takes traffic: what a load balancer checks.
+#[derive(Serialize, ToSchema)]
+pub struct Readiness {
+    /// `ready`, `draining` (stopping: send nothing new) or `unavailable` (the database or the
+    /// cache does not answer).
+    pub status: &'static str,
+}
+
+/// Readiness, apart from liveness (`/health`): 200 while this instance can serve (its
+/// migrations applied, which it does before it listens at all, and the database and the cache
+/// answering); 503 once it drains toward a stop (SIGTERM) or when either does not answer.
+#[utoipa::path(
+    tag = "system",
+    responses(
+        (status = 200, description = "Ready", body = Readiness),
+        (status = 503, description = "Draining, or a dependency does not answer", body = Readiness),
+    )
+)]
+#[get("/ready")]
+pub async fn ready(state: web::Data<AppState>) -> HttpResponse {
+    let status = if state.readiness.is_draining() {
+        "draining"
+    } else {
+        let timeout = std::time::Duration::from_secs(2);
+        let (db, cache) = tokio::join!(
+            tokio::time::timeout(timeout, state.db.ping()),
+            tokio::time::timeout(timeout, state.cache.ping()),
+        );
+        if matches!((db, cache), (Ok(Ok(())), Ok(Ok(())))) {
+            "ready"
+        } else {
+            "unavailable"
+        }
+    };
+    let body = Readiness { status };
+    if status == "ready" {
+        HttpResponse::Ok().json(body)
+    } else {
+        HttpResponse::ServiceUnavailable().json(body)
+    }
+}
+
 pub fn mount(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
     cfg.service(health)
+        .service(ready)
         .service(metrics)
         .service(openapi)
         .service(actor_metrics);

@@ -131,6 +131,13 @@ fn refused(state: &AppState, refusal: Refusal) -> ApiError {
 
 /// A place among this process's sockets: the first thing an upgrade takes, before any work.
 fn process_slot(state: &web::Data<AppState>) -> ApiResult<ProcessSlot> {
+    // A draining instance takes no new socket: the client retries, and the load balancer
+    // sends it to another instance.
+    if state.readiness.is_draining() {
+        return Err(
+            ApiError::unavailable("This server is restarting; reconnect").with_retry_after(1),
+        );
+    }
     state
         .sockets
         .process_slot()
@@ -183,7 +190,7 @@ async fn authenticate(
         (status = 400, body = ErrorBody, description = "NOT_A_WEBSOCKET: not a WebSocket upgrade request"),
         (status = 403, body = ErrorBody, description = "Session cookie from another origin"),
         (status = 429, body = ErrorBody, description = "`TOO_MANY_SOCKETS`: the account holds `WS_MAX_SOCKETS_PER_USER` sockets (both kinds, every instance); `TOO_MANY_SOCKETS_FROM_ADDRESS`: the client address holds `WS_MAX_SOCKETS_PER_ADDRESS` (`Retry-After`)"),
-        (status = 503, body = ErrorBody, description = "`SOCKETS_AT_CAPACITY`: this server holds `WS_MAX_SOCKETS` sockets (`Retry-After`)"),
+        (status = 503, body = ErrorBody, description = "`SOCKETS_AT_CAPACITY`: this server holds `WS_MAX_SOCKETS` sockets; `UNAVAILABLE`: it is restarting (both with `Retry-After`)"),
     )
 )]
 #[get("/api/ws/notifications")]
@@ -220,7 +227,7 @@ pub async fn notifications_socket(
         (status = 400, body = ErrorBody, description = "NOT_A_WEBSOCKET: not a WebSocket upgrade request"),
         (status = 403, body = ErrorBody, description = "Session cookie from another origin"),
         (status = 429, body = ErrorBody, description = "`TOO_MANY_SOCKETS`: the account holds `WS_MAX_SOCKETS_PER_USER` sockets (both kinds, every instance); `TOO_MANY_SOCKETS_FROM_ADDRESS`: the client address holds `WS_MAX_SOCKETS_PER_ADDRESS` (`Retry-After`)"),
-        (status = 503, body = ErrorBody, description = "`SOCKETS_AT_CAPACITY`: this server holds `WS_MAX_SOCKETS` sockets (`Retry-After`)"),
+        (status = 503, body = ErrorBody, description = "`SOCKETS_AT_CAPACITY`: this server holds `WS_MAX_SOCKETS` sockets; `UNAVAILABLE`: it is restarting (both with `Retry-After`)"),
     )
 )]
 #[get("/api/ws/chat/{project_id}")]
@@ -364,6 +371,12 @@ async fn serve(
     }
     loop {
         tokio::select! {
+            () = state.readiness.until_draining() => {
+                // The instance is stopping: the client reconnects, through the load
+                // balancer, to another one.
+                reason = close(CloseCode::Away, "server restarting: reconnect");
+                break;
+            }
             frame = frames.recv() => match frame {
                 Some(frame) => {
                     // A client that has not taken a frame for three ping intervals is not

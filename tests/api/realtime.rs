@@ -68,7 +68,7 @@ async fn quiet(socket: &mut Socket, wait: Duration) {
 }
 
 /// The close code the server sends (within `wait`).
-async fn closed_with(socket: &mut Socket, wait: Duration) -> CloseCode {
+pub(crate) async fn closed_with(socket: &mut Socket, wait: Duration) -> CloseCode {
     let deadline = tokio::time::Instant::now() + wait;
     loop {
         match tokio::time::timeout_at(deadline, socket.next()).await {

@@ -390,3 +390,45 @@ async fn operation_ids_are_unique_and_every_answer_is_described() {
     assert!(ids.contains("list_admin_invitations") && ids.contains("update_me"));
     app.stop().await;
 }
+
+/// Readiness apart from liveness: once the instance drains (the first SIGTERM), `/ready`
+/// answers 503 and every WebSocket is closed with 1001 so clients reconnect elsewhere, while
+/// requests are still served and `/health` stays 200.
+#[actix_web::test]
+async fn a_draining_instance_is_not_ready_and_sends_its_sockets_elsewhere() {
+    use crate::realtime::{closed_with, connect, next_frame};
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+    let app = spawn_app().await;
+    let r = app.get("/ready").await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(json(r).await["status"], "ready");
+    let user = crate::helpers::register(&app, "drained", &["empresa"]).await;
+    let mut socket = connect(&app, "/api/ws/notifications", &user.access_token).await;
+    assert_eq!(next_frame(&mut socket).await["type"], "unread_count");
+
+    app.state.readiness.drain();
+    assert_eq!(
+        closed_with(&mut socket, std::time::Duration::from_secs(5)).await,
+        CloseCode::Away
+    );
+    let r = app.get("/ready").await;
+    assert_eq!(r.status(), 503);
+    assert_eq!(json(r).await["status"], "draining");
+    // No new socket either: the client is sent elsewhere.
+    let url = app
+        .url(&format!(
+            "/api/ws/notifications?token={}",
+            user.access_token
+        ))
+        .replacen("http://", "ws://", 1);
+    match tokio_tungstenite::connect_async(url).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(answer)) => {
+            assert_eq!(answer.status(), 503);
+            assert!(answer.headers().contains_key("retry-after"));
+        }
+        other => panic!("a socket opened while draining: {:?}", other.map(|_| ())),
+    }
+    assert_eq!(app.get("/health").await.status(), 200);
+    assert_eq!(app.get("/api/projects/public").await.status(), 200);
+    app.stop().await;
+}

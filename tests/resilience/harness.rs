@@ -186,6 +186,32 @@ pub struct Proc {
 }
 
 impl Proc {
+    /// Sends SIGTERM (the process then stops as it chooses).
+    pub fn terminate(&self) {
+        if let Some(child) = &self.child {
+            let status = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status()
+                .expect("kill runs");
+            assert!(status.success(), "SIGTERM sent");
+        }
+    }
+
+    /// Waits (polling, up to `limit`) for the process to exit by itself; its exit status.
+    pub async fn exited_within(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + limit;
+        while std::time::Instant::now() < deadline {
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                self.child = None;
+                return Some(status);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        None
+    }
+
     /// SIGKILL, then reaps it.
     pub fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -372,6 +398,11 @@ impl ServerProc {
 
     pub fn kill9(&mut self) {
         self.proc.kill9();
+    }
+
+    /// The process, to signal and to wait for.
+    pub fn process(&mut self) -> &mut Proc {
+        &mut self.proc
     }
 
     /// Starts it again (after [`kill9`](Self::kill9)); the log is appended to a new file.

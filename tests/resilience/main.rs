@@ -9,3 +9,4 @@
 mod crash;
 mod harness;
 mod instances;
+mod shutdown;
