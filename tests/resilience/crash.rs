@@ -1,5 +1,6 @@
-//! Crash safety: escrow flows in flight while the server is killed with SIGKILL at random
-//! moments and started again; afterwards every payment agrees with the processor's ledger, no
+//! Crash safety: escrow flows in flight while the server is stopped at random moments, by
+//! turns with SIGKILL and with SIGTERM (its graceful stop: drain, finish what is under way,
+//! exit 0), and started again; afterwards every payment agrees with the processor's ledger, no
 //! processor event or domain event is lost or applied twice, no notification or e-mail goes
 //! out twice, and transfers left half-way are finished by the retry job.
 
@@ -283,7 +284,7 @@ async fn escrow_survives_kill_9_at_random_points() {
     let port = free_port();
     let webhook = format!("http://127.0.0.1:{port}/api/payments/webhooks/processor");
     let sandbox = SandboxProc::start(dir.path(), &keys, &webhook, &http).await;
-    let env = server_env(
+    let mut env = server_env(
         &db.url,
         &infra.redis_url,
         &format!("res:crash:{}:", random(6)),
@@ -292,6 +293,8 @@ async fn escrow_survives_kill_9_at_random_points() {
         dir.path(),
         port,
     );
+    env.insert("SHUTDOWN_DRAIN_SECONDS".into(), "1".into());
+    env.insert("SHUTDOWN_TIMEOUT_SECONDS".into(), "5".into());
     let mut server = ServerProc::start(env, dir.path(), "server.log", &http).await;
     let market = Market::open(http.clone(), &server.base, &sandbox.base, &db).await;
 
@@ -353,12 +356,13 @@ async fn escrow_survives_kill_9_at_random_points() {
         )));
     }
 
-    // The kills: at a random moment, SIGKILL; note what each flow was doing and what the
-    // dead server left; start it again.
+    // The kills: at a random moment, SIGKILL or (every other time) SIGTERM; note what each
+    // flow was doing and what the stopped server left; start it again.
     let mut stages_at_kill: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut kills_with_flows_in_flight = 0;
     let mut left = LeftHalfDone::default();
     let mut kills = 0;
+    let mut terms = 0;
     for _ in 0..KILLS {
         let wait = rand::rng().random_range(50..700);
         tokio::time::sleep(Duration::from_millis(wait)).await;
@@ -367,7 +371,18 @@ async fn escrow_survives_kill_9_at_random_points() {
             .map(|f| *f.stage.lock().unwrap())
             .filter(|s| *s != "done")
             .collect();
-        server.kill9();
+        if kills % 2 == 1 {
+            server.process().terminate();
+            let exit = server
+                .process()
+                .exited_within(Duration::from_secs(15))
+                .await
+                .expect("a SIGTERM stops the server within its drain and timeout");
+            assert!(exit.success(), "a graceful stop exits 0: {exit:?}");
+            terms += 1;
+        } else {
+            server.kill9();
+        }
         kills += 1;
         if !in_flight.is_empty() {
             kills_with_flows_in_flight += 1;
@@ -379,7 +394,8 @@ async fn escrow_survives_kill_9_at_random_points() {
         server.restart(&http).await;
     }
     eprintln!(
-        "crash: {kills} kills ({kills_with_flows_in_flight} with flows in flight) in {:?}; \
+        "crash: {kills} kills ({terms} of them SIGTERM; {kills_with_flows_in_flight} with flows in \
+         flight) in {:?}; \
          flow stages at the kills: {stages_at_kill:?}; left half-done for a restart: \
          {} payments captured but not released, {} authorised but not held, {} transfers \
          half-way ({} with an attempt at the processor), {} processor events stored but not \
