@@ -76,7 +76,8 @@ class Figures:
         self.deal_steps_during_restarts = 0
         self.restarts = 0
         self.restart_times = []
-        self.closes = {}           # close code (or refusal) -> count, sockets closed by a server
+        self.closes = {}           # close code -> count, sockets closed by a server
+        self.refusals = {}         # why an attempt to open a socket failed -> count
         self.reconnects = 0
         self.longest_silence = 0.0  # longest a socket stayed open but silent before its close
         self.posted = 0
@@ -424,38 +425,41 @@ class Participant:
         ws_base = self.args.proxy.replace("http://", "ws://")
         url = f"{ws_base}/api/ws/chat/{self.project}?token={self.who.token}"
         while not stop.is_set():
+            was_open = False
             try:
                 async with connect(url, open_timeout=10, close_timeout=2, max_size=2**20) as ws:
+                    was_open = True
                     self.opened += 1
+                    debug(f"{self.who.username} open #{self.opened}")
                     if self.opened > 1:
                         F.reconnects += 1
                         await self.catch_up()
-                    debug(f"{self.who.username} open #{self.opened}")
                     async for raw in ws:
                         frame = json.loads(raw)
-                        if frame.get("type") != "message.created":
-                            debug(f"{self.who.username} frame {raw[:200]}")
                         if frame.get("type") == "message.created":
                             self.take(frame["data"]["id"], "push")
                             self.last_push = time.monotonic()
+                        else:
+                            debug(f"{self.who.username} frame {raw[:200]}")
                     code = ws.protocol.close_code
             except ConnectionClosed as e:
                 code = e.rcvd.code if e.rcvd else "no close frame"
             except InvalidStatus as e:
-                # Refused while opening (e.g. 503 from an instance that is draining): try again.
+                # Refused while opening (e.g. 503 from an instance that is draining).
                 code = f"refused {e.response.status_code}"
             except (OSError, asyncio.TimeoutError) as e:
                 code = type(e).__name__
-            except Exception as e:
-                debug(f"{self.who.username} listener error {e!r}")
-                raise
-            # How long the socket stayed open without a push before the server closed it.
-            silence = time.monotonic() - (self.last_push or time.monotonic())
-            F.longest_silence = max(F.longest_silence, silence)
-            debug(f"{self.who.username} closed: {code}, {silence:.1f}s after its last push")
             if stop.is_set():
                 return
-            F.closes[code] = F.closes.get(code, 0) + 1
+            if was_open:
+                # How long the socket stayed open without a push before the server closed it.
+                silence = time.monotonic() - (self.last_push or time.monotonic())
+                F.longest_silence = max(F.longest_silence, silence)
+                F.closes[code] = F.closes.get(code, 0) + 1
+                debug(f"{self.who.username} closed: {code}, {silence:.1f}s after its last push")
+            else:
+                F.refusals[code] = F.refusals.get(code, 0) + 1
+                debug(f"{self.who.username} could not open: {code}")
             await asyncio.sleep(0.1)
 
 
@@ -566,7 +570,10 @@ async def run(args):
         parts = [Participant(args, d[who], d["project"]) for d in deals for who in ("company", "expert")]
         for p in parts:
             p.task = asyncio.create_task(p.listen(stop))
+        until = time.monotonic() + 30
         while any(p.opened == 0 for p in parts):
+            if time.monotonic() > until or any(p.task.done() for p in parts):
+                raise Failed("the chat sockets did not open")
             await asyncio.sleep(0.05)
         posted = {}
         poster = asyncio.create_task(post_messages(parts, stop, posted))
@@ -588,14 +595,17 @@ async def run(args):
         until = time.monotonic() + 10
         while time.monotonic() < until and any(len(p.seen) < len(posted.get(p.project, {})) for p in parts):
             await asyncio.sleep(0.1)
+        crashed = [f"{p.who.username}'s socket client stopped: {p.task.exception()!r}"
+                   for p in parts if p.task.done() and p.task.exception()]
         for p in parts:
             p.task.cancel()
         await asyncio.gather(*(p.task for p in parts), return_exceptions=True)
 
-        problems = list(F.failures)
+        problems = list(F.failures) + crashed
         problems += await asyncio.to_thread(check_chat, parts, posted)
-        unreconnected = sum(F.closes.values()) - F.reconnects - sum(
-            v for k, v in F.closes.items() if str(k).startswith("refused"))
+        # Every socket a server closed during the run was opened again (closes after the
+        # run are not counted).
+        unreconnected = sum(F.closes.values()) - F.reconnects
         if unreconnected > 0:
             problems.append(f"{unreconnected} closed sockets did not reconnect: {F.closes}")
         if F.reconnects < len(parts):
@@ -609,14 +619,14 @@ async def run(args):
 
         payments = sum(len(d["amounts"]) for d in deals)
         print(f"setup {setup:.1f}s; restarts took {', '.join(f'{t:.1f}s' for t in F.restart_times)}; "
-              f"socket closes {F.closes}; retried: {sorted(set(F.retried)) or 'none'}; "
+              f"socket closes {F.closes}, failed opens {F.refusals or 'none'}; retried: {sorted(set(F.retried)) or 'none'}; "
               f"longest request {F.max_latency_what}")
         print(f"requests {F.requests} ({F.during_restarts} while an instance was out of rotation), "
               f"retries {F.retries}, failed {len(F.failures)}, restarts {F.restarts}, "
               f"reconnects {F.reconnects} of {len(parts)} sockets (longest silence before a close "
               f"{F.longest_silence:.1f}s), messages {F.posted} "
               f"(seen {F.by_push} by push, {F.by_catch_up} by catch-up, {F.pushed_twice} pushed twice), "
-              f"payments {payments} equal to the ledger, deal steps during restarts "
+              f"payments {payments} checked against the ledger, deal steps during restarts "
               f"{F.deal_steps_during_restarts}, max latency {F.max_latency * 1000:.0f} ms, "
               f"total {time.monotonic() - started:.1f}s")
         if problems:
