@@ -203,9 +203,14 @@ class Instances:
                    PATH=os.environ.get("PATH", "/usr/bin:/bin"))
         proc = subprocess.Popen([self.args.bin, "serve"], env=env, cwd=data, stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT)
-        with open(self.args.pids, "a") as pids:    # deploy/check's cleanup stops it by id too
-            pids.write(f"{proc.pid}\n")
         self.procs[name] = proc
+        self.note_pids()
+
+    def note_pids(self):
+        """The ids of the instances running now, for deploy/check's cleanup to stop by id if
+        this driver dies (rewritten, so an exited instance's id is never signalled)."""
+        with open(self.args.pids, "w") as pids:
+            pids.writelines(f"{p.pid}\n" for p in self.procs.values() if p.poll() is None)
 
     def ready(self, name):
         try:
@@ -279,6 +284,7 @@ class Instances:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        self.note_pids()
 
 
 # --- setup: accounts and deals, through the proxy ---------------------------------------------
@@ -648,7 +654,7 @@ def main():
     a.add_argument("--db-url", required=True)
     a.add_argument("--admin", required=True, help="username:password of an administrator")
     a.add_argument("--workdir", required=True)
-    a.add_argument("--pids", required=True, help="file to append started process ids to")
+    a.add_argument("--pids", required=True, help="file to keep the running instances' ids in")
     a.add_argument("--rounds", type=int, default=1, help="restarts of each instance")
     args = a.parse_args()
     try:
