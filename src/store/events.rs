@@ -62,6 +62,18 @@ pub struct NewEvent<'a> {
     pub payload: Value,
 }
 
+impl<'a> NewEvent<'a> {
+    /// An event of user `user_id`'s account (aggregate `user`).
+    pub fn of_user(kind: &'a str, user_id: i64, payload: Value) -> Self {
+        Self {
+            kind,
+            aggregate: "user",
+            aggregate_id: Some(user_id),
+            payload,
+        }
+    }
+}
+
 /// Writes an event; it is delivered only if the surrounding transaction commits.
 pub async fn record(mut ex: Exec<'_>, event: NewEvent<'_>, now: DateTime<Utc>) -> StoreResult<i64> {
     let id: i64 = on_exec!(ex.re(), c => sqlx::query_scalar(

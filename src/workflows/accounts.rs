@@ -307,12 +307,11 @@ async fn notify_lockout(
     );
     crate::store::events::record(
         tx.exec(),
-        crate::store::events::NewEvent {
-            kind: "user.login_locked",
-            aggregate: "user",
-            aggregate_id: Some(user.id),
-            payload: serde_json::json!({ "user_id": user.id, "email": [mail] }),
-        },
+        crate::store::events::NewEvent::of_user(
+            "user.login_locked",
+            user.id,
+            serde_json::json!({ "user_id": user.id, "email": [mail] }),
+        ),
         now,
     )
     .await?;
@@ -456,12 +455,11 @@ pub async fn change_email(
     }
     crate::store::events::record(
         tx.exec(),
-        crate::store::events::NewEvent {
-            kind: "user.email_changed",
-            aggregate: "user",
-            aggregate_id: Some(user.id),
-            payload: serde_json::json!({ "user_id": user.id }),
-        },
+        crate::store::events::NewEvent::of_user(
+            "user.email_changed",
+            user.id,
+            serde_json::json!({ "user_id": user.id }),
+        ),
         now,
     )
     .await?;
@@ -522,12 +520,11 @@ pub async fn undo_email_change(state: &AppState, token: &str) -> Result<User, Ac
     .await?;
     crate::store::events::record(
         tx.exec(),
-        crate::store::events::NewEvent {
-            kind: "user.email_changed",
-            aggregate: "user",
-            aggregate_id: Some(found.user_id),
-            payload: serde_json::json!({ "user_id": found.user_id, "undone": true }),
-        },
+        crate::store::events::NewEvent::of_user(
+            "user.email_changed",
+            found.user_id,
+            serde_json::json!({ "user_id": found.user_id, "undone": true }),
+        ),
         now,
     )
     .await?;
@@ -596,17 +593,16 @@ pub async fn register(
     .map_err(|e| e.duplicate_as(|| AccountError::EmailTaken))?;
     crate::store::events::record(
         tx.exec(),
-        crate::store::events::NewEvent {
-            kind: "user.registered",
-            aggregate: "user",
-            aggregate_id: Some(id),
-            payload: serde_json::json!({
+        crate::store::events::NewEvent::of_user(
+            "user.registered",
+            id,
+            serde_json::json!({
                 "user_id": id,
                 "roles": roles,
                 "accept_marketing": accept_marketing,
                 "source": source,
             }),
-        },
+        ),
         now,
     )
     .await?;
@@ -700,12 +696,11 @@ pub async fn add_role(state: &AppState, user_id: i64, role: Role) -> FlowResult<
     }
     crate::store::events::record(
         tx.exec(),
-        crate::store::events::NewEvent {
-            kind: "user.role_added",
-            aggregate: "user",
-            aggregate_id: Some(user_id),
-            payload: serde_json::json!({ "user_id": user_id, "role": role }),
-        },
+        crate::store::events::NewEvent::of_user(
+            "user.role_added",
+            user_id,
+            serde_json::json!({ "user_id": user_id, "role": role }),
+        ),
         now,
     )
     .await?;
@@ -763,12 +758,11 @@ pub async fn update_own_account(
             .map_err(|e| e.duplicate_as(taken))?;
         crate::store::events::record(
             tx.exec(),
-            crate::store::events::NewEvent {
-                kind: "user.username_changed",
-                aggregate: "user",
-                aggregate_id: Some(user.id),
-                payload: serde_json::json!({ "user_id": user.id, "username": username.as_str() }),
-            },
+            crate::store::events::NewEvent::of_user(
+                "user.username_changed",
+                user.id,
+                serde_json::json!({ "user_id": user.id, "username": username.as_str() }),
+            ),
             now,
         )
         .await?;

@@ -192,11 +192,10 @@ pub async fn fiscal_data_required(
     let mut tx = state.db.begin().await?;
     events::record(
         tx.exec(),
-        NewEvent {
-            kind: "profile.fiscal_data_required",
-            aggregate: "user",
-            aggregate_id: Some(user_id),
-            payload: json!({
+        NewEvent::of_user(
+            "profile.fiscal_data_required",
+            user_id,
+            json!({
                 "notify": [for_user(
                     user_id,
                     "FISCAL_DATA_REQUIRED",
@@ -205,7 +204,7 @@ pub async fn fiscal_data_required(
                     json!({"profile_type": profile_type}),
                 )],
             }),
-        },
+        ),
         now,
     )
     .await?;

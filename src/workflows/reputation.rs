@@ -51,12 +51,11 @@ pub async fn set_internal_rating(
     .await?;
     events::record(
         tx.exec(),
-        NewEvent {
-            kind: "user.internal_rating_changed",
-            aggregate: "user",
-            aggregate_id: Some(user_id),
-            payload: json!({"user_id": user_id, "rating": new_rating, "old_rating": old_rating}),
-        },
+        NewEvent::of_user(
+            "user.internal_rating_changed",
+            user_id,
+            json!({"user_id": user_id, "rating": new_rating, "old_rating": old_rating}),
+        ),
         now,
     )
     .await?;

@@ -73,17 +73,7 @@ async fn record_event(
     payload: serde_json::Value,
     now: DateTime<Utc>,
 ) -> FlowResult<()> {
-    events::record(
-        tx.exec(),
-        NewEvent {
-            kind,
-            aggregate: "user",
-            aggregate_id: Some(user_id),
-            payload,
-        },
-        now,
-    )
-    .await?;
+    events::record(tx.exec(), NewEvent::of_user(kind, user_id, payload), now).await?;
     Ok(())
 }
 

@@ -244,16 +244,15 @@ async fn record_disabled(
     }
     events::record(
         tx.exec(),
-        NewEvent {
-            kind: "webhook.disabled",
-            aggregate: "user",
-            aggregate_id: Some(user_id),
-            payload: json!({
+        NewEvent::of_user(
+            "webhook.disabled",
+            user_id,
+            json!({
                 "user_id": user_id,
                 "notify": [for_user(user_id, "webhook_disabled", title, message, json!({}))],
                 "email": mails,
             }),
-        },
+        ),
         now,
     )
     .await?;
