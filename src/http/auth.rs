@@ -7,7 +7,7 @@
 use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
 use actix_web::dev::Payload;
 use actix_web::http::header::AUTHORIZATION;
-use actix_web::{FromRequest, HttpRequest, web};
+use actix_web::{FromRequest, HttpMessage as _, HttpRequest, web};
 use futures_util::future::LocalBoxFuture;
 
 use super::error::ApiError;
@@ -86,13 +86,22 @@ pub fn bearer_token(req: &HttpRequest) -> Option<String> {
         .filter(|t| !t.is_empty())
 }
 
+/// A caller authenticated earlier in the same request (by `http::idempotency`, which must
+/// know whose key it holds), handed to [`AuthUser`] so the token is checked once. Only the
+/// service's own middleware puts it in the request's extensions.
+pub(crate) struct Authenticated(pub AuthUser);
+
 impl FromRequest for AuthUser {
     type Error = ApiError;
     type Future = LocalBoxFuture<'static, Result<Self, Self::Error>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let known = req.extensions_mut().remove::<Authenticated>();
         let req = req.clone();
         Box::pin(async move {
+            if let Some(Authenticated(auth)) = known {
+                return Ok(auth);
+            }
             let state = state_of(&req)?;
             let token = bearer_token(&req).ok_or(AuthError::Missing)?;
             let (claims, session, user) =

@@ -12,8 +12,9 @@ use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
 use actix_web::http::{StatusCode, header};
 use actix_web::middleware::Next;
-use actix_web::{Error, HttpResponse, ResponseError as _, web};
+use actix_web::{Error, HttpMessage as _, HttpResponse, ResponseError as _, web};
 
+use super::auth::{AuthUser, Authenticated};
 use super::error::ApiError;
 use super::multipart::MAX_DRAIN_BYTES;
 use super::raw_body::read_limited;
@@ -38,9 +39,12 @@ pub async fn idempotent(
     let Some(state) = req.app_data::<web::Data<AppState>>().cloned() else {
         return pass(req, next).await;
     };
-    let Some(user_id) = caller(&state, &req).await else {
+    let Some(caller) = caller(&state, &req).await else {
         return pass(req, next).await;
     };
+    let user_id = caller.id();
+    // The route's `AuthUser` takes this one rather than checking the token again.
+    req.extensions_mut().insert(Authenticated(caller));
     let key = match rules::parse_key(raw_key.as_bytes()) {
         Ok(key) => key.to_owned(),
         Err(invalid) => {
@@ -78,13 +82,17 @@ pub async fn idempotent(
     }
 }
 
-/// The caller's id, when the request carries a valid access token of a live session.
-async fn caller(state: &AppState, req: &ServiceRequest) -> Option<i64> {
+/// The caller, when the request carries a valid access token of a live session.
+async fn caller(state: &AppState, req: &ServiceRequest) -> Option<AuthUser> {
     let token = super::auth::bearer_token(req.request())?;
-    let (_, _, user) = crate::workflows::auth::authenticate(state, &token)
+    let (claims, session, user) = crate::workflows::auth::authenticate(state, &token)
         .await
         .ok()?;
-    Some(user.id)
+    Some(AuthUser {
+        user,
+        claims,
+        session,
+    })
 }
 
 async fn pass(
