@@ -99,11 +99,10 @@ impl Readiness {
         *self.draining.borrow()
     }
 
-    /// Ends when the instance starts draining (at once if it has).
-    pub async fn until_draining(&self) {
-        let mut watch = self.draining.subscribe();
-        // The sender lives as long as this `Readiness`: an error cannot come while it is borrowed.
-        let _ = watch.wait_for(|draining| *draining).await;
+    /// A watch of the draining flag: `wait_for(|draining| *draining)` ends when the instance
+    /// starts draining (at once if it has). Taken once per long-lived task, not per wait.
+    pub fn watch(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.draining.subscribe()
     }
 }
 

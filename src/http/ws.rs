@@ -364,6 +364,7 @@ async fn serve(
     let mut awaiting_pong = false;
     let mut reason = None;
     let mut budgets = FrameBudgets::default();
+    let mut draining = state.readiness.watch();
     if let Some(greeting) = greeting
         && session.text(greeting).await.is_err()
     {
@@ -371,7 +372,7 @@ async fn serve(
     }
     loop {
         tokio::select! {
-            () = state.readiness.until_draining() => {
+            _ = draining.wait_for(|draining| *draining) => {
                 // The instance is stopping: the client reconnects, through the load
                 // balancer, to another one.
                 reason = close(CloseCode::Away, "server restarting: reconnect");
