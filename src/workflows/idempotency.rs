@@ -20,8 +20,6 @@ use crate::workflows::error::FlowResult;
 
 /// The sweeping job's name, in `/metrics`.
 pub const SWEEP_JOB: &str = "idempotency_sweep";
-/// Expired keys deleted per statement: the sweep never holds a large delete open.
-const SWEEP_BATCH: i64 = 1_000;
 
 /// How a request with a key goes on.
 pub enum Start {
@@ -92,12 +90,5 @@ pub async fn finish(state: &AppState, claim: &Claim, answer: Option<Answer<'_>>)
 /// Deletes the keys past their time; how many.
 pub async fn sweep_expired(state: &AppState) -> FlowResult<u64> {
     let now = state.clock.now();
-    let mut swept = 0;
-    loop {
-        let batch = keys::sweep(&state.db, now, SWEEP_BATCH).await?;
-        swept += batch;
-        if batch < SWEEP_BATCH as u64 {
-            return Ok(swept);
-        }
-    }
+    super::retention::in_batches(|limit| keys::sweep(&state.db, now, limit)).await
 }

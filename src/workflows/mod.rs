@@ -34,6 +34,7 @@ pub mod profiles;
 pub mod project_admin;
 pub mod projects;
 pub mod reputation;
+pub mod retention;
 pub mod reviews;
 pub mod selection;
 pub mod timers;

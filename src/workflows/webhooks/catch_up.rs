@@ -10,19 +10,13 @@ use crate::workflows::error::FlowResult;
 pub const KEPT_DAYS: i64 = 30;
 /// The pruning job's name, in `/metrics`.
 pub const PRUNE_JOB: &str = "webhook_log_prune";
-/// Rows deleted per statement: the pruning never holds a large delete open.
-const PRUNE_BATCH: i64 = 1_000;
 
 /// Deletes the deliveries older than [`KEPT_DAYS`] that are no longer due; how many.
 pub async fn prune(state: &AppState) -> FlowResult<u64> {
     let before = state.clock.now() - chrono::Duration::days(KEPT_DAYS);
-    let mut pruned = 0;
-    loop {
+    crate::workflows::retention::in_batches(|limit| async move {
         let mut conn = state.db.conn().await?;
-        let batch = webhook_deliveries::prune(conn.exec(), before, PRUNE_BATCH).await?;
-        pruned += batch;
-        if batch < PRUNE_BATCH as u64 {
-            return Ok(pruned);
-        }
-    }
+        webhook_deliveries::prune(conn.exec(), before, limit).await
+    })
+    .await
 }

@@ -1,0 +1,25 @@
+//! Deleting what has outlived its time (expired idempotency keys, old webhook log rows) in
+//! bounded statements, so a large backlog never holds one long delete open.
+
+use crate::store::StoreResult;
+use crate::workflows::error::FlowResult;
+
+/// Rows one statement deletes at most.
+pub const BATCH: i64 = 1_000;
+
+/// Runs `delete_up_to(BATCH)` (one statement deleting at most that many rows, answering how
+/// many it deleted) until a statement deletes fewer; how many in all.
+pub async fn in_batches<F, Fut>(mut delete_up_to: F) -> FlowResult<u64>
+where
+    F: FnMut(i64) -> Fut,
+    Fut: Future<Output = StoreResult<u64>>,
+{
+    let mut deleted = 0;
+    loop {
+        let batch = delete_up_to(BATCH).await?;
+        deleted += batch;
+        if batch < BATCH as u64 {
+            return Ok(deleted);
+        }
+    }
+}
