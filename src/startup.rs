@@ -439,6 +439,7 @@ fn run(listener: TcpListener, state: AppState, workers: Option<usize>) -> anyhow
             .wrap(from_fn(http::middleware::request_context))
     })
     .client_disconnect_timeout(linger)
+    .on_connect(http::half_close::remember)
     // Signals are the service's own (`Application::run_until_signalled`): it drains first.
     .disable_signals()
     .shutdown_timeout(shutdown_timeout.as_secs())

@@ -11,6 +11,7 @@ pub mod auth;
 pub mod client_ip;
 pub mod cors;
 pub mod error;
+pub mod half_close;
 pub mod idempotency;
 pub mod metrics;
 pub mod middleware;

@@ -274,6 +274,8 @@ async fn open(
         }
     };
     let stream = stream.max_frame_size(MAX_FRAME);
+    let half_close = super::half_close::of(&req);
+    drop(req);
     let state = state.into_inner();
     // Every idle socket holds its session future for its whole life, so the futures it only
     // runs now and then (a client's text, the session check, presence) are boxed when they
@@ -309,6 +311,7 @@ async fn open(
             greeting,
             session,
             stream,
+            half_close,
         ))
         .catch_unwind()
         .await;
@@ -348,6 +351,7 @@ async fn serve(
     greeting: Option<String>,
     mut session: actix_ws::Session,
     mut stream: actix_ws::MessageStream,
+    half_close: Option<super::half_close::HalfClose>,
 ) {
     let every = state.settings.ws_ping_interval;
     let mut ping = tokio::time::interval(every);
@@ -363,6 +367,8 @@ async fn serve(
     // and the client loses the close frame still waiting in its buffer: issue #31).
     let mut awaiting_pong = false;
     let mut reason = None;
+    // Whether the client reads what it is sent (false once it is closed for not reading).
+    let mut keeps_up = true;
     let mut budgets = FrameBudgets::default();
     let mut draining = state.readiness.watch();
     if let Some(greeting) = greeting
@@ -394,6 +400,7 @@ async fn serve(
                         Ok(Err(_)) => break,
                         Err(_) => {
                             reason = close(CloseCode::Again, "not reading: reconnect and read over REST");
+                            keeps_up = false;
                             break;
                         }
                     }
@@ -401,6 +408,7 @@ async fn serve(
                 None => {
                     // The hub dropped this socket: it fell too far behind.
                     reason = close(CloseCode::Again, "too slow: reconnect and read over REST");
+                    keeps_up = false;
                     break;
                 }
             },
@@ -456,6 +464,7 @@ async fn serve(
                 let on_time = due.elapsed() < every / 2;
                 if on_time && last_pong.elapsed() > every * 3 {
                     reason = close(CloseCode::Away, "no pong");
+                    keeps_up = false;
                     break;
                 }
                 match Box::pin(socket.still_valid(state)).await {
@@ -485,7 +494,17 @@ async fn serve(
         }
     }
     // The close frame waits behind unsent frames; a client that does not read never gets it.
-    let _ = tokio::time::timeout(every, session.close(reason)).await;
+    let closed = tokio::time::timeout(every, session.close(reason)).await;
+    if let (Ok(Ok(())), true, Some(half_close)) = (closed, keeps_up, half_close) {
+        // The response ends with the close frame, and actix writes it to the socket in the
+        // same turn as it drops the response, which ends `stream`: from then on the FIN can
+        // only follow the frame. (A client that is not reading is left to the linger: its
+        // frame may still wait in actix's buffer.)
+        let ended = tokio::time::timeout(every, async { while stream.recv().await.is_some() {} });
+        if ended.await.is_ok() {
+            half_close.shutdown_write();
+        }
+    }
 }
 
 fn error_frame(detail: &str) -> String {
