@@ -43,6 +43,8 @@ pub enum KindValues {
 pub struct RegistryValues {
     /// Actors alive now.
     pub live: u64,
+    /// Jobs waiting in the kind's mailboxes now (called, not started).
+    pub mailbox_depth: u64,
     /// Actors started since the process began (restarts excluded).
     pub started: u64,
     /// Jobs run to completion (including panicked ones).
@@ -101,6 +103,7 @@ impl KindMetrics {
         match &self.values {
             KindValues::Registry(v) => vec![
                 ("live", v.live as f64),
+                ("mailbox_depth", v.mailbox_depth as f64),
                 ("started_total", v.started as f64),
                 ("messages_handled_total", v.messages_handled as f64),
                 ("handling_seconds_total", v.handling_seconds_total),
@@ -125,6 +128,32 @@ impl KindMetrics {
                 ("last_failure_unix_seconds", v.last_failure_unix_seconds),
             ],
         }
+    }
+}
+
+/// The help line of each sample [`KindMetrics::samples`] names.
+pub fn help(sample: &str) -> &'static str {
+    match sample {
+        "live" => "Keyed actors alive now.",
+        "mailbox_depth" => "Jobs waiting in the kind's mailboxes, not started yet.",
+        "started_total" => "Keyed actors started (restarts excluded).",
+        "messages_handled_total" => "Jobs a kind's actors ran to completion.",
+        "handling_seconds_total" => "Time the kind's actors spent running jobs.",
+        "handling_seconds_max" => "Longest job a kind's actor ran.",
+        "mailbox_wait_seconds_total" => "Time jobs waited in a mailbox before they started.",
+        "restarts_total" => "Actors or jobs restarted by their supervisor after a panic.",
+        "rooms" => "Rooms of a hub with at least one member.",
+        "members" => "Memberships of a hub's rooms.",
+        "broadcasts_total" => "Messages a hub broadcast to a room.",
+        "dropped_slow_members_total" => "Members dropped because they did not keep up.",
+        "runs_total" => "Runs of a periodic job.",
+        "failures_total" => "Runs of a periodic job that failed.",
+        "last_success_unix_seconds" => "When a periodic job last succeeded (0: not yet).",
+        "backoff_seconds" => "The back-off a failing periodic job waits before its next run.",
+        "last_run_unix_seconds" => "When a periodic job last ran (0: not yet).",
+        "next_run_unix_seconds" => "When a periodic job runs next.",
+        "last_failure_unix_seconds" => "When a periodic job last failed (0: never).",
+        _ => "An actor metric.",
     }
 }
 
@@ -159,6 +188,8 @@ pub fn snapshot() -> Vec<KindMetrics> {
 #[derive(Debug, Default)]
 pub(crate) struct RegistryCounters {
     pub(crate) live: Gauge,
+    /// Jobs in mailboxes, not started yet.
+    pub(crate) queued: Gauge,
     pub(crate) started: AtomicU64,
     pub(crate) messages_handled: AtomicU64,
     handling_nanos_total: AtomicU64,
@@ -184,6 +215,7 @@ impl RegistryCounters {
     fn values(&self) -> RegistryValues {
         RegistryValues {
             live: self.live.get(),
+            mailbox_depth: self.queued.get(),
             started: self.started.load(Ordering::Relaxed),
             messages_handled: self.messages_handled.load(Ordering::Relaxed),
             handling_seconds_total: nanos_to_seconds(&self.handling_nanos_total),
@@ -398,6 +430,21 @@ pub(crate) mod tests {
         snapshot()
             .into_iter()
             .find(|m| m.category == category && m.kind == kind)
+    }
+
+    #[test]
+    fn every_sample_has_its_own_help_line() {
+        registry_counters("metrics-test-help");
+        hub_counters("metrics-test-help");
+        periodic_counters("metrics-test-help");
+        for kind in snapshot()
+            .into_iter()
+            .filter(|k| k.kind == "metrics-test-help")
+        {
+            for (sample, _) in kind.samples() {
+                assert_ne!(help(sample), help("no such sample"), "{sample}");
+            }
+        }
     }
 
     #[test]

@@ -323,8 +323,12 @@ impl<K: ActorKey> Registry<K> {
         T: Send + 'static,
     {
         let (reply, replies) = oneshot::channel();
-        let mut envelope = Envelope::new(Box::new(TypedJob::new(job, reply)), enqueued_at);
         let shared = &self.inner.shared;
+        let mut envelope = Envelope::new(
+            Box::new(TypedJob::new(job, reply)),
+            enqueued_at,
+            Arc::clone(&shared.counters),
+        );
         // Sending under the lock orders the jobs of a key and lets an idle
         // actor retire atomically with respect to new jobs.
         let mut actors = shared.lock_actors();

@@ -210,7 +210,8 @@ pub fn render_actors(out: &mut String) {
         } else {
             "gauge"
         };
-        let _ = writeln!(out, "# TYPE {name} {kind}");
+        let help = actors::metrics::help(&name["actor_".len()..]);
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
         for line in series {
             let _ = writeln!(out, "{name}{line}");
         }

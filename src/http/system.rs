@@ -141,35 +141,82 @@ pub async fn metrics(
         "Idle database connections.",
         idle as f64,
     );
+    render_single(
+        &mut out,
+        "instance_ready",
+        "gauge",
+        "1 while this instance takes traffic (GET /ready answers 200), 0 while it drains.",
+        if state.readiness.is_draining() {
+            0.0
+        } else {
+            1.0
+        },
+    );
+    render_single(
+        &mut out,
+        "money_audit_mismatches_total",
+        "counter",
+        "Payments the daily money audit run by this instance found not matching the processor.",
+        crate::workflows::money_audit::MISMATCHES_FOUND.load(std::sync::atomic::Ordering::Relaxed)
+            as f64,
+    );
     if let Ok(mut conn) = state.db.conn().await {
-        if let Ok(pending) = crate::store::events::OUTBOX
-            .pending_count(conn.exec())
-            .await
-        {
-            render_single(
-                &mut out,
-                "outbox_pending_events",
-                "gauge",
-                "Events not yet dispatched.",
-                pending as f64,
-            );
-        }
-        if let Ok(unsent) = crate::store::mail_queue::QUEUE
-            .pending_count(conn.exec())
-            .await
-        {
-            render_single(
-                &mut out,
-                "mail_queue_unsent",
-                "gauge",
-                "E-mails queued and not sent yet.",
-                unsent as f64,
-            );
-        }
+        render_backlogs(&mut out, &mut conn, state.clock.now()).await;
     }
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
         .body(out)
+}
+
+/// The work waiting in the database, shared by every instance: rows of each queue not done
+/// yet, and the processor events not applied. A failed read leaves its family out.
+async fn render_backlogs(
+    out: &mut String,
+    conn: &mut crate::store::Conn,
+    now: chrono::DateTime<chrono::Utc>,
+) {
+    use crate::store::{crm, events, mail_queue, processor_events, webhook_deliveries};
+    let mut pending = Vec::new();
+    for (name, count) in [
+        ("outbox", events::OUTBOX.pending_count(conn.exec()).await),
+        ("mail", mail_queue::QUEUE.pending_count(conn.exec()).await),
+        ("crm", crm::QUEUE.pending_count(conn.exec()).await),
+        (
+            "webhook_deliveries",
+            webhook_deliveries::QUEUE.pending_count(conn.exec()).await,
+        ),
+    ] {
+        if let Ok(count) = count {
+            pending.push((name, count as f64));
+        }
+    }
+    super::metrics::render_labeled(
+        out,
+        "queue_pending_rows",
+        "gauge",
+        "Rows of each work queue not done yet (due, waiting for a retry or being handled).",
+        "queue",
+        pending,
+    );
+    if let Ok((count, oldest)) = processor_events::unapplied(conn.exec()).await {
+        render_single(
+            out,
+            "processor_events_unapplied",
+            "gauge",
+            "Processor events stored and not applied yet.",
+            count as f64,
+        );
+        let age = oldest.map_or(0.0, |at| {
+            (now - at).num_milliseconds().max(0) as f64 / 1000.0
+        });
+        render_single(
+            out,
+            "processor_events_oldest_unapplied_age_seconds",
+            "gauge",
+            "How long the oldest processor event not applied yet has waited (0 when none).",
+            age,
+        );
+    }
 }
 
 /// This document.

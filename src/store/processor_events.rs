@@ -178,3 +178,13 @@ pub async fn unprocessed(
     .await)?,
     )
 }
+
+/// How many stored events are not applied yet, and when the oldest of them arrived: what an
+/// operator is alerted on (`idx_processor_events_unprocessed` answers both).
+pub async fn unapplied(ex: Exec<'_>) -> StoreResult<(i64, Option<DateTime<Utc>>)> {
+    Ok(on_exec!(ex, c => sqlx::query_as(
+        "SELECT COUNT(*), MIN(received_at) FROM processor_events WHERE processed_at IS NULL"
+    )
+    .fetch_one(c)
+    .await)?)
+}

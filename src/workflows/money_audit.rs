@@ -22,6 +22,9 @@ use crate::workflows::notify;
 
 pub const MONEY_AUDIT: &str = "money_audit";
 
+/// Mismatches found by the daily runs of this process, for `/metrics`.
+pub static MISMATCHES_FOUND: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// At most this many payments per audit (the window is the caller's to narrow).
 const MAX_PAYMENTS: i64 = 5_000;
 
@@ -135,6 +138,7 @@ pub async fn daily(state: &AppState) -> FlowResult<usize> {
     let now = state.clock.now();
     let report = audit(state, now - Duration::days(2), now).await?;
     let found = report.mismatches.len();
+    MISMATCHES_FOUND.fetch_add(found as u64, std::sync::atomic::Ordering::Relaxed);
     if found == 0 {
         return Ok(0);
     }

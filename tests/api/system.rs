@@ -100,8 +100,52 @@ async fn metrics_show_http_and_actor_series() {
     assert!(text.contains(r#"kind="outbox_dispatcher""#), "{text}");
     assert!(text.contains(r#"kind="mail_sender""#), "{text}");
     assert!(text.contains("db_pool_connections"));
-    assert!(text.contains("outbox_pending_events 0"));
-    assert!(text.contains("mail_queue_unsent 0"), "{text}");
+    for queue in ["outbox", "mail", "crm", "webhook_deliveries"] {
+        assert!(
+            text.contains(&format!("queue_pending_rows{{queue=\"{queue}\"}} 0")),
+            "{text}"
+        );
+    }
+    assert!(text.contains("instance_ready 1"), "{text}");
+    assert!(text.contains("money_audit_mismatches_total "), "{text}");
+    assert!(
+        text.contains("# HELP actor_mailbox_depth ") && text.contains("# HELP actor_live "),
+        "{text}"
+    );
+    app.stop().await;
+}
+
+/// Reads one unlabelled sample of a scrape.
+fn sample(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
+}
+
+#[actix_web::test]
+async fn metrics_show_processor_events_waiting_and_how_long_on_the_service_clock() {
+    let app = spawn_app().await;
+    let received = app.clock.now();
+    let mut conn = app.db.conn().await.unwrap();
+    let events: Vec<_> = ["evt_waiting_1", "evt_waiting_2"]
+        .into_iter()
+        .map(|id| marketplace::store::processor_events::NewEvent {
+            id: id.into(),
+            kind: "payment_intent.succeeded".into(),
+            payload: serde_json::json!({"id": id}),
+            created: None,
+        })
+        .collect();
+    marketplace::store::processor_events::insert_all_new(conn.exec(), &events, received)
+        .await
+        .unwrap();
+    drop(conn);
+    app.clock.advance(chrono::Duration::minutes(20));
+    let text = app.get("/metrics").await.text().await.unwrap();
+    assert_eq!(sample(&text, "processor_events_unapplied"), 2.0);
+    // The clock moved 20 minutes (and the test's own run time on top).
+    let age = sample(&text, "processor_events_oldest_unapplied_age_seconds");
+    assert!((1200.0..1260.0).contains(&age), "{age}");
     app.stop().await;
 }
 
@@ -411,6 +455,14 @@ async fn a_draining_instance_is_not_ready_and_sends_its_sockets_elsewhere() {
         closed_with(&mut socket, std::time::Duration::from_secs(5)).await,
         CloseCode::Away
     );
+    // The client's answering close frame ends the connection at once: the server closes the
+    // TCP connection first (RFC 6455 §7.1.1) rather than wait for the client, which waits for
+    // it (before, it came after actix's linger, 30 s here).
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(3), async {
+        use futures_util::StreamExt;
+        while let Some(Ok(_)) = socket.next().await {}
+    });
+    assert!(ended.await.is_ok(), "the server kept the connection open");
     let r = app.get("/ready").await;
     assert_eq!(r.status(), 503);
     assert_eq!(json(r).await["status"], "draining");

@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 use std::time::Instant;
 
 use actix::Message;
@@ -11,6 +12,7 @@ use futures_util::future::LocalBoxFuture;
 use tokio::sync::oneshot;
 
 use super::ActorError;
+use crate::metrics::RegistryCounters;
 
 /// How a job ended, as far as the actor that ran it is concerned.
 pub(super) enum Outcome {
@@ -107,22 +109,34 @@ where
 /// The message an actor receives. Dropping it without taking the job (the
 /// actor stopped with it still in its mailbox) bounces the job to its caller,
 /// which is what makes delivery lossless.
+/// While it holds its job the envelope counts in its kind's mailbox depth.
 pub(crate) struct Envelope {
     job: Option<Box<dyn Job>>,
     enqueued_at: Instant,
+    counters: Arc<RegistryCounters>,
 }
 
 impl Envelope {
-    pub(super) fn new(job: Box<dyn Job>, enqueued_at: Instant) -> Self {
+    pub(super) fn new(
+        job: Box<dyn Job>,
+        enqueued_at: Instant,
+        counters: Arc<RegistryCounters>,
+    ) -> Self {
+        counters.queued.add(1);
         Self {
             job: Some(job),
             enqueued_at,
+            counters,
         }
     }
 
     /// Takes the job out to run it; after this, dropping the envelope is silent.
     pub(super) fn take_job(&mut self) -> Option<Box<dyn Job>> {
-        self.job.take()
+        let job = self.job.take();
+        if job.is_some() {
+            self.counters.queued.sub(1);
+        }
+        job
     }
 
     /// When the caller called `Registry::call` (kept across redeliveries).
@@ -137,7 +151,7 @@ impl Message for Envelope {
 
 impl Drop for Envelope {
     fn drop(&mut self) {
-        if let Some(job) = self.job.take() {
+        if let Some(job) = self.take_job() {
             job.bounce();
         }
     }

@@ -197,6 +197,27 @@ async fn metrics_count_jobs_and_their_times() {
     assert!(metrics.mailbox_wait_seconds_total >= 0.002, "{metrics:?}");
 }
 
+#[actix_rt::test]
+async fn mailbox_depth_counts_the_jobs_waiting_behind_a_busy_actor() {
+    let kind = "registry-test-mailbox-depth";
+    let registry = Registry::new(kind, RegistryConfig::default());
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let busy = registry.call("k", move || async move {
+        let _ = released.await;
+    });
+    let waiting: Vec<_> = (0..4).map(|_| registry.call("k", || async {})).collect();
+    // The first job has started (it left the mailbox); four wait behind it.
+    eventually("four jobs queued", || {
+        registry_metrics(kind).mailbox_depth == 4
+    })
+    .await;
+    let _ = release.send(());
+    assert_eq!(busy.await, Ok(()));
+    for result in join_all(waiting).await {
+        assert_eq!(result, Ok(()));
+    }
+    assert_eq!(registry_metrics(kind).mailbox_depth, 0);
+}
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn works_from_a_plain_tokio_runtime() {
     // No actix system here: the registry brings a private one.
