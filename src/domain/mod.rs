@@ -5,6 +5,7 @@ pub mod backoff;
 pub mod client_address;
 pub mod commission;
 pub mod crm;
+pub mod cursor;
 pub mod dac7;
 pub mod delivery;
 pub mod dispute;

@@ -57,7 +57,8 @@ impl Page {
     }
 }
 
-/// One page of a list.
+/// One page of a list. `total` is exact: kept by the writes for a list's fixed filters and
+/// counted from the indexes otherwise. Lists that scroll also answer `next_cursor`.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Paginated<T> {
     pub items: Vec<T>,
@@ -65,6 +66,28 @@ pub struct Paginated<T> {
     pub page: i64,
     pub size: i64,
     pub pages: i64,
+    /// Where the next page starts, when more items follow (lists that take a `cursor`): pass
+    /// it back as `cursor` to read on from the last item given, unaffected by items added
+    /// meanwhile. Absent on the last page and on lists without cursors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// Where a list that scrolls starts: after `cursor` (a `next_cursor` it answered before),
+/// else at `page`. A cursor it did not give is refused (422).
+pub fn seek(cursor: Option<&str>, page: Page) -> ApiResult<crate::store::listing::Seek> {
+    use crate::store::listing::Seek;
+    match cursor {
+        None => Ok(Seek::Page(page.page)),
+        Some(text) => crate::domain::cursor::Cursor::decode(text)
+            .map(Seek::After)
+            .ok_or_else(|| {
+                ApiError::validation(vec![FieldError::new(
+                    "cursor",
+                    "is not a next_cursor this list answered",
+                )])
+            }),
+    }
 }
 
 /// A list's state filter as received (`?status=…`): `Some(None)` without one,
@@ -94,7 +117,14 @@ impl<T> Paginated<T> {
             } else {
                 (total + page.size - 1) / page.size
             },
+            next_cursor: None,
         }
+    }
+
+    /// The same page, telling where the next one starts.
+    pub fn with_next(mut self, next: Option<crate::domain::cursor::Cursor>) -> Self {
+        self.next_cursor = next.map(|c| c.encode());
+        self
     }
 
     pub fn map<U>(self, f: impl FnMut(T) -> U) -> Paginated<U> {
@@ -104,6 +134,7 @@ impl<T> Paginated<T> {
             page: self.page,
             size: self.size,
             pages: self.pages,
+            next_cursor: self.next_cursor,
         }
     }
 }

@@ -7,9 +7,10 @@
 
 use super::{Db, StoreResult, Tx};
 
-/// Tables the reset keeps: the migrations' record, and the commission levels (reset to the
-/// defaults the first migration seeds).
-const KEPT: [&str; 2] = ["_sqlx_migrations", "commission_config"];
+/// Tables the reset keeps: the migrations' record, the commission levels (reset to the
+/// defaults the first migration seeds) and the kept project counts (reset to zero: a
+/// truncation fires no trigger).
+const KEPT: [&str; 3] = ["_sqlx_migrations", "commission_config", "project_counts"];
 
 pub async fn empty_all(db: &Db) -> StoreResult<usize> {
     let mut tx = db.begin().await?;
@@ -39,8 +40,10 @@ pub async fn empty_all(db: &Db) -> StoreResult<usize> {
             tables.len()
         }
         Tx::Sqlite(t) => {
+            // Ordinary tables only: the search index (a virtual table and its shadow tables)
+            // is emptied through its own command below.
             let tables: Vec<String> = sqlx::query_scalar(
-                "SELECT name FROM sqlite_master WHERE type = 'table'
+                "SELECT name FROM pragma_table_list WHERE schema = 'main' AND type = 'table'
                  AND name NOT LIKE 'sqlite_%' ORDER BY name",
             )
             .fetch_all(&mut **t)
@@ -61,9 +64,16 @@ pub async fn empty_all(db: &Db) -> StoreResult<usize> {
                 .execute(&mut **t)
                 .await?;
             }
+            sqlx::query("INSERT INTO projects_fts (projects_fts) VALUES ('delete-all')")
+                .execute(&mut **t)
+                .await?;
             tables.len()
         }
     };
+    crate::on_exec!(tx.exec(), c => sqlx::query("UPDATE project_counts SET n = 0")
+        .execute(c)
+        .await
+        .map(drop))?;
     for (level, rate_bp) in [("Global", 500_i64), ("Pro", 400), ("Enterprise", 300)] {
         crate::on_exec!(tx.exec(), c => sqlx::query(
             "UPDATE commission_config SET rate_bp = $1, updated_at = NULL, updated_by = NULL

@@ -28,6 +28,7 @@ mod outbox;
 mod platform_metrics;
 mod processor;
 mod profiles;
+mod project_lists;
 mod projects;
 mod queue;
 mod realtime;

@@ -17,7 +17,8 @@ use crate::http::auth::AdminUser;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::pagination::{PageQuery, Paginated};
 use crate::state::AppState;
-use crate::store::projects::{self, AdminProjectFilter};
+use crate::store::project_lists::{self, AdminProjectFilter};
+use crate::store::projects;
 use crate::store::{applications, disputes, milestones, payments};
 use crate::workflows::project_admin as flow;
 
@@ -33,8 +34,10 @@ pub struct AdminProjectQuery {
     pub created_from: Option<DateTime<Utc>>,
     /// Created before.
     pub created_to: Option<DateTime<Utc>>,
-    /// Text in the title or description (`%` and `_` are literal).
+    /// Words in the title or description (case and accents ignored); title matches first.
     pub search: Option<SearchTerm>,
+    /// A `next_cursor` of this list: the page after it (`page` is then ignored).
+    pub cursor: Option<String>,
 }
 
 /// Every project, newest first, with filters.
@@ -78,12 +81,16 @@ pub async fn list(
         created_to: q.created_to,
         search: q.search.map(SearchTerm::into_string),
     };
+    let seek = crate::http::pagination::seek(q.cursor.as_deref(), page)?;
     let mut conn = state.db.conn().await?;
-    let (items, total) =
-        projects::list_admin(conn.exec(), &filter, page.limit(), page.offset()).await?;
+    let query = project_lists::admin(&conn.exec(), &filter);
+    let (items, next, total) = project_lists::page(conn.exec(), query, seek, page.size).await?;
     let c = caller(&admin);
-    Ok(HttpResponse::Ok()
-        .json(Paginated::new(items, total, page).map(|p| ProjectView::for_caller(p, Some(&c)))))
+    Ok(HttpResponse::Ok().json(
+        Paginated::new(items, total, page)
+            .with_next(next)
+            .map(|p| ProjectView::for_caller(p, Some(&c))),
+    ))
 }
 
 /// A project with its administrators' notes, proposals, milestones, payments and disputes.

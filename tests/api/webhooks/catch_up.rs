@@ -44,8 +44,13 @@ async fn a_receiver_back_from_an_outage_reads_exactly_what_it_missed() {
     // Up: two events delivered.
     project(&m, &company).await;
     project(&m, &company).await;
-    let seen = wait_hits(&m, &rx, 2).await;
-    let last_seen = seen[1].json()["id"].as_str().unwrap().to_owned();
+    let mut seen: Vec<Value> = wait_hits(&m, &rx, 2)
+        .await
+        .iter()
+        .map(|h| h.json())
+        .collect();
+    seen.sort_by_key(|e| e["created_at"].as_str().unwrap().to_owned());
+    let last_seen = seen[1]["id"].as_str().unwrap().to_owned();
 
     // Down: the next three fail (and keep failing).
     rx.always(Reply::Status(503));
@@ -53,7 +58,9 @@ async fn a_receiver_back_from_an_outage_reads_exactly_what_it_missed() {
         project(&m, &company).await;
     }
     wait_hits(&m, &rx, 5).await;
-    let missed: Vec<Value> = rx.hits()[2..].iter().map(|h| h.json()).collect();
+    // Delivered side by side, so they may arrive in any order; catch-up gives them oldest first.
+    let mut missed: Vec<Value> = rx.hits()[2..].iter().map(|h| h.json()).collect();
+    missed.sort_by_key(|e| e["created_at"].as_str().unwrap().to_owned());
 
     // Back: everything after the last event it saw, oldest first, as the webhooks carried it.
     let page = events(&m, &company, &format!("?after={last_seen}")).await;
@@ -63,7 +70,7 @@ async fn a_receiver_back_from_an_outage_reads_exactly_what_it_missed() {
     let all = events(&m, &company, "").await;
     let mut expected: Vec<String> = seen
         .iter()
-        .map(|h| h.json()["id"].as_str().unwrap().to_owned())
+        .map(|e| e["id"].as_str().unwrap().to_owned())
         .collect();
     expected.extend(missed.iter().map(|e| e["id"].as_str().unwrap().to_owned()));
     assert_eq!(ids(&all), expected);

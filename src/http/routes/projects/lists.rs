@@ -11,7 +11,8 @@ use crate::http::auth::{AdminUser, AuthUser};
 use crate::http::error::{ApiError, ApiResult, ErrorBody, FieldError};
 use crate::http::pagination::{Page, PageQuery, Paginated};
 use crate::state::AppState;
-use crate::store::projects::{self, ProjectFilter, Viewer};
+use crate::store::listing::Seek;
+use crate::store::project_lists::{self, ProjectFilter, Viewer};
 use crate::workflows::projects::Caller;
 
 use super::*;
@@ -33,13 +34,16 @@ pub struct ProjectListQuery {
     pub skill: Option<String>,
     pub min_budget: Option<f64>,
     pub max_budget: Option<f64>,
-    /// Text in the title or description.
+    /// Words in the title or description (case and accents ignored); title matches come
+    /// first, then the newest.
     pub search: Option<SearchTerm>,
     pub company_id: Option<i64>,
+    /// A `next_cursor` of this list: the page after it (`page` is then ignored).
+    pub cursor: Option<String>,
 }
 
 impl ProjectListQuery {
-    fn parse(&self) -> ApiResult<(Page, ProjectFilter)> {
+    fn parse(&self) -> ApiResult<(Page, Seek, ProjectFilter)> {
         let page = PageQuery {
             page: self.page,
             size: self.size,
@@ -75,8 +79,10 @@ impl ProjectListQuery {
         if !errors.is_empty() {
             return Err(ApiError::validation(errors));
         }
+        let seek = crate::http::pagination::seek(self.cursor.as_deref(), page)?;
         Ok((
             page,
+            seek,
             ProjectFilter {
                 status: self.status.as_deref().and_then(ProjectStatus::parse),
                 project_type: self.project_type.clone(),
@@ -96,11 +102,13 @@ async fn list_for(
     caller: Option<&Caller>,
     query: &ProjectListQuery,
 ) -> ApiResult<Paginated<ProjectView>> {
-    let (page, filter) = query.parse()?;
+    let (page, seek, filter) = query.parse()?;
     let mut conn = state.db.conn().await?;
-    let (items, total) =
-        projects::list_visible(conn.exec(), viewer, &filter, page.limit(), page.offset()).await?;
-    Ok(Paginated::new(items, total, page).map(|p| ProjectView::for_caller(p, caller)))
+    let query = project_lists::visible(&conn.exec(), viewer, &filter);
+    let (items, next, total) = project_lists::page(conn.exec(), query, seek, page.size).await?;
+    Ok(Paginated::new(items, total, page)
+        .with_next(next)
+        .map(|p| ProjectView::for_caller(p, caller)))
 }
 
 /// The public marketplace: curated projects open for proposals. No authentication.
@@ -161,17 +169,13 @@ pub async fn my_projects(
     query: web::Query<ProjectListQuery>,
 ) -> ApiResult<HttpResponse> {
     let c = caller(&auth);
-    let (page, filter) = query.parse()?;
+    let (page, seek, filter) = query.parse()?;
     let mut conn = state.db.conn().await?;
-    let (items, total) = projects::list_mine(
-        conn.exec(),
-        c.id,
-        filter.status,
-        page.limit(),
-        page.offset(),
-    )
-    .await?;
-    let page = Paginated::new(items, total, page).map(|p| ProjectView::for_caller(p, Some(&c)));
+    let query = project_lists::mine(c.id, filter.status);
+    let (items, next, total) = project_lists::page(conn.exec(), query, seek, page.size).await?;
+    let page = Paginated::new(items, total, page)
+        .with_next(next)
+        .map(|p| ProjectView::for_caller(p, Some(&c)));
     Ok(HttpResponse::Ok().json(page))
 }
 

@@ -1,0 +1,375 @@
+//! The project lists: the public marketplace, what a user may see, their own projects and
+//! the administrators' list, each newest first (a search: title matches first), a page at a
+//! time through `store::listing`. Their totals come from `project_counts` (kept by triggers
+//! on every write) for the fixed filters, and from a count of the rows that match otherwise.
+//! Text is searched by word: PostgreSQL's full-text index over the folded text, SQLite's FTS5
+//! table (both fold case and accents); the tables and triggers are migration 0016's.
+
+use chrono::{DateTime, Utc};
+
+use super::listing::{Keyed, ListQuery, Order, Sql, Total};
+use super::projects::Project;
+use super::{Exec, StoreResult};
+use crate::domain::cursor::Cursor;
+use crate::domain::project::ProjectStatus;
+
+/// Filters of a project list; `None` matches everything.
+#[derive(Debug, Default, Clone)]
+pub struct ProjectFilter {
+    pub status: Option<ProjectStatus>,
+    pub project_type: Option<String>,
+    /// A skill name, matched case-insensitively against `skills_required`.
+    pub skill: Option<String>,
+    pub min_budget_minor: Option<i64>,
+    pub max_budget_minor: Option<i64>,
+    /// Words in the title or description.
+    pub search: Option<String>,
+    pub company_id: Option<i64>,
+}
+
+/// Who is asking, for the visibility rule of lists.
+#[derive(Debug, Clone, Copy)]
+pub enum Viewer {
+    /// Sees every project.
+    Admin,
+    /// Sees public listings plus the projects they take part in.
+    User(i64),
+    /// Sees public listings only.
+    Anonymous,
+}
+
+/// Filters of the administrators' project list.
+#[derive(Debug, Default, Clone)]
+pub struct AdminProjectFilter {
+    pub status: Option<ProjectStatus>,
+    pub project_type: Option<String>,
+    pub company_id: Option<i64>,
+    pub expert_id: Option<i64>,
+    pub created_from: Option<DateTime<Utc>>,
+    pub created_to: Option<DateTime<Utc>>,
+    /// Words in the title or description.
+    pub search: Option<String>,
+}
+
+/// The public listing: curated projects open for proposals. Written as migration 0016's
+/// partial index `idx_projects_listed_newest` is, so that SQLite uses it too.
+const LISTED: &str = "p.project_type = 'curated' \
+     AND p.status IN ('published_curated', 'bidding', 'published', 'open')";
+
+/// The same rule over `project_counts`.
+const LISTED_COUNTS: &str =
+    "project_type = 'curated' AND status IN ('published_curated', 'bidding', 'published', 'open')";
+
+/// The projects a user takes part in: owns, is assigned to, is the target of, is invited to
+/// (formally or in the legacy list) or applied to. One set of ids, each part read from an
+/// index (an `OR` of these would make PostgreSQL read every project).
+fn involving(sql: &mut Sql, user_id: i64) -> String {
+    let u = sql.arg(user_id);
+    format!(
+        "p.id IN (SELECT id FROM projects WHERE company_id = {u}
+            UNION ALL SELECT id FROM projects WHERE expert_id = {u}
+            UNION ALL SELECT id FROM projects WHERE target_expert_id = {u}
+            UNION ALL SELECT project_id FROM project_invitations WHERE expert_id = {u}
+            UNION ALL SELECT project_id FROM applications WHERE expert_id = {u}
+            UNION ALL SELECT project_id FROM project_legacy_invitees WHERE expert_id = {u})"
+    )
+}
+
+const COLUMNS: &str = "p.id, p.company_id, p.expert_id, p.target_expert_id, p.title, \
+     p.description, p.budget_minor, p.currency, p.deadline, p.skills_required, p.project_type, \
+     p.status, p.validation_status, p.validation_notes, p.submitted_at, p.validated_at, \
+     p.validated_by, p.published_at, p.assigned_at, p.completed_at, p.cancelled_at, \
+     p.invited_experts, p.admin_notes, p.status_before_selection, p.created_at, p.updated_at";
+
+/// Newest first, or with a search's rank first.
+fn newest(rank: Option<String>) -> Order {
+    Order {
+        rank,
+        at: "p.created_at",
+        id: "p.id",
+    }
+}
+
+/// A project as a list reads it: with its search rank (1 for a title match, else 0).
+#[derive(Debug, sqlx::FromRow)]
+pub struct Listed {
+    #[sqlx(flatten)]
+    pub project: Project,
+    pub search_rank: i64,
+}
+
+impl Keyed for Listed {
+    fn cursor(&self) -> Cursor {
+        Cursor {
+            rank: self.search_rank,
+            at: self.project.created_at,
+            id: self.project.id,
+        }
+    }
+}
+
+/// A search's words: what both engines index (runs of letters and digits). No word, no
+/// match: a search of only punctuation finds nothing rather than everything.
+fn words(search: &str) -> Vec<&str> {
+    search
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .take(16)
+        .collect()
+}
+
+/// The conditions and rank of a word search, or `None` when it has no word.
+struct TextSearch {
+    matches: String,
+    rank: String,
+}
+
+fn text_search(engine: &Exec<'_>, sql: &mut Sql, search: &str) -> Option<TextSearch> {
+    let words = words(search);
+    if words.is_empty() {
+        return None;
+    }
+    Some(match engine {
+        Exec::Postgres(_) => {
+            let q = sql.arg(words.join(" "));
+            let query = format!("plainto_tsquery('simple', fold_text({q}))");
+            TextSearch {
+                matches: format!("p.text_words @@ {query}"),
+                rank: format!("(CASE WHEN p.title_words @@ {query} THEN 1 ELSE 0 END)"),
+            }
+        }
+        Exec::Sqlite(_) => {
+            // Each word a quoted FTS5 string (letters and digits only: nothing to escape).
+            let phrase: Vec<String> = words.iter().map(|w| format!("\"{w}\"")).collect();
+            let all = sql.arg(phrase.join(" "));
+            let title = sql.arg(format!("title : ({})", phrase.join(" ")));
+            TextSearch {
+                matches: format!(
+                    "p.id IN (SELECT rowid FROM projects_fts WHERE projects_fts MATCH {all})"
+                ),
+                rank: format!(
+                    "(CASE WHEN p.id IN (SELECT rowid FROM projects_fts \
+                      WHERE projects_fts MATCH {title}) THEN 1 ELSE 0 END)"
+                ),
+            }
+        }
+    })
+}
+
+/// The project columns, with the search rank as `search_rank` (0 without a search).
+fn columns(rank: Option<&str>) -> String {
+    format!(
+        "{COLUMNS}, CAST({} AS BIGINT) AS search_rank",
+        rank.unwrap_or("0")
+    )
+}
+
+/// How many projects of `project_counts` pass `conditions` (over its type and status).
+fn counted(conditions: &[String], args: &Sql) -> Total {
+    let filter = if conditions.is_empty() {
+        String::new()
+    } else {
+        format!("WHERE {}", conditions.join(" AND "))
+    };
+    Total::Query(args.clone().with_text(&format!(
+        "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM project_counts {filter}"
+    )))
+}
+
+/// How many rows of `projects p` pass `filter`.
+fn count(filter: &[String], args: &Sql) -> Total {
+    let text = if filter.is_empty() {
+        "SELECT COUNT(*) FROM projects p".to_owned()
+    } else {
+        format!(
+            "SELECT COUNT(*) FROM projects p WHERE {}",
+            filter.join(" AND ")
+        )
+    };
+    Total::Query(args.clone().with_text(&text))
+}
+
+fn list(filter: Vec<String>, args: Sql, rank: Option<String>, total: Total) -> ListQuery {
+    ListQuery {
+        columns: columns(rank.as_deref()),
+        from: "projects p",
+        filter,
+        args,
+        order: newest(rank),
+        total,
+    }
+}
+
+/// The filters both the visible and the administrators' lists have: those
+/// `project_counts` answers (`fixed`, over its type and status) and the others.
+struct Filters {
+    sql: Sql,
+    filter: Vec<String>,
+    fixed: Vec<String>,
+    fixed_args: Sql,
+    /// Whether `project_counts` answers the total (no filter past type and status).
+    counted: bool,
+    rank: Option<String>,
+}
+
+impl Filters {
+    fn new(status: Option<ProjectStatus>, project_type: Option<&str>) -> Self {
+        let mut f = Self {
+            sql: Sql::default(),
+            filter: Vec::new(),
+            fixed: Vec::new(),
+            fixed_args: Sql::default(),
+            counted: true,
+            rank: None,
+        };
+        if let Some(status) = status {
+            f.filter
+                .push(format!("p.status = {}", f.sql.arg(status.as_str())));
+            f.fixed
+                .push(format!("status = {}", f.fixed_args.arg(status.as_str())));
+        }
+        if let Some(kind) = project_type {
+            f.filter
+                .push(format!("p.project_type = {}", f.sql.arg(kind)));
+            f.fixed
+                .push(format!("project_type = {}", f.fixed_args.arg(kind)));
+        }
+        f
+    }
+
+    /// A condition `project_counts` cannot answer, over the value bound as `{}`.
+    fn other(&mut self, condition: &str, value: impl Into<super::listing::Arg>) {
+        let placeholder = self.sql.arg(value);
+        self.filter.push(condition.replace("{}", &placeholder));
+        self.counted = false;
+    }
+
+    /// Narrows to a word search; `false` when the search has no word (it matches nothing).
+    fn search(&mut self, engine: &Exec<'_>, search: Option<&str>) -> bool {
+        let Some(search) = search.map(str::trim).filter(|s| !s.is_empty()) else {
+            return true;
+        };
+        let Some(found) = text_search(engine, &mut self.sql, search) else {
+            return false;
+        };
+        self.filter.push(found.matches);
+        self.rank = Some(found.rank);
+        self.counted = false;
+        true
+    }
+}
+
+/// Projects visible to `viewer` and matching `f`: newest first (with a search, title
+/// matches first).
+///
+/// Visible: public listings (curated projects in `published_curated`, `bidding`,
+/// `published`, `open`), and for a user the projects they own, are assigned to, are the
+/// target of, are invited to (formally or in the legacy list) or have applied to.
+pub fn visible(engine: &Exec<'_>, viewer: Viewer, f: &ProjectFilter) -> ListQuery {
+    let mut q = Filters::new(f.status, f.project_type.as_deref());
+    if let Some(skill) = f.skill.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        q.other(
+            "p.id IN (SELECT project_id FROM project_skills WHERE skill = {})",
+            skill.to_lowercase(),
+        );
+    }
+    if let Some(min) = f.min_budget_minor {
+        q.other("p.budget_minor >= {}", min);
+    }
+    if let Some(max) = f.max_budget_minor {
+        q.other("p.budget_minor <= {}", max);
+    }
+    if let Some(company) = f.company_id {
+        q.other("p.company_id = {}", company);
+    }
+    if !q.search(engine, f.search.as_deref()) {
+        return ListQuery::nothing(newest(None));
+    }
+    let Filters {
+        mut sql,
+        mut filter,
+        mut fixed,
+        fixed_args,
+        counted: by_counts,
+        rank,
+    } = q;
+    let total = match viewer {
+        Viewer::Admin if by_counts => counted(&fixed, &fixed_args),
+        Viewer::Admin => count(&filter, &sql),
+        Viewer::Anonymous => {
+            filter.push(LISTED.to_owned());
+            fixed.push(LISTED_COUNTS.to_owned());
+            if by_counts {
+                counted(&fixed, &fixed_args)
+            } else {
+                count(&filter, &sql)
+            }
+        }
+        Viewer::User(user_id) => {
+            let involved = involving(&mut sql, user_id);
+            let mut own = filter.clone();
+            filter.push(format!("({LISTED} OR {involved})"));
+            if by_counts {
+                // The public listings, counted, plus the user's own that are not listed.
+                fixed.push(LISTED_COUNTS.to_owned());
+                own.push(format!("NOT ({LISTED})"));
+                own.push(involved);
+                Total::Sum(vec![counted(&fixed, &fixed_args), count(&own, &sql)])
+            } else {
+                count(&filter, &sql)
+            }
+        }
+    };
+    list(filter, sql, rank, total)
+}
+
+/// A user's own projects: as company (owner) or as the assigned expert, newest first.
+pub fn mine(user_id: i64, status: Option<ProjectStatus>) -> ListQuery {
+    let mut sql = Sql::default();
+    let u = sql.arg(user_id);
+    let mut filter = vec![format!("(p.company_id = {u} OR p.expert_id = {u})")];
+    if let Some(status) = status {
+        filter.push(format!("p.status = {}", sql.arg(status.as_str())));
+    }
+    let total = count(&filter, &sql);
+    list(filter, sql, None, total)
+}
+
+/// Every project for the administrators, newest first (with a search, title matches first).
+pub fn admin(engine: &Exec<'_>, f: &AdminProjectFilter) -> ListQuery {
+    let mut q = Filters::new(f.status, f.project_type.as_deref());
+    if let Some(company) = f.company_id {
+        q.other("p.company_id = {}", company);
+    }
+    if let Some(expert) = f.expert_id {
+        q.other("p.expert_id = {}", expert);
+    }
+    if let Some(from) = f.created_from {
+        q.other("p.created_at >= {}", from);
+    }
+    if let Some(to) = f.created_to {
+        q.other("p.created_at < {}", to);
+    }
+    if !q.search(engine, f.search.as_deref()) {
+        return ListQuery::nothing(newest(None));
+    }
+    let total = if q.counted {
+        counted(&q.fixed, &q.fixed_args)
+    } else {
+        count(&q.filter, &q.sql)
+    };
+    list(q.filter, q.sql, q.rank, total)
+}
+
+/// Reads one page of `query`: the projects, the cursor of the last when more follow, and the
+/// list's total.
+pub async fn page(
+    ex: Exec<'_>,
+    query: ListQuery,
+    seek: super::listing::Seek,
+    size: i64,
+) -> StoreResult<(Vec<Project>, Option<Cursor>, i64)> {
+    let (window, total) = query.run::<Listed>(ex, seek, size).await?;
+    let items = window.items.into_iter().map(|l| l.project).collect();
+    Ok((items, window.next, total))
+}

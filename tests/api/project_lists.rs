@@ -1,0 +1,396 @@
+//! The project lists at scale (issue #32): walking by cursor while projects are added, pages
+//! by number from either end, word search (case and accents folded, title matches first,
+//! no word no match), totals kept by the writes, and on PostgreSQL the plan of every list
+//! query over a hundred thousand projects free of sequential scans.
+
+use std::collections::BTreeSet;
+
+use chrono::Duration;
+use marketplace::domain::project::ProjectStatus;
+use marketplace::store::projects::{self, NewProject};
+use serde_json::Value;
+
+use crate::helpers::{TestApp, json, register, spawn_app};
+
+/// Stores a project of `company` as of now on the service's clock, then moves the clock a
+/// second on, so that every project has its own creation time.
+async fn project(
+    app: &TestApp,
+    company: i64,
+    title: &str,
+    description: &str,
+    status: ProjectStatus,
+) -> i64 {
+    let mut conn = app.db.conn().await.unwrap();
+    let id = projects::insert(
+        conn.exec(),
+        &NewProject {
+            company_id: company,
+            target_expert_id: None,
+            title,
+            description,
+            budget_minor: 100_000,
+            currency: "eur",
+            deadline: None,
+            skills_required: &["Rust".to_owned(), "Kubernetes".to_owned()],
+            project_type: "curated",
+            status,
+            validation_status: None,
+            submitted_at: None,
+        },
+        app.clock.now(),
+    )
+    .await
+    .unwrap();
+    app.clock.advance(Duration::seconds(1));
+    id
+}
+
+async fn listed(app: &TestApp, company: i64, n: usize) -> Vec<i64> {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let title = format!("Listed project {i}");
+        ids.push(project(app, company, &title, "", ProjectStatus::PublishedCurated).await);
+    }
+    ids
+}
+
+async fn page(app: &TestApp, query: &str) -> Value {
+    let r = app.get(&format!("/api/projects/public?{query}")).await;
+    assert_eq!(r.status(), 200, "{query}");
+    json(r).await
+}
+
+fn ids(page: &Value) -> Vec<i64> {
+    page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_i64().unwrap())
+        .collect()
+}
+
+#[actix_web::test]
+async fn walking_by_cursor_while_projects_are_added_gives_each_once() {
+    let app = spawn_app().await;
+    let company = register(&app, "walker", &["empresa"]).await;
+    let mut expected = listed(&app, company.id, 25).await;
+    expected.reverse();
+
+    let mut seen = Vec::new();
+    let mut body = page(&app, "size=7").await;
+    assert_eq!(body["total"], 25);
+    loop {
+        seen.extend(ids(&body));
+        // New projects arrive between the pages; they sort before the cursor.
+        listed(&app, company.id, 2).await;
+        let Some(cursor) = body["next_cursor"].as_str() else {
+            break;
+        };
+        body = page(&app, &format!("size=7&cursor={cursor}")).await;
+    }
+    assert_eq!(seen, expected, "each project once, newest first");
+    assert_eq!(page(&app, "size=7").await["total"], 25 + 2 * 4);
+
+    let r = app.get("/api/projects/public?cursor=not-a-cursor").await;
+    assert_eq!(r.status(), 422);
+    assert_eq!(json(r).await["errors"][0]["field"], "cursor");
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn pages_by_number_agree_from_both_ends() {
+    let app = spawn_app().await;
+    let company = register(&app, "pager", &["empresa"]).await;
+    let mut all = listed(&app, company.id, 23).await;
+    all.reverse();
+    let mut walked = Vec::new();
+    for number in 1..=4 {
+        let body = page(&app, &format!("size=7&page={number}")).await;
+        assert_eq!(
+            (body["total"].as_i64(), body["pages"].as_i64()),
+            (Some(23), Some(4))
+        );
+        // Pages 3 and 4 lie past the middle: read from the list's other end.
+        walked.extend(ids(&body));
+        assert_eq!(body["next_cursor"].is_string(), number < 4, "page {number}");
+    }
+    assert_eq!(walked, all);
+    assert!(ids(&page(&app, "size=7&page=5").await).is_empty());
+    // A cursor handed out by a page read from the end goes on where it stopped.
+    let third = page(&app, "size=7&page=3").await;
+    let cursor = third["next_cursor"].as_str().unwrap();
+    assert_eq!(
+        ids(&page(&app, &format!("size=7&cursor={cursor}")).await),
+        all[21..]
+    );
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn search_is_by_word_folded_and_ranks_title_matches_first() {
+    let app = spawn_app().await;
+    let company = register(&app, "searcher", &["empresa"]).await;
+    let listed = ProjectStatus::PublishedCurated;
+    let in_title = project(
+        &app,
+        company.id,
+        "Migración de Kubernetes",
+        "Un clúster",
+        listed,
+    )
+    .await;
+    let in_text = project(
+        &app,
+        company.id,
+        "Plataforma de datos",
+        "Operadores KUBERNETES y más",
+        listed,
+    )
+    .await;
+    let other = project(
+        &app,
+        company.id,
+        "Diseño web",
+        "Páginas 100% accesibles",
+        listed,
+    )
+    .await;
+    let _draft = project(
+        &app,
+        company.id,
+        "Kubernetes draft",
+        "",
+        ProjectStatus::Draft,
+    )
+    .await;
+
+    let search = |q: &'static str| {
+        let app = &app;
+        async move { page(app, &format!("search={}", urlencode(q))).await }
+    };
+    // The description match is newer, yet the title match comes first.
+    let body = search("kubernetes").await;
+    assert_eq!(ids(&body), [in_title, in_text]);
+    assert_eq!(body["total"], 2);
+    // Case and accents folded, both ways.
+    assert_eq!(ids(&search("MIGRACION").await), [in_title]);
+    assert_eq!(ids(&search("migración").await), [in_title]);
+    assert_eq!(ids(&search("disEno").await), [other]);
+    // Every word must match; a word is not a substring.
+    assert_eq!(ids(&search("kubernetes clúster").await), [in_title]);
+    assert!(ids(&search("kuber").await).is_empty());
+    // No searchable word matches nothing, and `%` / `_` are no wildcards.
+    for nothing in ["%", "_", "%%__", "¡¿!"] {
+        let body = search(nothing).await;
+        assert_eq!(
+            (ids(&body).len(), body["total"].as_i64()),
+            (0, Some(0)),
+            "{nothing}"
+        );
+    }
+    // A search walks by cursor across its ranks too.
+    let first = page(&app, "search=kubernetes&size=1").await;
+    assert_eq!(ids(&first), [in_title]);
+    let cursor = first["next_cursor"].as_str().unwrap();
+    let second = page(&app, &format!("search=kubernetes&size=1&cursor={cursor}")).await;
+    assert_eq!(ids(&second), [in_text]);
+    assert!(second["next_cursor"].is_null());
+    app.stop().await;
+}
+
+fn urlencode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[actix_web::test]
+async fn totals_follow_inserts_moves_and_deletes() {
+    let app = spawn_app().await;
+    let company = register(&app, "counter", &["empresa"]).await;
+    let (_, admin_token) = crate::helpers::admin(&app, "counting_admin").await;
+    let public = listed(&app, company.id, 3).await;
+    let draft = project(&app, company.id, "Mine only", "", ProjectStatus::Draft).await;
+
+    let total = |path: &'static str, token: Option<String>| {
+        let app = &app;
+        async move {
+            let mut request = app.client.get(app.url(path));
+            if let Some(token) = token {
+                request = request.bearer_auth(token);
+            }
+            let body = json(request.send().await.unwrap()).await;
+            let items = body["items"].as_array().unwrap().len() as i64;
+            let total = body["total"].as_i64().unwrap();
+            assert_eq!(items, total.min(20), "{path}: {body}");
+            total
+        }
+    };
+    let outsider = register(&app, "outsider", &["experto"]).await;
+    let counts = || async {
+        (
+            total("/api/projects/public", None).await,
+            total("/api/projects", Some(company.access_token.clone())).await,
+            total("/api/projects", Some(outsider.access_token.clone())).await,
+            total("/api/projects", Some(admin_token.clone())).await,
+            total("/api/projects/public?status=bidding", None).await,
+        )
+    };
+    assert_eq!(counts().await, (3, 4, 3, 4, 0));
+
+    let exec = |sql: &'static str, id: i64| {
+        let app = &app;
+        async move {
+            let mut conn = app.db.conn().await.unwrap();
+            marketplace::on_exec!(conn.exec(), c => sqlx::query(sql).bind(id).execute(c).await.map(drop))
+                .unwrap();
+        }
+    };
+    exec(
+        "UPDATE projects SET status = 'bidding' WHERE id = $1",
+        public[0],
+    )
+    .await;
+    assert_eq!(counts().await, (3, 4, 3, 4, 1));
+    exec(
+        "UPDATE projects SET status = 'published_curated' WHERE id = $1",
+        draft,
+    )
+    .await;
+    assert_eq!(counts().await, (4, 4, 4, 4, 1));
+    exec(
+        "UPDATE projects SET project_type = 'private' WHERE id = $1",
+        public[1],
+    )
+    .await;
+    assert_eq!(counts().await, (3, 4, 3, 4, 1));
+    exec("DELETE FROM projects WHERE id = $1", public[0]).await;
+    exec("DELETE FROM projects WHERE id = $1", public[1]).await;
+    assert_eq!(counts().await, (2, 2, 2, 2, 0));
+    listed(&app, company.id, 2).await;
+    assert_eq!(counts().await, (4, 4, 4, 4, 0));
+    app.stop().await;
+}
+
+/// The relations a plan reads with a sequential scan.
+fn sequential_scans(plan: &Value, out: &mut BTreeSet<String>) {
+    if plan["Node Type"] == "Seq Scan" {
+        out.insert(plan["Relation Name"].as_str().unwrap_or("?").to_owned());
+    }
+    for child in plan["Plans"].as_array().into_iter().flatten() {
+        sequential_scans(child, out);
+    }
+}
+
+/// On PostgreSQL at scale M (a hundred thousand projects), no list statement reads the
+/// projects or their side tables from start to end.
+#[actix_web::test]
+async fn no_project_list_scans_a_large_table_on_postgres() {
+    use marketplace::store::listing::Seek;
+    use marketplace::store::project_lists::{self, AdminProjectFilter, ProjectFilter, Viewer};
+    if std::env::var("TEST_DATABASE_URL").is_err() {
+        return;
+    }
+    let app = spawn_app().await;
+    let company = register(&app, "bulk", &["empresa"]).await;
+    let expert = register(&app, "bulk_expert", &["experto"]).await;
+    let mut conn = app.db.conn().await.unwrap();
+    marketplace::on_exec!(conn.exec(), c => sqlx::query(
+        "INSERT INTO projects (company_id, title, description, budget_minor, skills_required,
+             project_type, status, created_at, updated_at)
+         SELECT CASE WHEN g % 20 = 0 THEN $1 ELSE NULL END,
+                (ARRAY['Kubernetes migration', 'Data pipeline', 'Diseño web', 'Mobile app'])[1 + g % 4]
+                    || ' w' || (g % 97),
+                (ARRAY['python and sql', 'react front end', 'análisis de datos', 'rust services'])[1 + g % 4],
+                1000 * (g % 500), jsonb_build_array((ARRAY['python', 'react', 'rust', 'go'])[1 + g % 4]),
+                CASE WHEN g % 3 = 0 THEN 'private' ELSE 'curated' END,
+                (ARRAY['published_curated', 'bidding', 'draft', 'completed', 'in_progress'])[1 + g % 5],
+                now() - g * interval '1 minute', now()
+           FROM generate_series(1, 100000) AS g")
+        .bind(company.id).execute(c).await.map(drop))
+    .unwrap();
+    marketplace::on_exec!(conn.exec(), c => sqlx::query("ANALYZE").execute(c).await.map(drop))
+        .unwrap();
+
+    let search = |text: &str| ProjectFilter {
+        search: Some(text.to_owned()),
+        ..ProjectFilter::default()
+    };
+    let skill = ProjectFilter {
+        skill: Some("Rust".into()),
+        ..ProjectFilter::default()
+    };
+    let engine = conn.exec();
+    let lists = [
+        (
+            "public",
+            project_lists::visible(&engine, Viewer::Anonymous, &ProjectFilter::default()),
+        ),
+        // A word in one project of a hundred, as a real search is.
+        (
+            "public search",
+            project_lists::visible(&engine, Viewer::Anonymous, &search("w42")),
+        ),
+        (
+            "public by skill",
+            project_lists::visible(&engine, Viewer::Anonymous, &skill),
+        ),
+        (
+            "expert's visible",
+            project_lists::visible(&engine, Viewer::User(expert.id), &ProjectFilter::default()),
+        ),
+        (
+            "expert's search",
+            project_lists::visible(&engine, Viewer::User(expert.id), &search("w7")),
+        ),
+        (
+            "admin",
+            project_lists::visible(&engine, Viewer::Admin, &ProjectFilter::default()),
+        ),
+        (
+            "admin search",
+            project_lists::admin(
+                &engine,
+                &AdminProjectFilter {
+                    search: Some("W13".into()),
+                    ..AdminProjectFilter::default()
+                },
+            ),
+        ),
+        ("company's own", project_lists::mine(company.id, None)),
+    ];
+    // Large: what PostgreSQL estimates at ten thousand rows or more (a small table is read
+    // whole, rightly).
+    let large: Vec<String> = marketplace::on_exec!(conn.exec(), c => sqlx::query_scalar(
+        "SELECT relname::text FROM pg_class WHERE relkind = 'r' AND reltuples >= 10000")
+        .fetch_all(c).await)
+    .unwrap();
+    assert!(large.contains(&"projects".to_owned()), "{large:?}");
+    let mut found = Vec::new();
+    for (name, list) in lists {
+        for (seek, what) in [
+            (Seek::Page(1), "first page"),
+            (Seek::Page(200), "page 200"),
+            (Seek::Page(1_000_000), "past the end"),
+        ] {
+            for statement in list.explain(conn.exec(), seek, 20).await.unwrap() {
+                let mut scans = BTreeSet::new();
+                sequential_scans(&statement["plan"][0]["Plan"], &mut scans);
+                scans.retain(|relation| large.contains(relation));
+                if !scans.is_empty() {
+                    found.push(format!(
+                        "{name}, {what}: {scans:?} in {}",
+                        statement["statement"]
+                    ));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "sequential scans:\n{}", found.join("\n"));
+    drop(conn);
+    app.stop().await;
+}
