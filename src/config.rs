@@ -131,6 +131,10 @@ pub struct Settings {
     pub idempotency_key_ttl: chrono::Duration,
     /// Pool size (`DATABASE_MAX_CONNECTIONS`); the engine's default when unset.
     pub database_max_connections: Option<u32>,
+    /// `DATABASE_STATEMENT_TIMEOUT_SECONDS` (default 10, 0 for none): PostgreSQL cancels a
+    /// statement running longer, and the request gets 503 `QUERY_TIMEOUT`. Migrations run
+    /// without it. (SQLite has no such limit.)
+    pub database_statement_timeout: Option<std::time::Duration>,
     /// When set, `/metrics` answers only with `Authorization: Bearer <token>`.
     pub metrics_token: Option<Secret>,
     pub log_format: LogFormat,
@@ -456,6 +460,15 @@ impl Settings {
                     }
                 },
             },
+            database_statement_timeout: match number(
+                "DATABASE_STATEMENT_TIMEOUT_SECONDS",
+                10,
+                0,
+                3600,
+            )? {
+                0 => None,
+                seconds => Some(std::time::Duration::from_secs(u64::from(seconds))),
+            },
             metrics_token: get("METRICS_TOKEN").filter(|t| !t.is_empty()).map(Secret),
             test_reset_token: get("TEST_RESET_TOKEN").map(Secret),
             log_format,
@@ -721,6 +734,8 @@ mod tests {
             ("DATABASE_URL", "not a url"),
             ("DATABASE_MAX_CONNECTIONS", "0"),
             ("DATABASE_MAX_CONNECTIONS", "many"),
+            ("DATABASE_STATEMENT_TIMEOUT_SECONDS", "3601"),
+            ("DATABASE_STATEMENT_TIMEOUT_SECONDS", "soon"),
             ("RATE_LIMIT_PER_MINUTE", "-1"),
             ("MAX_CONCURRENT_SESSIONS", "lots"),
             ("JWT_ACCESS_EXPIRE_MINUTES", "0"),

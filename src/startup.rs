@@ -40,9 +40,13 @@ impl Application {
             .context("cannot keep the development JWT secret under DATA_DIR")?;
         let settings = Arc::new(settings);
 
-        let db = Db::connect_sized(&settings.database, settings.database_max_connections)
-            .await
-            .context("cannot open the database")?;
+        let db = Db::connect_tuned(
+            &settings.database,
+            settings.database_max_connections,
+            settings.database_statement_timeout,
+        )
+        .await
+        .context("cannot open the database")?;
         let cache = cache::connect_prefixed(
             settings.redis_url.as_ref().map(|s| s.expose()),
             &settings.cache_prefix,

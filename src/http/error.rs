@@ -196,6 +196,14 @@ impl From<StoreError> for ApiError {
         if err.is_retryable() {
             return Self::unavailable("The service is busy; try again").with_retry_after(1);
         }
+        if err.is_timeout() {
+            tracing::warn!(error = %err, "a statement ran past the database's statement timeout");
+            return Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "QUERY_TIMEOUT",
+                "The database took too long to answer; narrow the request (filters, a smaller page) or try again later",
+            );
+        }
         Self::internal(err)
     }
 }

@@ -115,6 +115,11 @@ impl StoreError {
 
     /// The database was busy or locked past its timeout, or a serialisation conflict: the
     /// caller may try again.
+    /// PostgreSQL cancelled the statement: it ran past `DATABASE_STATEMENT_TIMEOUT_SECONDS`.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Self::Sqlx(sqlx::Error::Database(e)) if e.code().as_deref() == Some("57014"))
+    }
+
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::Sqlx(sqlx::Error::Database(e)) => {
@@ -373,7 +378,17 @@ impl Db {
         target: &DatabaseTarget,
         max_connections: Option<u32>,
     ) -> StoreResult<Self> {
-        let db = Self::open_sized(target, max_connections).await?;
+        Self::connect_tuned(target, max_connections, None).await
+    }
+
+    /// [`Db::connect_sized`] whose PostgreSQL connections cancel any statement running past
+    /// `statement_timeout` (`DATABASE_STATEMENT_TIMEOUT_SECONDS`); migrations run without it.
+    pub async fn connect_tuned(
+        target: &DatabaseTarget,
+        max_connections: Option<u32>,
+        statement_timeout: Option<Duration>,
+    ) -> StoreResult<Self> {
+        let db = Self::open_tuned(target, max_connections, statement_timeout).await?;
         db.migrate().await?;
         Ok(db)
     }
@@ -387,9 +402,22 @@ impl Db {
         target: &DatabaseTarget,
         max_connections: Option<u32>,
     ) -> StoreResult<Self> {
+        Self::open_tuned(target, max_connections, None).await
+    }
+
+    async fn open_tuned(
+        target: &DatabaseTarget,
+        max_connections: Option<u32>,
+        statement_timeout: Option<Duration>,
+    ) -> StoreResult<Self> {
         match target {
             DatabaseTarget::Postgres(url) => {
-                let options = postgres_options(url, std::env::var_os("PGSSLMODE").is_some())?;
+                let mut options = postgres_options(url, std::env::var_os("PGSSLMODE").is_some())?;
+                if let Some(limit) = statement_timeout {
+                    // A session setting from the connection's start: no round trip per use.
+                    options = options
+                        .options([("statement_timeout", format!("{}ms", limit.as_millis()))]);
+                }
                 let pool = PgPoolOptions::new()
                     .max_connections(max_connections.unwrap_or(20))
                     .acquire_timeout(Duration::from_secs(10))
@@ -420,7 +448,18 @@ impl Db {
 
     pub async fn migrate(&self) -> StoreResult<()> {
         match self {
-            Db::Postgres(pool) => PG_MIGRATOR.run(pool).await?,
+            Db::Postgres(pool) => {
+                // A migration may rewrite a large table: no statement timeout for it.
+                let mut conn = pool.acquire().await?;
+                sqlx::query("SET statement_timeout = 0")
+                    .execute(&mut *conn)
+                    .await?;
+                let migrated = PG_MIGRATOR.run(&mut *conn).await;
+                sqlx::query("RESET statement_timeout")
+                    .execute(&mut *conn)
+                    .await?;
+                migrated?
+            }
             Db::Sqlite(pool) => SQLITE_MIGRATOR.run(pool).await?,
         }
         Ok(())

@@ -716,30 +716,77 @@ pub struct CurationCandidate {
     pub review_count: i64,
 }
 
-/// Verified expert profiles of active users whose availability does not say they are
-/// unavailable, with their skills and the reviews they received that are shown at `now`.
+/// The experts curation may suggest for a project requiring `required` skills (lower-cased),
+/// at most `bound` of them: verified expert profiles of active users whose availability does
+/// not say they are unavailable, other than `excluded`, holding at least one required skill
+/// when the project names any. Chosen in SQL by what the score weighs most — required skills
+/// held, then level, then internal rating — so a request reads `bound` experts, not every
+/// one; each comes with its skills and the reviews it received that are shown at `now`.
 pub async fn curation_candidates(
     mut ex: Exec<'_>,
+    required: &[String],
+    excluded: Option<i64>,
+    bound: i64,
     now: DateTime<Utc>,
 ) -> StoreResult<Vec<CurationCandidate>> {
-    let profiles = on_exec!(ex.re(), c => sqlx::query_as::<_, Profile>(select_profiles!(
-        "JOIN users u ON u.id = p.user_id
-         WHERE p.profile_type = 'experto' AND p.is_verified = TRUE AND u.is_active = TRUE
-           AND LOWER(COALESCE(p.availability, 'available'))
-               NOT IN ('unavailable', 'not_available', 'busy')
-         ORDER BY p.user_id"
-    ))
-    .fetch_all(c)
-    .await)?;
-    let skills: Vec<(i64, String)> = on_exec!(ex.re(), c => sqlx::query_as(
-        "SELECT ps.profile_id, s.name FROM profile_skills ps
-         JOIN skills s ON s.id = ps.skill_id
-         JOIN profiles p ON p.id = ps.profile_id
-         WHERE p.profile_type = 'experto' AND p.is_verified = TRUE",
-    )
-    .fetch_all(c)
-    .await)?;
-    let reviews = super::reviews::averages(ex, now).await?;
+    use super::listing::Sql;
+    let mut sql = Sql::default();
+    let (matched, join) = if required.is_empty() {
+        (String::new(), String::new())
+    } else {
+        let names: Vec<String> = required.iter().map(|r| sql.arg(r.as_str())).collect();
+        (
+            "COUNT(*) DESC,".to_owned(),
+            format!(
+                "JOIN profile_skills ps ON ps.profile_id = p.id \
+                 JOIN skills s ON s.id = ps.skill_id AND LOWER(s.name) IN ({})",
+                names.join(", ")
+            ),
+        )
+    };
+    let excluded = sql.arg(excluded.unwrap_or(0));
+    let bound = sql.arg(bound);
+    let ids: Vec<i64> = sql
+        .with_text(&format!(
+            "SELECT p.id FROM profiles p {join} JOIN users u ON u.id = p.user_id
+             WHERE p.profile_type = 'experto' AND p.is_verified = TRUE AND u.is_active = TRUE
+               AND LOWER(COALESCE(p.availability, 'available'))
+                   NOT IN ('unavailable', 'not_available', 'busy')
+               AND p.user_id <> {excluded}
+             GROUP BY p.id, p.user_id, p.expert_level, p.internal_rating
+             ORDER BY {matched}
+                      CASE p.expert_level WHEN 'Enterprise' THEN 2 WHEN 'Pro' THEN 1 ELSE 0 END DESC,
+                      COALESCE(p.internal_rating, 3.0) DESC, p.user_id
+             LIMIT {bound}"
+        ))
+        .fetch_all::<(i64,)>(ex.re())
+        .await?
+        .into_iter()
+        .map(|(id,)| id)
+        .collect();
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut of = Sql::default();
+    let list: Vec<String> = ids.iter().map(|id| of.arg(*id)).collect();
+    let list = list.join(", ");
+    let profiles: Vec<Profile> = of
+        .clone()
+        .with_text(&format!(
+            "{} WHERE p.id IN ({list}) ORDER BY p.user_id",
+            select_profiles!("")
+        ))
+        .fetch_all(ex.re())
+        .await?;
+    let skills: Vec<(i64, String)> = of
+        .with_text(&format!(
+            "SELECT ps.profile_id, s.name FROM profile_skills ps
+             JOIN skills s ON s.id = ps.skill_id WHERE ps.profile_id IN ({list})"
+        ))
+        .fetch_all(ex.re())
+        .await?;
+    let users: Vec<i64> = profiles.iter().map(|p| p.user_id).collect();
+    let reviews = super::reviews::averages(ex, &users, now).await?;
     Ok(profiles
         .into_iter()
         .map(|profile| {

@@ -344,18 +344,28 @@ pub async fn recent_shown(
     )
 }
 
-/// Average and count of the shown reviews each user received: `(user_id, average, count)`.
-/// The curation ranking and the lead score read ratings through this one query.
-pub async fn averages(ex: Exec<'_>, now: DateTime<Utc>) -> StoreResult<Vec<(i64, f64, i64)>> {
-    Ok(on_exec!(ex, c => sqlx::query_as(concat!(
-        "SELECT r.reviewee_id, CAST(AVG(r.rating) AS DOUBLE PRECISION), COUNT(*) FROM reviews r ",
-        "WHERE r.reviewee_id IS NOT NULL AND ",
-        "r.visibility = 'published' AND (r.revealed_at IS NOT NULL OR r.blind_until <= $1) ",
-        "GROUP BY r.reviewee_id"
+/// Average and count of the shown reviews each of `users` received: `(user_id, average,
+/// count)`, read from the reviewee index.
+pub async fn averages(
+    ex: Exec<'_>,
+    users: &[i64],
+    now: DateTime<Utc>,
+) -> StoreResult<Vec<(i64, f64, i64)>> {
+    if users.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut sql = super::listing::Sql::default();
+    let now = sql.arg(now);
+    let list: Vec<String> = users.iter().map(|u| sql.arg(*u)).collect();
+    sql.with_text(&format!(
+        "SELECT r.reviewee_id, CAST(AVG(r.rating) AS DOUBLE PRECISION), COUNT(*) FROM reviews r \
+         WHERE r.reviewee_id IN ({}) AND r.visibility = 'published' \
+           AND (r.revealed_at IS NOT NULL OR r.blind_until <= {now}) \
+         GROUP BY r.reviewee_id",
+        list.join(", ")
     ))
-    .bind(now)
-    .fetch_all(c)
-    .await)?)
+    .fetch_all(ex)
+    .await
 }
 
 /// Records that `user_id` was asked to review the project; `false` when asked already.

@@ -576,6 +576,11 @@ pub struct Suggestion {
     pub already_invited: bool,
 }
 
+/// How many experts a suggestion ranks at most: those SQL puts first by required skills
+/// held, level and internal rating (`store::profiles::curation_candidates`); reviews, worth at
+/// most 15 of the score's 100, then order them. Ten times the longest list asked for.
+const CURATION_CANDIDATES: i64 = 500;
+
 /// Verified, available, active experts ranked by [`rules::curation_score`]; with required
 /// skills, only experts who have at least one of them.
 pub async fn curation_suggestions(
@@ -587,7 +592,20 @@ pub async fn curation_suggestions(
     let p = projects::find(conn.exec(), id)
         .await?
         .ok_or_else(|| FlowError::not_found("Project not found"))?;
-    let candidates = profiles::curation_candidates(conn.exec(), state.clock.now()).await?;
+    let required_names: Vec<String> = p
+        .skills_required
+        .0
+        .iter()
+        .map(|s| s.trim().to_lowercase())
+        .collect();
+    let candidates = profiles::curation_candidates(
+        conn.exec(),
+        &required_names,
+        p.company_id,
+        CURATION_CANDIDATES,
+        state.clock.now(),
+    )
+    .await?;
     let formal: Vec<i64> = projects::invitations_of(conn.exec(), id)
         .await?
         .into_iter()
@@ -596,7 +614,6 @@ pub async fn curation_suggestions(
     let required = &p.skills_required.0;
     let mut ranked: Vec<Suggestion> = candidates
         .into_iter()
-        .filter(|c| Some(c.profile.user_id) != p.company_id)
         .map(|c| {
             let score = rules::curation_score(
                 required,

@@ -164,3 +164,29 @@ async fn commission_defaults_are_seeded() {
     );
     app.stop().await;
 }
+
+/// On PostgreSQL a statement running past `DATABASE_STATEMENT_TIMEOUT_SECONDS` is cancelled
+/// and answered 503 `QUERY_TIMEOUT`; the connection and the service go on.
+#[actix_web::test]
+async fn a_statement_past_the_timeout_is_cut_with_a_clear_error() {
+    if std::env::var("TEST_DATABASE_URL").is_err() {
+        return;
+    }
+    let app = crate::helpers::spawn_app_with(&[("DATABASE_STATEMENT_TIMEOUT_SECONDS", "1")]).await;
+    let started = std::time::Instant::now();
+    let mut conn = app.db.conn().await.unwrap();
+    let slow: Result<(), marketplace::store::StoreError> =
+        on_exec!(conn.exec(), c => sqlx::query("SELECT pg_sleep(5)").execute(c).await.map(drop))
+            .map_err(Into::into);
+    let err = slow.expect_err("cancelled");
+    assert!(started.elapsed() < std::time::Duration::from_secs(4));
+    assert!(err.is_timeout(), "{err}");
+    let answer = marketplace::http::error::ApiError::from(err);
+    assert_eq!(answer.code(), "QUERY_TIMEOUT");
+    let one: i64 = on_exec!(conn.exec(), c => sqlx::query_scalar("SELECT CAST(1 AS BIGINT)").fetch_one(c).await)
+        .unwrap();
+    assert_eq!(one, 1);
+    drop(conn);
+    assert_eq!(app.get("/health").await.status(), 200);
+    app.stop().await;
+}
