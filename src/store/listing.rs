@@ -268,6 +268,11 @@ impl ListQuery {
         Some(PageStatement { sql, reversed })
     }
 
+    /// How many items the list holds.
+    pub async fn count(&self, ex: Exec<'_>) -> StoreResult<i64> {
+        self.total.read(ex).await
+    }
+
     /// One page of `size` items and the list's total.
     pub async fn run<T>(
         self,

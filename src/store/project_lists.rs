@@ -361,6 +361,47 @@ pub fn admin(engine: &Exec<'_>, f: &AdminProjectFilter) -> ListQuery {
     list(q.filter, q.sql, q.rank, total)
 }
 
+/// The projects `expert_id` is invited to, formally or in the legacy list (each once).
+fn invited_to(sql: &mut Sql, expert_id: i64) -> String {
+    let u = sql.arg(expert_id);
+    format!(
+        "p.id IN (SELECT project_id FROM project_invitations WHERE expert_id = {u}
+            UNION SELECT project_id FROM project_legacy_invitees WHERE expert_id = {u})"
+    )
+}
+
+/// Projects an expert is invited to (formally or in the legacy list), newest first.
+pub fn invitations_of(expert_id: i64) -> ListQuery {
+    let mut sql = Sql::default();
+    let filter = vec![invited_to(&mut sql, expert_id)];
+    let total = count(&filter, &sql);
+    list(filter, sql, None, total)
+}
+
+/// Projects an expert may still apply to and has not: curated listings and projects pending
+/// publication they are invited to, and private ones they are the target of; newest first.
+pub fn available_to(expert_id: i64) -> ListQuery {
+    let mut sql = Sql::default();
+    let u = sql.arg(expert_id);
+    let filter = vec![
+        format!(
+            "p.id IN (SELECT id FROM projects
+                      WHERE target_expert_id = {u} AND status = 'published_private'
+                      UNION SELECT project_id FROM project_invitations WHERE expert_id = {u}
+                      UNION SELECT project_id FROM project_legacy_invitees WHERE expert_id = {u})"
+        ),
+        format!(
+            "((p.status = 'published_private' AND p.target_expert_id = {u})
+              OR p.status IN ('published_curated', 'bidding', 'published', 'pending_publication'))"
+        ),
+        format!(
+            "NOT EXISTS (SELECT 1 FROM applications a WHERE a.project_id = p.id AND a.expert_id = {u})"
+        ),
+    ];
+    let total = count(&filter, &sql);
+    list(filter, sql, None, total)
+}
+
 /// Reads one page of `query`: the projects, the cursor of the last when more follow, and the
 /// list's total.
 pub async fn page(

@@ -2,8 +2,8 @@
 //!
 //! Invitations exist in two forms (specification, Versioning 2): formal records in
 //! `project_invitations` and the legacy JSON list `projects.invited_experts`. Every check and
-//! list here honours both. The legacy list is read with each engine's JSON functions, so the
-//! queries that need it come in two spellings, chosen by [`on_engine!`].
+//! list honours both; the lists (`store::project_lists`) read the legacy list through
+//! `project_legacy_invitees`, the one row per invited expert its triggers keep.
 
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
@@ -58,35 +58,6 @@ macro_rules! select_projects {
     };
     ($($rest:expr),* $(,)?) => {
         select_projects!(with ""; $($rest),*)
-    };
-}
-
-/// Runs `$body` with `$legacy` bound to the engine's test "user `$n` is in the legacy
-/// `invited_experts` list of project `p`", where `$n` is the placeholder number given.
-macro_rules! on_engine {
-    ($exec:expr, $conn:ident, $legacy:ident, $n:literal => $body:expr) => {
-        match $exec {
-            $crate::store::Exec::Postgres($conn) => {
-                macro_rules! $legacy {
-                    () => {
-                        concat!("p.invited_experts @> jsonb_build_array($", $n, "::bigint)")
-                    };
-                }
-                $body
-            }
-            $crate::store::Exec::Sqlite($conn) => {
-                macro_rules! $legacy {
-                    () => {
-                        concat!(
-                            "EXISTS (SELECT 1 FROM json_each(p.invited_experts) je WHERE je.value = $",
-                            $n,
-                            ")"
-                        )
-                    };
-                }
-                $body
-            }
-        }
     };
 }
 
@@ -486,85 +457,6 @@ pub async fn set_invited_experts(
     .await
     .map(|_| ()))?;
     Ok(())
-}
-
-/// Projects an expert may still apply to and has not: curated listings they are invited to,
-/// `pending_publication` ones they are invited to, and private ones they are the target of.
-pub async fn list_available_for(
-    mut ex: Exec<'_>,
-    expert_id: i64,
-    limit: i64,
-    offset: i64,
-) -> StoreResult<(Vec<Project>, i64)> {
-    macro_rules! available_where {
-        ($legacy:expr) => {
-            concat!(
-                "WHERE NOT EXISTS (SELECT 1 FROM applications a
-                                   WHERE a.project_id = p.id AND a.expert_id = $1)
-                   AND ((p.status = 'published_private' AND p.target_expert_id = $1)
-                     OR (p.status IN ('published_curated', 'bidding', 'published', 'pending_publication')
-                         AND (EXISTS (SELECT 1 FROM project_invitations pi
-                                      WHERE pi.project_id = p.id AND pi.expert_id = $1)
-                              OR ",
-                $legacy,
-                "))) "
-            )
-        };
-    }
-    let items = on_engine!(ex.re(), c, legacy, "1" => sqlx::query_as::<_, Project>(select_projects!(
-        available_where!(legacy!()),
-        "ORDER BY p.created_at DESC, p.id DESC LIMIT $2 OFFSET $3"
-    ))
-    .bind(expert_id)
-    .bind(limit)
-    .bind(offset)
-    .fetch_all(c)
-    .await)?;
-    let total: i64 = on_engine!(ex, c, legacy, "1" => sqlx::query_scalar(concat!(
-        "SELECT COUNT(*) FROM projects p ",
-        available_where!(legacy!())
-    ))
-    .bind(expert_id)
-    .fetch_one(c)
-    .await)?;
-    Ok((items, total))
-}
-
-/// Projects an expert is invited to (formally or in the legacy list), newest first, with the
-/// formal invitation when there is one.
-pub async fn list_invitations_of(
-    mut ex: Exec<'_>,
-    expert_id: i64,
-    limit: i64,
-    offset: i64,
-) -> StoreResult<(Vec<Project>, i64)> {
-    macro_rules! invited_where {
-        ($legacy:expr) => {
-            concat!(
-                "WHERE EXISTS (SELECT 1 FROM project_invitations pi
-                               WHERE pi.project_id = p.id AND pi.expert_id = $1) OR ",
-                $legacy,
-                " "
-            )
-        };
-    }
-    let items = on_engine!(ex.re(), c, legacy, "1" => sqlx::query_as::<_, Project>(select_projects!(
-        invited_where!(legacy!()),
-        "ORDER BY p.created_at DESC, p.id DESC LIMIT $2 OFFSET $3"
-    ))
-    .bind(expert_id)
-    .bind(limit)
-    .bind(offset)
-    .fetch_all(c)
-    .await)?;
-    let total: i64 = on_engine!(ex, c, legacy, "1" => sqlx::query_scalar(concat!(
-        "SELECT COUNT(*) FROM projects p ",
-        invited_where!(legacy!())
-    ))
-    .bind(expert_id)
-    .fetch_one(c)
-    .await)?;
-    Ok((items, total))
 }
 
 /// Projects assigned to an expert, newest first.

@@ -14,6 +14,7 @@ use crate::http::pagination::{PageQuery, Paginated};
 use crate::http::routes::applications::ApplicationView;
 use crate::http::routes::projects::{ProjectView, caller};
 use crate::state::AppState;
+use crate::store::project_lists;
 use crate::store::{applications, payments, projects};
 
 fn expert(auth: &AuthUser) -> ApiResult<()> {
@@ -89,7 +90,7 @@ pub async fn stats(state: web::Data<AppState>, auth: AuthUser) -> ApiResult<Http
         .map(|(_, n)| n)
         .sum();
     let (released, held) = payments::expert_totals(conn.exec(), id).await?;
-    let (_, invitation_count) = projects::list_invitations_of(conn.exec(), id, 1, 0).await?;
+    let invitation_count = project_lists::invitations_of(id).count(conn.exec()).await?;
     Ok(HttpResponse::Ok().json(ExpertStats {
         applications: ApplicationStats {
             total: counts.iter().map(|(_, n)| n).sum(),
@@ -178,17 +179,19 @@ async fn project_list(
     let page = query.validate()?;
     let c = caller(auth);
     let mut conn = state.db.conn().await?;
-    let (limit, offset) = (page.limit(), page.offset());
-    let (items, total) = match which {
-        ProjectList::Available => {
-            projects::list_available_for(conn.exec(), c.id, limit, offset).await?
+    let listed = match which {
+        ProjectList::Available => Some(project_lists::available_to(c.id)),
+        ProjectList::Invited => Some(project_lists::invitations_of(c.id)),
+        ProjectList::Assigned => None,
+    };
+    let (items, total) = match listed {
+        Some(query) => {
+            let seek = crate::store::listing::Seek::Page(page.page);
+            let (items, _, total) =
+                project_lists::page(conn.exec(), query, seek, page.size).await?;
+            (items, total)
         }
-        ProjectList::Assigned => {
-            projects::list_assigned_to(conn.exec(), c.id, limit, offset).await?
-        }
-        ProjectList::Invited => {
-            projects::list_invitations_of(conn.exec(), c.id, limit, offset).await?
-        }
+        None => projects::list_assigned_to(conn.exec(), c.id, page.limit(), page.offset()).await?,
     };
     let page = Paginated::new(items, total, page).map(|p| ProjectView::for_caller(p, Some(&c)));
     Ok(HttpResponse::Ok().json(page))
