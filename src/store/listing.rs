@@ -17,9 +17,16 @@ use crate::on_exec;
 /// A value bound to a statement.
 #[derive(Debug, Clone)]
 pub enum Arg {
+    Bool(bool),
     Int(i64),
     Text(String),
     Time(DateTime<Utc>),
+}
+
+impl From<bool> for Arg {
+    fn from(v: bool) -> Self {
+        Self::Bool(v)
+    }
 }
 
 impl From<i64> for Arg {
@@ -58,6 +65,7 @@ macro_rules! bind_all {
         let mut query = $query;
         for arg in $args {
             query = match arg {
+                Arg::Bool(v) => query.bind(*v),
                 Arg::Int(v) => query.bind(*v),
                 Arg::Text(v) => query.bind(v.as_str()),
                 Arg::Time(v) => query.bind(*v),
@@ -114,6 +122,8 @@ impl Sql {
 #[derive(Debug, Clone)]
 pub struct Order {
     pub rank: Option<String>,
+    /// The rank is a boolean column (true first), compared with a bound boolean.
+    pub rank_is_flag: bool,
     pub at: &'static str,
     pub id: &'static str,
 }
@@ -134,6 +144,33 @@ pub struct Window<T> {
 /// The sort key of an item, as a cursor.
 pub trait Keyed {
     fn cursor(&self) -> Cursor;
+}
+
+/// The words of a search: what both engines index (runs of letters and digits), at most 16.
+/// No word, no match: a search of only punctuation finds nothing rather than everything.
+pub fn words(search: &str) -> Vec<&str> {
+    search
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .take(16)
+        .collect()
+}
+
+/// PostgreSQL's query of `words` (all of them), folded as the indexed text is.
+pub fn tsquery(sql: &mut Sql, words: &[&str]) -> String {
+    let q = sql.arg(words.join(" "));
+    format!("plainto_tsquery('simple', fold_text({q}))")
+}
+
+/// An FTS5 query of `words` (all of them), each a quoted string (letters and digits only:
+/// nothing to escape), limited to `column` when given.
+pub fn fts5_query(sql: &mut Sql, words: &[&str], column: Option<&str>) -> String {
+    let phrase: Vec<String> = words.iter().map(|w| format!("\"{w}\"")).collect();
+    let phrase = phrase.join(" ");
+    sql.arg(match column {
+        Some(column) => format!("{column} : ({phrase})"),
+        None => phrase,
+    })
 }
 
 /// How a list's total is had.
@@ -207,7 +244,12 @@ impl ListQuery {
     fn page_statement(&self, seek: Seek, size: i64, total: i64) -> Option<PageStatement> {
         let mut sql = self.args.clone();
         let mut filter = self.filter.clone();
-        let Order { rank, at, id } = &self.order;
+        let Order {
+            rank,
+            rank_is_flag,
+            at,
+            id,
+        } = &self.order;
         let (newest_first, oldest_first) = match rank {
             Some(rank) => (
                 format!("{rank} DESC, {at} DESC, {id} DESC"),
@@ -224,7 +266,11 @@ impl ListQuery {
                 let after = format!("({at}, {id}) < ({a}, {i})");
                 filter.push(match rank {
                     Some(rank) => {
-                        let r = sql.arg(cursor.rank);
+                        let r = if *rank_is_flag {
+                            sql.arg(cursor.rank != 0)
+                        } else {
+                            sql.arg(cursor.rank)
+                        };
                         format!("({rank} < {r} OR ({rank} = {r} AND {after}))")
                     }
                     None => after,

@@ -25,6 +25,7 @@ pub mod deliveries;
 pub mod disputes;
 pub mod documents;
 pub mod events;
+pub mod expert_lists;
 pub mod idempotency;
 pub mod invitations;
 pub mod listing;

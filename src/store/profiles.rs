@@ -64,10 +64,11 @@ pub struct Profile {
 }
 
 /// `SELECT <profile columns> FROM profiles p <rest>` as one static string.
-macro_rules! select_profiles {
-    ($($rest:expr),* $(,)?) => {
+/// The columns of [`Profile`], over `profiles p`.
+macro_rules! profile_columns {
+    () => {
         concat!(
-            "SELECT p.id, p.user_id, p.profile_type, p.full_name, p.bio, p.phone, p.location, ",
+            "p.id, p.user_id, p.profile_type, p.full_name, p.bio, p.phone, p.location, ",
             "p.profile_picture, p.is_verified, p.verification_status, p.verification_notes, p.slug, ",
             "p.expert_level, p.availability, p.internal_rating, p.hourly_rate_minor, ",
             "p.experience_years, p.main_area, p.work_language, p.portfolio_url, p.linkedin_url, ",
@@ -77,10 +78,17 @@ macro_rules! select_profiles {
             "p.fiscal_country, p.fiscal_type, p.birth_date, p.vat_number, p.irpf_rate, ",
             "p.commercial_registry, p.fiscal_data_complete, p.dac7_review_status, ",
             "p.dac7_review_period, p.dac7_reviewed_at, p.processor_connect_account_id, ",
-            "p.processor_connect_status, p.verified_at, p.verified_by, p.created_at, p.updated_at ",
-            "FROM profiles p ",
-            $($rest),*
+            "p.processor_connect_status, p.verified_at, p.verified_by, p.created_at, p.updated_at"
         )
+    };
+}
+
+/// [`profile_columns!`] as a value, for statements assembled at run time.
+pub const PROFILE_COLUMNS: &str = profile_columns!();
+
+macro_rules! select_profiles {
+    ($($rest:expr),* $(,)?) => {
+        concat!("SELECT ", profile_columns!(), " FROM profiles p ", $($rest),*)
     };
 }
 
@@ -338,64 +346,6 @@ pub struct ExpertFilter {
     pub verified: Option<bool>,
     /// Free text in name, bio, main area and skill names.
     pub q: Option<String>,
-}
-
-/// One page of experts (active users only), verified first, then newest; and the total.
-pub async fn search_experts(
-    mut ex: Exec<'_>,
-    f: &ExpertFilter,
-    limit: i64,
-    offset: i64,
-) -> StoreResult<(Vec<Profile>, i64)> {
-    macro_rules! expert_where {
-        () => {
-            "WHERE p.profile_type = 'experto' AND u.is_active = TRUE
-               AND ($1 IS NULL OR EXISTS (SELECT 1 FROM profile_skills ps
-                    JOIN skills s ON s.id = ps.skill_id
-                    WHERE ps.profile_id = p.id AND s.slug = $1))
-               AND ($2 IS NULL OR p.expert_level = $2)
-               AND ($3 IS NULL OR LOWER(COALESCE(p.availability, '')) = $3)
-               AND ($4 IS NULL OR p.is_verified = $4)
-               AND ($5 IS NULL OR LOWER(COALESCE(p.full_name, '')) LIKE $5 ESCAPE '\\'
-                    OR LOWER(COALESCE(p.bio, '')) LIKE $5 ESCAPE '\\'
-                    OR LOWER(COALESCE(p.main_area, '')) LIKE $5 ESCAPE '\\'
-                    OR EXISTS (SELECT 1 FROM profile_skills ps2
-                        JOIN skills s2 ON s2.id = ps2.skill_id
-                        WHERE ps2.profile_id = p.id AND LOWER(s2.name) LIKE $5 ESCAPE '\\')) "
-        };
-    }
-    let q =
-        f.q.as_deref()
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(|s| format!("%{}%", super::escape_like(&s.to_lowercase())));
-    let availability = f.availability.as_deref().map(str::to_lowercase);
-    let items = on_exec!(ex.re(), c => sqlx::query_as::<_, Profile>(select_profiles!(
-        "JOIN users u ON u.id = p.user_id ",
-        expert_where!(),
-        "ORDER BY p.is_verified DESC, p.created_at DESC, p.id DESC LIMIT $6 OFFSET $7"
-    ))
-    .bind(&f.skill)
-    .bind(&f.level)
-    .bind(&availability)
-    .bind(f.verified)
-    .bind(&q)
-    .bind(limit)
-    .bind(offset)
-    .fetch_all(c)
-    .await)?;
-    let total: i64 = on_exec!(ex, c => sqlx::query_scalar(concat!(
-        "SELECT COUNT(*) FROM profiles p JOIN users u ON u.id = p.user_id ",
-        expert_where!()
-    ))
-    .bind(&f.skill)
-    .bind(&f.level)
-    .bind(&availability)
-    .bind(f.verified)
-    .bind(&q)
-    .fetch_one(c)
-    .await)?;
-    Ok((items, total))
 }
 
 /// An administrator's team profile.

@@ -7,7 +7,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::listing::{Keyed, ListQuery, Order, Sql, Total};
+use super::listing::{self, Keyed, ListQuery, Order, Sql, Total};
 use super::projects::Project;
 use super::{Exec, StoreResult};
 use crate::domain::cursor::Cursor;
@@ -85,6 +85,7 @@ const COLUMNS: &str = "p.id, p.company_id, p.expert_id, p.target_expert_id, p.ti
 fn newest(rank: Option<String>) -> Order {
     Order {
         rank,
+        rank_is_flag: false,
         at: "p.created_at",
         id: "p.id",
     }
@@ -108,16 +109,6 @@ impl Keyed for Listed {
     }
 }
 
-/// A search's words: what both engines index (runs of letters and digits). No word, no
-/// match: a search of only punctuation finds nothing rather than everything.
-fn words(search: &str) -> Vec<&str> {
-    search
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .take(16)
-        .collect()
-}
-
 /// The conditions and rank of a word search, or `None` when it has no word.
 struct TextSearch {
     matches: String,
@@ -125,24 +116,21 @@ struct TextSearch {
 }
 
 fn text_search(engine: &Exec<'_>, sql: &mut Sql, search: &str) -> Option<TextSearch> {
-    let words = words(search);
+    let words = listing::words(search);
     if words.is_empty() {
         return None;
     }
     Some(match engine {
         Exec::Postgres(_) => {
-            let q = sql.arg(words.join(" "));
-            let query = format!("plainto_tsquery('simple', fold_text({q}))");
+            let query = listing::tsquery(sql, &words);
             TextSearch {
                 matches: format!("p.text_words @@ {query}"),
                 rank: format!("(CASE WHEN p.title_words @@ {query} THEN 1 ELSE 0 END)"),
             }
         }
         Exec::Sqlite(_) => {
-            // Each word a quoted FTS5 string (letters and digits only: nothing to escape).
-            let phrase: Vec<String> = words.iter().map(|w| format!("\"{w}\"")).collect();
-            let all = sql.arg(phrase.join(" "));
-            let title = sql.arg(format!("title : ({})", phrase.join(" ")));
+            let all = listing::fts5_query(sql, &words, None);
+            let title = listing::fts5_query(sql, &words, Some("title"));
             TextSearch {
                 matches: format!(
                     "p.id IN (SELECT rowid FROM projects_fts WHERE projects_fts MATCH {all})"

@@ -64,9 +64,19 @@ pub async fn empty_all(db: &Db) -> StoreResult<usize> {
                 .execute(&mut **t)
                 .await?;
             }
-            sqlx::query("INSERT INTO projects_fts (projects_fts) VALUES ('delete-all')")
+            let indexes: Vec<String> = sqlx::query_scalar(
+                "SELECT name FROM pragma_table_list WHERE schema = 'main' AND type = 'virtual'",
+            )
+            .fetch_all(&mut **t)
+            .await?;
+            for name in indexes {
+                let name = name.replace('"', "");
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "INSERT INTO \"{name}\" (\"{name}\") VALUES ('delete-all')"
+                )))
                 .execute(&mut **t)
                 .await?;
+            }
             tables.len()
         }
     };

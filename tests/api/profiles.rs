@@ -825,6 +825,12 @@ async fn skills_and_expert_search() {
         ("availability=full_time", vec!["Ana"]),
         ("q=systems", vec!["Ana"]),
         ("q=machine", vec!["Ana"]),
+        // By word, case and accents folded, in the bio or a skill's name; never a substring,
+        // and no word matches nothing.
+        ("q=PROGRAMMER", vec!["Ana"]),
+        ("q=m%C3%A1chine%20learning", vec!["Ana"]),
+        ("q=learn", vec![]),
+        ("q=%25", vec![]),
         ("level=Global&size=1", vec!["Leo"]),
         ("verified=true", vec![]),
     ] {
@@ -848,6 +854,17 @@ async fn skills_and_expert_search() {
     assert_eq!(response.status(), 200);
     let page = json(app.get("/api/profiles/experts?verified=true").await).await;
     assert_eq!(page["total"], 1);
+    // Verified first, then newest; walked by cursor.
+    let first = json(app.get("/api/profiles/experts?size=1").await).await;
+    assert_eq!(first["items"][0]["full_name"], "Ana");
+    let cursor = first["next_cursor"].as_str().unwrap();
+    let second = json(
+        app.get(&format!("/api/profiles/experts?size=1&cursor={cursor}"))
+            .await,
+    )
+    .await;
+    assert_eq!(second["items"][0]["full_name"], "Leo");
+    assert!(second["next_cursor"].is_null(), "{second}");
     assert_eq!(
         app.get("/api/profiles/experts?level=Master").await.status(),
         422

@@ -295,7 +295,8 @@ async fn no_project_list_scans_a_large_table_on_postgres() {
     if std::env::var("TEST_DATABASE_URL").is_err() {
         return;
     }
-    let app = spawn_app().await;
+    // The bulk insert below is one long statement.
+    let app = crate::helpers::spawn_app_with(&[("DATABASE_STATEMENT_TIMEOUT_SECONDS", "0")]).await;
     let company = register(&app, "bulk", &["empresa"]).await;
     let expert = register(&app, "bulk_expert", &["experto"]).await;
     let mut conn = app.db.conn().await.unwrap();

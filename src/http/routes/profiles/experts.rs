@@ -9,8 +9,9 @@ use crate::domain::profile::{self as rules, EXPERT_LEVELS};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::pagination::{Page, PageQuery, Paginated};
 use crate::state::AppState;
+use crate::store::listing::Seek;
 use crate::store::profiles::{self, ExpertFilter};
-use crate::store::skills;
+use crate::store::{expert_lists, skills};
 
 use super::*;
 
@@ -51,25 +52,28 @@ pub struct ExpertQuery {
     pub level: Option<String>,
     pub availability: Option<String>,
     pub verified: Option<bool>,
-    /// Free text in name, bio, main area and skills.
+    /// Words in the name, bio or main area, or a skill's name (case and accents ignored).
     pub q: Option<SearchTerm>,
     pub page: Option<i64>,
     pub size: Option<i64>,
+    /// A `next_cursor` of this list: the page after it (`page` is then ignored).
+    pub cursor: Option<String>,
 }
 
 async fn expert_page(
     state: &AppState,
     filter: &ExpertFilter,
     page: Page,
+    seek: Seek,
 ) -> ApiResult<Paginated<PublicProfile>> {
     let mut conn = state.db.conn().await?;
-    let (items, total) =
-        profiles::search_experts(conn.exec(), filter, page.limit(), page.offset()).await?;
+    let query = expert_lists::experts(&conn.exec(), filter);
+    let (items, next, total) = expert_lists::page(conn.exec(), query, seek, page.size).await?;
     let mut views = Vec::with_capacity(items.len());
     for p in &items {
         views.push(public_of(conn.exec(), p).await?);
     }
-    Ok(Paginated::new(views, total, page))
+    Ok(Paginated::new(views, total, page).with_next(next))
 }
 
 /// Searches experts: by skill, level, availability, verification and free text.
@@ -108,7 +112,8 @@ pub async fn search_experts(
         verified: q.verified,
         q: q.q.map(SearchTerm::into_string),
     };
-    Ok(HttpResponse::Ok().json(expert_page(&state, &filter, page).await?))
+    let seek = crate::http::pagination::seek(q.cursor.as_deref(), page)?;
+    Ok(HttpResponse::Ok().json(expert_page(&state, &filter, page, seek).await?))
 }
 
 /// Every active skill.
@@ -163,5 +168,6 @@ pub async fn skill_experts(
         skill: Some(slug),
         ..ExpertFilter::default()
     };
-    Ok(HttpResponse::Ok().json(expert_page(&state, &filter, page).await?))
+    let seek = Seek::Page(page.page);
+    Ok(HttpResponse::Ok().json(expert_page(&state, &filter, page, seek).await?))
 }

@@ -1,0 +1,107 @@
+//! The expert list (`GET /api/profiles/experts`, `GET /api/skills/{slug}/experts`): active
+//! users' expert profiles, verified first, then newest, a page at a time through
+//! `store::listing`. A skill starts from `profile_skills`; words are searched in the name,
+//! bio and main area (PostgreSQL's full-text index, SQLite's FTS5, case and accents folded)
+//! or in the expert's skill names (migration 0017).
+
+use super::listing::{self, Keyed, ListQuery, Order, Sql, Total};
+use super::profiles::{ExpertFilter, Profile};
+use super::{Exec, StoreResult};
+use crate::domain::cursor::Cursor;
+
+impl Keyed for Profile {
+    fn cursor(&self) -> Cursor {
+        Cursor {
+            rank: i64::from(self.is_verified),
+            at: self.created_at,
+            id: self.id,
+        }
+    }
+}
+
+fn order() -> Order {
+    Order {
+        rank: Some("p.is_verified".to_owned()),
+        rank_is_flag: true,
+        at: "p.created_at",
+        id: "p.id",
+    }
+}
+
+const FROM: &str = "profiles p JOIN users u ON u.id = p.user_id";
+
+/// Experts matching `f`, verified first, then newest.
+pub fn experts(engine: &Exec<'_>, f: &ExpertFilter) -> ListQuery {
+    let mut sql = Sql::default();
+    // Written as the partial index `idx_profiles_experts_listed` is.
+    let mut filter = vec![
+        "p.profile_type = 'experto'".to_owned(),
+        "u.is_active = TRUE".to_owned(),
+    ];
+    if let Some(slug) = &f.skill {
+        let slug = sql.arg(slug.as_str());
+        filter.push(format!(
+            "p.id IN (SELECT ps.profile_id FROM profile_skills ps
+                      JOIN skills s ON s.id = ps.skill_id WHERE s.slug = {slug})"
+        ));
+    }
+    if let Some(level) = &f.level {
+        filter.push(format!("p.expert_level = {}", sql.arg(level.as_str())));
+    }
+    if let Some(availability) = &f.availability {
+        filter.push(format!(
+            "LOWER(COALESCE(p.availability, '')) = {}",
+            sql.arg(availability.to_lowercase())
+        ));
+    }
+    if let Some(verified) = f.verified {
+        filter.push(format!("p.is_verified = {}", sql.arg(verified)));
+    }
+    if let Some(search) = f.q.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        let words = listing::words(search);
+        if words.is_empty() {
+            return ListQuery::nothing(order());
+        }
+        filter.push(match engine {
+            Exec::Postgres(_) => {
+                let q = listing::tsquery(&mut sql, &words);
+                format!(
+                    "(p.text_words @@ {q} OR p.id IN (SELECT ps.profile_id FROM profile_skills ps
+                      WHERE ps.skill_id IN (SELECT id FROM skills WHERE name_words @@ {q})))"
+                )
+            }
+            Exec::Sqlite(_) => {
+                let profiles = listing::fts5_query(&mut sql, &words, None);
+                let skills = listing::fts5_query(&mut sql, &words, None);
+                format!(
+                    "(p.id IN (SELECT rowid FROM profiles_fts WHERE profiles_fts MATCH {profiles})
+                      OR p.id IN (SELECT ps.profile_id FROM profile_skills ps WHERE ps.skill_id IN
+                        (SELECT rowid FROM skills_fts WHERE skills_fts MATCH {skills})))"
+                )
+            }
+        });
+    }
+    let total = Total::Query(sql.clone().with_text(&format!(
+        "SELECT COUNT(*) FROM {FROM} WHERE {}",
+        filter.join(" AND ")
+    )));
+    ListQuery {
+        columns: super::profiles::PROFILE_COLUMNS.to_owned(),
+        from: FROM,
+        filter,
+        args: sql,
+        order: order(),
+        total,
+    }
+}
+
+/// One page of `query` and the list's total.
+pub async fn page(
+    ex: Exec<'_>,
+    query: ListQuery,
+    seek: listing::Seek,
+    size: i64,
+) -> StoreResult<(Vec<Profile>, Option<Cursor>, i64)> {
+    let (window, total) = query.run::<Profile>(ex, seek, size).await?;
+    Ok((window.items, window.next, total))
+}
