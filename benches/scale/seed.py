@@ -433,7 +433,7 @@ class Seeder:
 
     # --------------------------------------------------------------------------------------
     def seed_projects(self):
-        prcols = ["id", "company_id", "expert_id", "title", "description", "budget_minor",
+        prcols = ["id", "company_id", "expert_id", "target_expert_id", "title", "description", "budget_minor",
                   "currency", "deadline", "skills_required", "project_type", "status",
                   "validation_status", "submitted_at", "validated_at", "invited_experts",
                   "admin_notes", "created_at", "updated_at", "validated_by", "published_at",
@@ -523,6 +523,17 @@ class Seeder:
                     completed_at = min(self.end - 30, assigned_at + rng.randrange(20, 120) * DAY)
                 cancelled_at = ts(created + 20 * DAY) if status == "cancelled" else None
                 updated = completed_at or assigned_at or created + DAY
+                # invitations: curation on open curated projects (the hot expert is invited to
+                # a fifth of them), the chosen experts of private ones
+                inv = []
+                if validated and (ptype == "private" or status in OPEN_STATES):
+                    if status in OPEN_STATES and ptype == "curated" and rng.random() < 0.2:
+                        inv.append(self.hot_expert)
+                    for _ in range(rng.randint(1 if ptype == "private" else 0, 3)):
+                        e = self.uid_expert(rng)
+                        if e not in inv:
+                            inv.append(e)
+                target = inv[0] if status == "published_private" and inv else None
                 if status == "published_curated" and company == self.hot_company and \
                         self.hot_company_open_project is None:
                     self.hot_company_open_project = pid
@@ -530,7 +541,7 @@ class Seeder:
                         k > n * 0.95:
                     self.curation_project = pid
                 w["projects"].write((
-                    pid, company, expert, title, desc, budget, "eur",
+                    pid, company, expert, target, title, desc, budget, "eur",
                     ts(created + rng.randrange(30, 180) * DAY), jdump(skills), ptype, status,
                     ("approved" if validated else ("pending" if submitted else None)),
                     submitted, ts(created + DAY) if validated else None, "[]", "-",
@@ -561,14 +572,12 @@ class Seeder:
                             budget - rng.randrange(0, 5) * 10000 if budget > 50000 else budget,
                             "[]", st, 1, ts(at), ts(at), st == "rejected" and expert is not None))
                 # invitations on private projects
-                if ptype == "private" and validated:
-                    inv = {self.uid_expert(rng) for _ in range(rng.randint(1, 3))}
-                    for e in inv:
-                        ids["project_invitations"] += 1
-                        w["project_invitations"].write((
-                            ids["project_invitations"], pid, e, self.admin,
-                            rng.choice(("admin", "curation")), ts(created + DAY),
-                            "Te invitamos a este proyecto"))
+                for e in inv:
+                    ids["project_invitations"] += 1
+                    w["project_invitations"].write((
+                        ids["project_invitations"], pid, e, self.admin,
+                        "admin" if ptype == "private" else "curation", ts(created + DAY),
+                        "Te invitamos a este proyecto"))
                 if not expert:
                     continue
                 self.room_project.append(pid)
@@ -659,7 +668,7 @@ class Seeder:
                         ids["reviews"] += 1
                         if reviewee == self.hot_expert:
                             self.hot_expert_reviews += 1
-                        rat = rng.choice((5, 5, 5, 4, 4, 4, 3, 2, 1)) if True else 5
+                        rat = rng.choice((5, 5, 5, 4, 4, 4, 3, 2, 1))
                         rc = completed_at + rng.randrange(1, 10) * DAY
                         rc = min(rc, self.end - 10)
                         w["reviews"].write((
@@ -782,7 +791,7 @@ class Seeder:
             "company": {"id": plain_company, "email": email(plain_company)},
             "hot_room": self.hot_room,
             "hot_company_open_project": self.hot_company_open_project,
-            "curation_project": self.curation_project or self.hot_company_open_project,
+            "curation_project": self.hot_company_open_project,
             "hot_dispute_project": self.hot_dispute,
             "counts": self.counts,
         }
