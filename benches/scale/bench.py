@@ -209,7 +209,8 @@ class Bench:
 
     def run(self):
         a = self.args
-        manifest_path = a.manifest or os.path.join(a.data_dir, self.dbname() + ".manifest.json")
+        manifest_path = a.manifest or os.path.join(
+            a.data_dir, "%s.%s.manifest.json" % (self.dbname(), self.engine))
         with open(manifest_path) as f:
             m = json.load(f)
         size = a.size or m.get("size")
@@ -404,7 +405,7 @@ def main():
     ap.add_argument("--binary", help="service binary (default: release, else debug build)")
     ap.add_argument("--data-dir", default="/work/scale-data")
     ap.add_argument("--manifest", help="manifest written by seed.py (default: "
-                                       "<data-dir>/<db>.manifest.json)")
+                                       "<data-dir>/<db>.<engine>.manifest.json)")
     ap.add_argument("--only", help="regular expression: run only the endpoints it matches")
     ap.add_argument("--no-explain", action="store_true", help="do not enable auto_explain")
     args = ap.parse_args()

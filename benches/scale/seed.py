@@ -830,7 +830,7 @@ def default_manifest(url, data_dir):
         name = common.pg_dbname(url)
     else:
         name = os.path.splitext(os.path.basename(common.sqlite_path(url)))[0]
-    return os.path.join(data_dir, name + ".manifest.json")
+    return os.path.join(data_dir, "%s.%s.manifest.json" % (name, common.engine_of(url)))
 
 
 def main():
