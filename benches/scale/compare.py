@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Side-by-side Markdown table of several bench.py JSON reports (p50 / p99 in ms per endpoint).
+
+    python3 benches/scale/compare.py s-pg.json m-pg.json l-pg.json s-sqlite.json
+
+Each report becomes one column `<size> <engine> (<build>)`; a cell is `p50 / p99`, or the
+status when the endpoint did not answer 2xx (`timeout`, `500`, ...). Use it to put the figures
+before and after a change next to each other."""
+
+import json
+import sys
+
+
+def cell(r):
+    if r is None:
+        return ""
+    st = r["status"]
+    if st == "timeout":
+        return "timeout (>30 s)"
+    if not (isinstance(st, int) and 200 <= st < 300):
+        return "status %s" % st
+    return "%s / %s" % (fmt(r["p50_ms"]), fmt(r["p99_ms"]))
+
+
+def fmt(v):
+    if v is None:
+        return "-"
+    return "%.0f" % v if v >= 10 else "%.1f" % v
+
+
+def main():
+    reps = [json.load(open(p)) for p in sys.argv[1:]]
+    if not reps:
+        raise SystemExit(__doc__)
+    names = []
+    for rep in reps:
+        for r in rep["endpoints"]:
+            if r["endpoint"] not in names:
+                names.append(r["endpoint"])
+    heads = ["%s %s (%s)" % (r["size"], r["engine"], r["build"]["profile"]) for r in reps]
+    print("| endpoint | " + " | ".join(heads) + " |")
+    print("|---|" + "---:|" * len(reps))
+    for n in names:
+        cells = []
+        for rep in reps:
+            hit = next((r for r in rep["endpoints"] if r["endpoint"] == n), None)
+            cells.append(cell(hit))
+        print("| %s | %s |" % (n, " | ".join(cells)))
+    print()
+    print("| service RSS (MiB) start / end | " + " | ".join(
+        "%s / %s" % (mib(r.get("rss_start_kib")), mib(r.get("rss_end_kib"))) for r in reps)
+        + " |")
+
+
+def mib(kib):
+    return "-" if kib is None else "%.0f" % (kib / 1024)
+
+
+if __name__ == "__main__":
+    main()
