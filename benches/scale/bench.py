@@ -8,7 +8,9 @@ Starts the service binary on the database (with Redis on PostgreSQL when --redis
 as production runs; never on SQLite), logs in seeded users of each role (from the manifest
 seed.py wrote), and times each endpoint single-client: 2 warm-ups, then 15 measured requests,
 p50 and p99 (nearest rank; with 15 samples p99 is the slowest) in ms. A non-2xx answer or a
-timeout is reported, not fatal. On PostgreSQL, auto_explain logs the plan of every statement
+timeout is reported, not fatal. An endpoint
+whose second warm-up takes more than --slow-seconds (3 s) gets --slow-requests (5) measured
+requests instead of 15, so a run at L ends in minutes; the report's `n` says how many. On PostgreSQL, auto_explain logs the plan of every statement
 slower than 20 ms while the bench runs; the plans are read back from the server log and tied to
 the endpoint being measured at the time.
 """
@@ -218,7 +220,8 @@ class Bench:
         report = {"size": size, "engine": self.engine, "database": self.dbname(),
                   "machine": machine(), "build": binary_info(binary),
                   "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                  "warmup": WARMUP, "requests": REQUESTS, "timeout_s": TIMEOUT}
+                  "warmup": WARMUP, "requests": a.requests, "timeout_s": TIMEOUT,
+                  "slow_seconds": a.slow_seconds, "slow_requests": a.slow_requests}
         db = common.Db(self.url)
         report["row_counts"] = self.row_counts(db)
         pglog = None
@@ -304,8 +307,13 @@ class Bench:
         statuses, times, errors = [], [], 0
         t_start = time.time()
         info = None
-        for i in range(WARMUP + REQUESTS):
+        total = WARMUP + self.args.requests
+        i = 0
+        while i < total:
             st, body, dt = common.http("GET", url, token=token, timeout=TIMEOUT)
+            if i == WARMUP - 1 and dt > self.args.slow_seconds:
+                # a slow endpoint: fewer measured requests, so that L ends in minutes
+                total = WARMUP + min(self.args.requests, self.args.slow_requests)
             if i == 0:
                 if isinstance(body, dict) and "total" in body:
                     info = "total %s" % body["total"]
@@ -322,6 +330,7 @@ class Bench:
                 errors += 1
                 if errors >= 2:  # two timeouts: stop, do not wait 15 x 30 s
                     break
+            i += 1
         times.sort()
         ok = [s for s in statuses if isinstance(s, int) and 200 <= s < 300]
         status = statuses[-1] if not ok or len(ok) < len(statuses) else statuses[0]
@@ -333,8 +342,9 @@ class Bench:
              "max_ms": round(times[-1], 1) if times else None, "info": info,
              "t_start": t_start, "t_end": time.time()}
         self.results.append(r)
-        print("%-42s %-11s %7s %9s %9s  %s" % (name, who, status, fmt(r["p50_ms"]),
-                                               fmt(r["p99_ms"]), info or ""), flush=True)
+        print("%-42s %-11s %7s %3d %9s %9s  %s" % (name, who, status, r["n"],
+                                                   fmt(r["p50_ms"]), fmt(r["p99_ms"]),
+                                                   info or ""), flush=True)
 
     def attach_plans(self, plans):
         for r in self.results:
@@ -373,11 +383,11 @@ def print_report(rep):
     print("service RSS: start %s KiB, end %s KiB" % (rep.get("rss_start_kib"),
                                                       rep.get("rss_end_kib")))
     print()
-    print("| endpoint | caller | status | p50 ms | p99 ms | result |")
-    print("|---|---|---|---:|---:|---|")
+    print("| endpoint | caller | status | n | p50 ms | p99 ms | result |")
+    print("|---|---|---|---:|---:|---:|---|")
     for r in rep["endpoints"]:
-        print("| %s | %s | %s | %s | %s | %s |" % (r["endpoint"], r["caller"], r["status"],
-                                                   fmt(r["p50_ms"]), fmt(r["p99_ms"]),
+        print("| %s | %s | %s | %s | %s | %s | %s |" % (r["endpoint"], r["caller"], r["status"],
+                                                   r["n"], fmt(r["p50_ms"]), fmt(r["p99_ms"]),
                                                    (r["info"] or "").replace("|", "/")))
     slow = [r for r in rep["endpoints"] if r.get("slow_statements")]
     if slow:
@@ -408,6 +418,12 @@ def main():
                                        "<data-dir>/<db>.<engine>.manifest.json)")
     ap.add_argument("--only", help="regular expression: run only the endpoints it matches")
     ap.add_argument("--no-explain", action="store_true", help="do not enable auto_explain")
+    ap.add_argument("--requests", type=int, default=REQUESTS,
+                    help="measured requests per endpoint (default %d)" % REQUESTS)
+    ap.add_argument("--slow-seconds", type=float, default=3.0,
+                    help="an endpoint whose last warm-up took longer than this ...")
+    ap.add_argument("--slow-requests", type=int, default=5,
+                    help="... gets only this many measured requests (default 5)")
     args = ap.parse_args()
     b = Bench(args)
     rep = b.run()

@@ -19,7 +19,8 @@ def cell(r):
         return "timeout (>30 s)"
     if not (isinstance(st, int) and 200 <= st < 300):
         return "status %s" % st
-    return "%s / %s" % (fmt(r["p50_ms"]), fmt(r["p99_ms"]))
+    s = "%s / %s" % (fmt(r["p50_ms"]), fmt(r["p99_ms"]))
+    return s + (" (n=%d)" % r["n"] if r.get("n") and r["n"] < 15 else "")
 
 
 def fmt(v):
