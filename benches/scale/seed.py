@@ -444,7 +444,7 @@ class Seeder:
         micols = ["id", "project_id", "position", "title", "description", "amount_minor",
                   "currency", "due_date", "status", "rejection_count", "started_at",
                   "approved_at", "created_at", "updated_at", "completed_at", "cancelled_at",
-                  "awaiting_payment_at", "funding_due_at"]
+                  "awaiting_payment_at", "funding_due_at", "funding_reminded_at"]
         pacols = ["id", "project_id", "milestone_id", "company_id", "expert_id", "amount_minor",
                   "currency", "processor_payment_intent_id", "processor_charge_id", "status",
                   "commission_minor", "expert_level_used", "application_fee_minor",
@@ -454,7 +454,7 @@ class Seeder:
         dicols = ["id", "project_id", "payment_id", "raised_by", "status", "reason", "title",
                   "dispute_type", "priority", "description", "created_at", "updated_at",
                   "resolved_at", "resolution", "resolution_action", "resolved_by",
-                  "response_due_at"]
+                  "response_due_at", "escalated_at"]
         rvcols = ["id", "project_id", "reviewer_id", "reviewee_id", "rating", "comment",
                   "visibility", "created_at", "updated_at", "reviewer_role", "blind_until",
                   "revealed_at", "announced_at"]
@@ -616,7 +616,12 @@ class Seeder:
                         ts(done) if mst in ("approved", "completed") else None,
                         ts(done) if mst == "cancelled" else None,
                         ts(mcreated) if mst == "awaiting_payment" else None,
-                        ts(mcreated + 7 * DAY) if mst == "awaiting_payment" else None))
+                        ts(mcreated + 7 * DAY) if mst == "awaiting_payment" else None,
+                        # a reminder already sent when it was due (else the service's timers
+                        # send thousands of them at its first start)
+                        ts(mcreated + 7 * DAY + 3600)
+                        if mst == "awaiting_payment" and mcreated + 7 * DAY + 3600 < self.end
+                        else None))
                     # payment: every funded milestone; released once approved
                     if mst == "awaiting_payment" or (mst == "cancelled" and rng.random() < 0.5):
                         continue
@@ -656,7 +661,10 @@ class Seeder:
                         "Acuerdo entre las partes" if resolved else None,
                         "release_to_expert" if resolved else None,
                         self.admin if resolved else None,
-                        None if resolved else ts(dcreated + 7 * DAY)))
+                        None if resolved else ts(dcreated + 7 * DAY),
+                        # escalated already when its response was due
+                        ts(dcreated + 7 * DAY + 3600)
+                        if not resolved and dcreated + 7 * DAY + 3600 < self.end else None))
                     if company == self.hot_company and not resolved and self.hot_dispute is None:
                         self.hot_dispute = pid
                 # reviews on completed projects: company -> expert, expert -> company
