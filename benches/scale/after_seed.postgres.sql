@@ -1,0 +1,4 @@
+-- Run by seed.py after a bulk load on PostgreSQL (after the sequences are reset, before
+-- ANALYZE): rebuild here any derived data that later migrations add (counters, search
+-- columns, materialised views, denormalised tables) and that a COPY does not maintain.
+-- Empty for now.

@@ -1,0 +1,3 @@
+-- Run by seed.py after a bulk load on SQLite (before ANALYZE): rebuild here any derived
+-- data that later migrations add (counters, FTS tables, denormalised tables) and that plain
+-- INSERTs with triggers off do not maintain. Empty for now.
