@@ -1,4 +1,19 @@
 -- Run by seed.py after a bulk load on PostgreSQL (after the sequences are reset, before
--- ANALYZE): rebuild here any derived data that later migrations add (counters, search
--- columns, materialised views, denormalised tables) and that a COPY does not maintain.
--- Empty for now.
+-- ANALYZE): rebuild the derived data a COPY under session_replication_role = replica does not
+-- maintain (its triggers do not fire). Generated columns (the search vectors) are computed
+-- by the COPY itself.
+
+-- Migration 0016: project counts, project skills, the legacy invitation list.
+UPDATE project_counts SET n = 0;
+UPDATE project_counts c SET n = x.n
+  FROM (SELECT project_type, status, COUNT(*) AS n FROM projects GROUP BY project_type, status) x
+ WHERE c.project_type = x.project_type AND c.status = x.status;
+TRUNCATE project_skills, project_legacy_invitees;
+INSERT INTO project_skills (skill, project_id)
+    SELECT DISTINCT lower(s), p.id FROM projects p, jsonb_array_elements_text(p.skills_required) AS s
+    ON CONFLICT DO NOTHING;
+INSERT INTO project_legacy_invitees (expert_id, project_id)
+    SELECT DISTINCT (e #>> '{}')::bigint, p.id
+      FROM projects p, jsonb_array_elements(p.invited_experts) AS e
+     WHERE jsonb_typeof(e) = 'number'
+    ON CONFLICT DO NOTHING;
