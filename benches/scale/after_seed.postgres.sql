@@ -17,3 +17,12 @@ INSERT INTO project_legacy_invitees (expert_id, project_id)
       FROM projects p, jsonb_array_elements(p.invited_experts) AS e
      WHERE jsonb_typeof(e) = 'number'
     ON CONFLICT DO NOTHING;
+
+-- Migration 0018: each room's message count and each message's place in its room.
+UPDATE chat_messages m SET room_seq = x.seq
+  FROM (SELECT id, row_number() OVER (PARTITION BY project_id ORDER BY id) AS seq
+          FROM chat_messages) x
+ WHERE m.id = x.id AND m.room_seq IS DISTINCT FROM x.seq;
+TRUNCATE chat_room_counts;
+INSERT INTO chat_room_counts (project_id, n)
+    SELECT project_id, COUNT(*) FROM chat_messages GROUP BY project_id;

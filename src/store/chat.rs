@@ -122,7 +122,9 @@ pub async fn find(ex: Exec<'_>, project_id: i64, id: i64) -> StoreResult<Option<
 }
 
 /// One page of the project's messages, newest first, only those before `before_id` when
-/// given (scrolling back); and how many there are in that range.
+/// given (scrolling back); and how many there are in that range: the room's kept count, or
+/// the place in the room of the newest message before `before_id` (migration 0018), never a
+/// count of the room.
 pub async fn list(
     mut ex: Exec<'_>,
     project_id: i64,
@@ -139,14 +141,24 @@ pub async fn list(
     .bind(offset)
     .fetch_all(c)
     .await)?;
-    let total: i64 = on_exec!(ex, c => sqlx::query_scalar(
-        "SELECT COUNT(*) FROM chat_messages WHERE project_id = $1 AND ($2 IS NULL OR id < $2)",
-    )
-    .bind(project_id)
-    .bind(before_id)
-    .fetch_one(c)
-    .await)?;
-    Ok((items, total))
+    let total: Option<i64> = match before_id {
+        None => on_exec!(ex, c => sqlx::query_scalar(
+            "SELECT n FROM chat_room_counts WHERE project_id = $1",
+        )
+        .bind(project_id)
+        .fetch_optional(c)
+        .await)?,
+        Some(before_id) => on_exec!(ex, c => sqlx::query_scalar(
+            "SELECT room_seq FROM chat_messages WHERE project_id = $1 AND id < $2
+             ORDER BY id DESC LIMIT 1",
+        )
+        .bind(project_id)
+        .bind(before_id)
+        .fetch_optional(c)
+        .await)?
+        .flatten(),
+    };
+    Ok((items, total.unwrap_or(0)))
 }
 
 /// The author's new text; false unless `sender_id` wrote it and it is not deleted.

@@ -395,3 +395,59 @@ async fn no_project_list_scans_a_large_table_on_postgres() {
     drop(conn);
     app.stop().await;
 }
+
+/// A chat's totals come from its room's kept count and each message's place in the room
+/// (migration 0018), written by group commits into two rooms in turn: they match a count.
+#[actix_web::test]
+async fn chat_totals_follow_group_commits_in_several_rooms() {
+    use marketplace::store::chat::{self, NewMessage};
+    let app = spawn_app().await;
+    let company = register(&app, "chatty", &["empresa"]).await;
+    let rooms = [
+        project(&app, company.id, "Room one", "", ProjectStatus::Draft).await,
+        project(&app, company.id, "Room two", "", ProjectStatus::Draft).await,
+    ];
+    let message = |n: usize| NewMessage {
+        sender_id: company.id,
+        content: format!("message {n}"),
+        file: None,
+    };
+    let mut conn = app.db.conn().await.unwrap();
+    let mut ids = Vec::new();
+    for (round, size) in [3usize, 1, 5, 2].into_iter().enumerate() {
+        let room = rooms[round % 2];
+        let group: Vec<NewMessage> = (0..size).map(message).collect();
+        let refs: Vec<&NewMessage> = group.iter().collect();
+        let stored = chat::insert_all(conn.exec(), room, &refs, app.clock.now())
+            .await
+            .unwrap();
+        ids.extend(stored.iter().map(|m| (room, m.id)));
+    }
+    let counted = |room: i64, before: Option<i64>| {
+        ids.iter()
+            .filter(|(r, id)| *r == room && before.is_none_or(|b| *id < b))
+            .count() as i64
+    };
+    for room in rooms {
+        let (_, total) = chat::list(conn.exec(), room, None, 20, 0).await.unwrap();
+        assert_eq!(total, counted(room, None), "room {room}");
+        // Before each message of either room, and past the newest.
+        for (_, before) in &ids {
+            let (items, total) = chat::list(conn.exec(), room, Some(*before), 20, 0)
+                .await
+                .unwrap();
+            assert_eq!(
+                total,
+                counted(room, Some(*before)),
+                "room {room} before {before}"
+            );
+            assert_eq!(items.len() as i64, total);
+        }
+        let (_, total) = chat::list(conn.exec(), room, Some(i64::MAX), 20, 0)
+            .await
+            .unwrap();
+        assert_eq!(total, counted(room, None));
+    }
+    drop(conn);
+    app.stop().await;
+}
