@@ -3,8 +3,10 @@
 
 use chrono::{DateTime, Utc};
 
+use super::listing::{Keyed, ListQuery, Order, Seek, Sql, Total};
 use super::users::{self, User};
 use super::{Exec, StoreResult};
+use crate::domain::cursor::Cursor;
 use crate::domain::user::Role;
 use crate::on_exec;
 
@@ -43,69 +45,171 @@ pub struct UserFilter {
     pub status: Option<String>,
     /// A profile verification status any of the user's profiles has.
     pub verification: Option<String>,
-    /// Free text in e-mail, username and profile names; `%` and `_` are literal.
+    /// Text in the e-mail, username or a profile's name; `%` and `_` are literal.
     pub search: Option<String>,
 }
 
-macro_rules! user_where {
-    () => {
-        "WHERE ($1 IS NULL OR EXISTS (SELECT 1 FROM user_roles r WHERE r.user_id = u.id AND r.role = $1))
-           AND ($2 IS NULL
-                OR ($2 = 'active' AND u.is_active = TRUE AND u.deleted_at IS NULL)
-                OR ($2 = 'inactive' AND u.is_active = FALSE AND u.suspended_at IS NULL AND u.deleted_at IS NULL)
-                OR ($2 = 'suspended' AND u.suspended_at IS NOT NULL AND u.deleted_at IS NULL)
-                OR ($2 = 'deleted' AND u.deleted_at IS NOT NULL))
-           AND ($3 IS NULL OR EXISTS (SELECT 1 FROM profiles p WHERE p.user_id = u.id AND p.verification_status = $3))
-           AND ($4 IS NULL OR LOWER(u.email) LIKE $4 ESCAPE '\\' OR LOWER(u.username) LIKE $4 ESCAPE '\\'
-                OR EXISTS (SELECT 1 FROM profiles p2 WHERE p2.user_id = u.id
-                           AND (LOWER(COALESCE(p2.full_name, '')) LIKE $4 ESCAPE '\\'
-                                OR LOWER(COALESCE(p2.company_name, '')) LIKE $4 ESCAPE '\\'))) "
-    };
+/// An account's place in the list: what its order reads.
+#[derive(sqlx::FromRow)]
+struct Listed {
+    id: i64,
+    created_at: DateTime<Utc>,
 }
 
-/// One page of users, newest first, and the total. Roles come in one more query for the page.
+impl Keyed for Listed {
+    fn cursor(&self) -> Cursor {
+        Cursor {
+            rank: 0,
+            at: self.created_at,
+            id: self.id,
+        }
+    }
+}
+
+/// The administrators' user list, newest first, for `f`: each filter starts from its own
+/// index (roles, profile verification, trigram indexes for the search), never a scan of
+/// every account.
+fn users(engine: &Exec<'_>, f: &UserFilter) -> ListQuery {
+    let mut sql = Sql::default();
+    let mut filter = Vec::new();
+    if let Some(role) = &f.role {
+        let role = sql.arg(role.as_str());
+        filter.push(format!(
+            "u.id IN (SELECT user_id FROM user_roles WHERE role = {role})"
+        ));
+    }
+    match f.status.as_deref() {
+        None => {}
+        Some("active") => filter.push("u.is_active = TRUE AND u.deleted_at IS NULL".into()),
+        Some("inactive") => filter
+            .push("u.is_active = FALSE AND u.suspended_at IS NULL AND u.deleted_at IS NULL".into()),
+        Some("suspended") => {
+            filter.push("u.suspended_at IS NOT NULL AND u.deleted_at IS NULL".into());
+        }
+        Some("deleted") => filter.push("u.deleted_at IS NOT NULL".into()),
+        // No account is in a status that does not exist.
+        Some(_) => filter.push("1 = 0".into()),
+    }
+    if let Some(status) = &f.verification {
+        let status = sql.arg(status.as_str());
+        filter.push(format!(
+            "u.id IN (SELECT user_id FROM profiles WHERE verification_status = {status})"
+        ));
+    }
+    if let Some(search) = f.search.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        filter.push(searched(engine, &mut sql, search));
+    }
+    let text = if filter.is_empty() {
+        "SELECT COUNT(*) FROM users u".to_owned()
+    } else {
+        format!(
+            "SELECT COUNT(*) FROM users u WHERE {}",
+            filter.join(" AND ")
+        )
+    };
+    let total = Total::Query(sql.clone().with_text(&text));
+    ListQuery {
+        columns: "u.id, u.created_at".to_owned(),
+        from: "users u",
+        filter,
+        args: sql,
+        order: Order {
+            rank: None,
+            rank_is_flag: false,
+            at: "u.created_at",
+            id: "u.id",
+        },
+        total,
+    }
+}
+
+/// Accounts whose e-mail, username or a profile's name holds `search` (`%` and `_` literal,
+/// case folded, and accents in names).
+fn searched(engine: &Exec<'_>, sql: &mut Sql, search: &str) -> String {
+    let pattern = format!("%{}%", super::escape_like(&search.to_lowercase()));
+    match engine {
+        Exec::Postgres(_) => {
+            let p = sql.arg(pattern);
+            format!(
+                "u.id IN (SELECT id FROM users WHERE LOWER(email) LIKE {p} ESCAPE '\\'
+                    UNION SELECT id FROM users WHERE LOWER(username) LIKE {p} ESCAPE '\\'
+                    UNION SELECT user_id FROM profiles
+                          WHERE fold_text(COALESCE(full_name, '') || ' ' || COALESCE(company_name, ''))
+                                LIKE fold_text({p}) ESCAPE '\\')"
+            )
+        }
+        // The trigram indexes answer a quoted string as a substring (three characters at
+        // least); a shorter term is looked for row by row.
+        Exec::Sqlite(_) if search.chars().count() >= 3 => {
+            let q = sql.arg(format!("\"{}\"", search.replace('"', "\"\"")));
+            format!(
+                "u.id IN (SELECT rowid FROM users_search WHERE users_search MATCH {q}
+                    UNION SELECT user_id FROM profiles
+                          WHERE id IN (SELECT rowid FROM profile_names WHERE profile_names MATCH {q}))"
+            )
+        }
+        Exec::Sqlite(_) => {
+            let p = sql.arg(pattern);
+            format!(
+                "(LOWER(u.email) LIKE {p} ESCAPE '\\' OR LOWER(u.username) LIKE {p} ESCAPE '\\'
+                  OR u.id IN (SELECT user_id FROM profiles
+                              WHERE LOWER(COALESCE(full_name, '')) LIKE {p} ESCAPE '\\'
+                                 OR LOWER(COALESCE(company_name, '')) LIKE {p} ESCAPE '\\'))"
+            )
+        }
+    }
+}
+
+/// One page of users, newest first, with what only administrators see of each, and the
+/// total: four statements whatever the page's size.
 pub async fn list(
     mut ex: Exec<'_>,
     f: &UserFilter,
-    limit: i64,
-    offset: i64,
-) -> StoreResult<(Vec<User>, i64)> {
-    let search = f
-        .search
-        .as_deref()
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| format!("%{}%", super::escape_like(&s.to_lowercase())));
-    let ids: Vec<i64> = on_exec!(ex.re(), c => sqlx::query_scalar(concat!(
-        "SELECT u.id FROM users u ",
-        user_where!(),
-        "ORDER BY u.created_at DESC, u.id DESC LIMIT $5 OFFSET $6"
-    ))
-    .bind(&f.role)
-    .bind(&f.status)
-    .bind(&f.verification)
-    .bind(&search)
-    .bind(limit)
-    .bind(offset)
-    .fetch_all(c)
-    .await)?;
-    let total: i64 = on_exec!(ex.re(), c => sqlx::query_scalar(concat!(
-        "SELECT COUNT(*) FROM users u ",
-        user_where!()
-    ))
-    .bind(&f.role)
-    .bind(&f.status)
-    .bind(&f.verification)
-    .bind(&search)
-    .fetch_one(c)
-    .await)?;
-    let mut items = Vec::with_capacity(ids.len());
-    for id in ids {
-        if let Some(user) = users::find(ex.re(), id).await? {
-            items.push(user);
-        }
-    }
+    page: i64,
+    size: i64,
+) -> StoreResult<(Vec<(User, Standing)>, i64)> {
+    let query = users(&ex, f);
+    let (window, total) = query.run::<Listed>(ex.re(), Seek::Page(page), size).await?;
+    let ids: Vec<i64> = window.items.iter().map(|l| l.id).collect();
+    let found = users::find_all(ex.re(), &ids).await?;
+    let mut standings = standings(ex, &ids).await?;
+    let items = found
+        .into_iter()
+        .map(|user| {
+            let standing = standings.remove(&user.id).unwrap_or_default();
+            (user, standing)
+        })
+        .collect();
     Ok((items, total))
+}
+
+/// [`standing`] of each of `ids`, in one statement.
+async fn standings(
+    ex: Exec<'_>,
+    ids: &[i64],
+) -> StoreResult<std::collections::HashMap<i64, Standing>> {
+    if ids.is_empty() {
+        return Ok(std::collections::HashMap::new());
+    }
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        id: i64,
+        #[sqlx(flatten)]
+        standing: Standing,
+    }
+    let mut sql = Sql::default();
+    let list: Vec<String> = ids.iter().map(|id| sql.arg(*id)).collect();
+    let rows: Vec<Row> = sql
+        .with_text(&format!(
+            "SELECT id, suspension_reason, suspended_by, deletion_reason, deletion_requested_at,
+                    deletion_requested_by, deletion_confirmed_at, deletion_confirmed_by,
+                    accept_marketing, source
+             FROM users WHERE id IN ({})",
+            list.join(", ")
+        ))
+        .fetch_all(ex)
+        .await?;
+    Ok(rows.into_iter().map(|r| (r.id, r.standing)).collect())
 }
 
 /// Base fields an administrator may change; `None` keeps the stored value.

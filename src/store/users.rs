@@ -259,6 +259,42 @@ pub async fn roles_of(ex: Exec<'_>, user_id: i64) -> StoreResult<Vec<Role>> {
     Ok(roles)
 }
 
+/// The users of `ids`, in that order (an unknown id is left out), in two statements.
+pub async fn find_all(mut ex: Exec<'_>, ids: &[i64]) -> StoreResult<Vec<User>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut sql = super::listing::Sql::default();
+    let list: Vec<String> = ids.iter().map(|id| sql.arg(*id)).collect();
+    let list = list.join(", ");
+    let rows: Vec<UserRow> = sql
+        .clone()
+        .with_text(&format!("{} WHERE id IN ({list})", select_users!("")))
+        .fetch_all(ex.re())
+        .await?;
+    let roles: Vec<(i64, String)> = sql
+        .with_text(&format!(
+            "SELECT user_id, role FROM user_roles WHERE user_id IN ({list})"
+        ))
+        .fetch_all(ex)
+        .await?;
+    let mut rows: std::collections::HashMap<i64, UserRow> =
+        rows.into_iter().map(|r| (r.id, r)).collect();
+    Ok(ids
+        .iter()
+        .filter_map(|id| rows.remove(id))
+        .map(|row| {
+            let mut mine: Vec<Role> = roles
+                .iter()
+                .filter(|(user, _)| *user == row.id)
+                .filter_map(|(_, role)| Role::parse(role))
+                .collect();
+            mine.sort();
+            user_of(row, mine)
+        })
+        .collect())
+}
+
 async fn with_roles(ex: Exec<'_>, row: Option<UserRow>) -> StoreResult<Option<User>> {
     let Some(row) = row else { return Ok(None) };
     let roles = roles_of(ex, row.id).await?;

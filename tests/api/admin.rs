@@ -55,7 +55,7 @@ async fn the_user_list_filters_by_role_status_verification_and_literal_text() {
     let m = Market::open().await;
     let company = m.company("acme_co").await;
     let _expert = m.member("pct_expert", "experto", false, false).await;
-    let _other = register(&m.app, "plain_user", &["experto"]).await;
+    let other = register(&m.app, "plain_user", &["experto"]).await;
 
     let list = |q: &'static str| {
         let m = &m;
@@ -84,6 +84,35 @@ async fn the_user_list_filters_by_role_status_verification_and_literal_text() {
     assert_eq!(list("?search=%25").await.0, 0);
     assert_eq!(list("?search=e_c").await.1, vec!["acme_co".to_owned()]);
     assert_eq!(list("?search=a_m").await.0, 0);
+    // A profile's name, case and accents folded both ways, by substring.
+    {
+        let mut conn = m.app.db.conn().await.unwrap();
+        let id = marketplace::store::profiles::insert(
+            conn.exec(),
+            other.id,
+            "experto",
+            None,
+            m.app.clock.now(),
+        )
+        .await
+        .unwrap();
+        marketplace::on_exec!(conn.exec(), c => sqlx::query(
+            "UPDATE profiles SET full_name = 'María García' WHERE id = $1")
+            .bind(id).execute(c).await.map(drop))
+        .unwrap();
+    }
+    for found in [
+        "?search=garcia",
+        "?search=GARC%C3%8DA",
+        "?search=ia%20garc",
+        "?search=ar%C3%AD",
+    ] {
+        assert_eq!(
+            list(found).await.1,
+            vec!["plain_user".to_owned()],
+            "{found}"
+        );
+    }
 
     let r = admin_put(
         &m,

@@ -53,7 +53,11 @@ fn status_of(user: &User) -> &'static str {
 async fn view(state: &AppState, user: User) -> ApiResult<AdminUserView> {
     let mut conn = state.db.conn().await?;
     let standing = user_admin::standing(conn.exec(), user.id).await?;
-    Ok(AdminUserView {
+    Ok(view_of(user, standing))
+}
+
+fn view_of(user: User, standing: user_admin::Standing) -> AdminUserView {
+    AdminUserView {
         user: UserView::from(&user),
         status: status_of(&user),
         last_login_at: user.last_login_at,
@@ -68,7 +72,7 @@ async fn view(state: &AppState, user: User) -> ApiResult<AdminUserView> {
         deletion_requested_at: standing.deletion_requested_at,
         deletion_confirmed_at: standing.deletion_confirmed_at,
         deleted_at: user.deleted_at,
-    })
+    }
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -133,12 +137,12 @@ pub async fn list(
     };
     let (found, total) = {
         let mut conn = state.db.conn().await?;
-        user_admin::list(conn.exec(), &filter, page.limit(), page.offset()).await?
+        user_admin::list(conn.exec(), &filter, page.page, page.size).await?
     };
-    let mut items = Vec::with_capacity(found.len());
-    for user in found {
-        items.push(view(&state, user).await?);
-    }
+    let items = found
+        .into_iter()
+        .map(|(user, standing)| view_of(user, standing))
+        .collect();
     Ok(HttpResponse::Ok().json(Paginated::new(items, total, page)))
 }
 
