@@ -26,3 +26,8 @@ UPDATE chat_messages m SET room_seq = x.seq
 TRUNCATE chat_room_counts;
 INSERT INTO chat_room_counts (project_id, n)
     SELECT project_id, COUNT(*) FROM chat_messages GROUP BY project_id;
+
+-- Migration 0020: each user's notification counts.
+TRUNCATE notification_counts;
+INSERT INTO notification_counts (user_id, total, unread)
+    SELECT user_id, COUNT(*), COUNT(*) FILTER (WHERE NOT is_read) FROM notifications GROUP BY user_id;

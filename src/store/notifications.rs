@@ -124,7 +124,8 @@ pub async fn find_for_user(
     .await)?)
 }
 
-/// A page of the user's notifications, newest first, and the total matching.
+/// A page of the user's notifications, newest first, and the total matching: the user's
+/// counts kept by migration 0020's triggers, never a count of their rows.
 pub async fn list_for_user(
     mut ex: Exec<'_>,
     user_id: i64,
@@ -144,14 +145,8 @@ pub async fn list_for_user(
     .bind(offset)
     .fetch_all(c)
     .await)?;
-    let total: i64 = on_exec!(ex, c => sqlx::query_scalar(
-        "SELECT COUNT(*) FROM notifications WHERE user_id = $1 AND ($2 = FALSE OR is_read = FALSE)",
-    )
-    .bind(user_id)
-    .bind(unread_only)
-    .fetch_one(c)
-    .await)?;
-    Ok((items, total))
+    let (total, unread) = counts(ex, user_id).await?;
+    Ok((items, if unread_only { unread } else { total }))
 }
 
 /// Marks one of the user's notifications read. `false` when it is not the user's (or does not
@@ -190,12 +185,18 @@ pub async fn mark_all_read(ex: Exec<'_>, user_id: i64, now: DateTime<Utc>) -> St
 }
 
 pub async fn unread_count(ex: Exec<'_>, user_id: i64) -> StoreResult<i64> {
-    Ok(on_exec!(ex, c => sqlx::query_scalar(
-        "SELECT COUNT(*) FROM notifications WHERE user_id = $1 AND is_read = FALSE",
+    Ok(counts(ex, user_id).await?.1)
+}
+
+/// The user's notifications, all and unread, as the triggers keep them.
+async fn counts(ex: Exec<'_>, user_id: i64) -> StoreResult<(i64, i64)> {
+    let counts: Option<(i64, i64)> = on_exec!(ex, c => sqlx::query_as(
+        "SELECT total, unread FROM notification_counts WHERE user_id = $1",
     )
     .bind(user_id)
-    .fetch_one(c)
-    .await)?)
+    .fetch_optional(c)
+    .await)?;
+    Ok(counts.unwrap_or((0, 0)))
 }
 
 /// Ids of the active administrators (users holding the `admin` role), for fan-out.

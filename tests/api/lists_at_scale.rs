@@ -1,7 +1,8 @@
-//! The project lists at scale (issue #32): walking by cursor while projects are added, pages
-//! by number from either end, word search (case and accents folded, title matches first,
-//! no word no match), totals kept by the writes, and on PostgreSQL the plan of every list
-//! query over a hundred thousand projects free of sequential scans.
+//! Lists at scale (issue #32): walking the project list by cursor while projects are added,
+//! pages by number from either end, word search (case and accents folded, title matches
+//! first, no word no match), totals kept by the writes (projects, chat rooms, notifications),
+//! and on PostgreSQL the plan of every project list query over a hundred thousand projects
+//! free of sequential scans.
 
 use std::collections::BTreeSet;
 
@@ -449,5 +450,81 @@ async fn chat_totals_follow_group_commits_in_several_rooms() {
         assert_eq!(total, counted(room, None));
     }
     drop(conn);
+    app.stop().await;
+}
+
+/// A user's notification totals and unread badge come from counts the triggers keep: they
+/// follow new notifications (a repeated one ignored), reads, marking all read and deletion.
+#[actix_web::test]
+async fn notification_totals_follow_inserts_reads_and_deletes() {
+    use marketplace::store::notifications::{self, NewNotification};
+    let app = spawn_app().await;
+    let user = register(&app, "notified", &["empresa"]).await;
+    let other = register(&app, "bystander", &["empresa"]).await;
+    let data = serde_json::json!({});
+    let new = |user_id: i64, event_id: i64| NewNotification {
+        user_id,
+        kind: "test",
+        title: "Title",
+        message: "Message",
+        data: &data,
+        event_id: Some(event_id),
+    };
+    let mut conn = app.db.conn().await.unwrap();
+    let all: Vec<NewNotification> = (1..=5)
+        .map(|e| new(user.id, e))
+        .chain([new(other.id, 1)])
+        .collect();
+    notifications::insert_all(conn.exec(), &all, app.clock.now())
+        .await
+        .unwrap();
+    // The same (user, type, event) again is no new notification.
+    notifications::insert_all(conn.exec(), &all[..2], app.clock.now())
+        .await
+        .unwrap();
+    drop(conn);
+
+    let totals = || async {
+        let get = |path: &'static str| {
+            crate::helpers::request_as(&app, reqwest::Method::GET, path, &user.access_token, None)
+        };
+        let all = json(get("/api/notifications").await).await;
+        let unread = get("/api/notifications?unread_only=true").await;
+        let unread = json(unread).await;
+        assert_eq!(
+            all["items"].as_array().unwrap().len() as i64,
+            all["total"].as_i64().unwrap()
+        );
+        (
+            all["total"].as_i64().unwrap(),
+            unread["total"].as_i64().unwrap(),
+        )
+    };
+    assert_eq!(totals().await, (5, 5));
+    let mut conn = app.db.conn().await.unwrap();
+    let first = marketplace::on_exec!(conn.exec(), c => sqlx::query_scalar::<_, i64>(
+        "SELECT MIN(id) FROM notifications WHERE user_id = $1").bind(user.id).fetch_one(c).await)
+    .unwrap();
+    assert!(
+        notifications::mark_read(conn.exec(), user.id, first, app.clock.now())
+            .await
+            .unwrap()
+    );
+    assert!(
+        notifications::mark_read(conn.exec(), user.id, first, app.clock.now())
+            .await
+            .unwrap()
+    );
+    drop(conn);
+    assert_eq!(totals().await, (5, 4));
+    let mut conn = app.db.conn().await.unwrap();
+    marketplace::on_exec!(conn.exec(), c => sqlx::query("DELETE FROM notifications WHERE id = $1")
+        .bind(first).execute(c).await.map(drop))
+    .unwrap();
+    notifications::mark_all_read(conn.exec(), user.id, app.clock.now())
+        .await
+        .unwrap();
+    drop(conn);
+    assert_eq!(totals().await, (4, 0));
     app.stop().await;
 }
