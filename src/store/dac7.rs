@@ -45,17 +45,11 @@ pub struct SellerYear {
     pub review_status: Option<Dac7ReviewStatus>,
 }
 
-/// Income of the year bounded by `q` (its quarter starts and the next year's start), per
-/// expert with released payments in it; one expert only when `expert` is given. Summed in
-/// SQL, one row per expert.
-pub async fn year_income(
-    ex: Exec<'_>,
-    q: &[DateTime<Utc>; 5],
-    period: i64,
-    expert: Option<i64>,
-) -> StoreResult<Vec<SellerYear>> {
-    Ok(on_exec!(ex, c => sqlx::query_as::<_, SellerYear>(
-        "SELECT a.user_id, a.gross_minor, a.commission_minor, a.net_minor, a.paid_activities,
+/// The statement of [`year_income`], narrowed by `$expert` (a condition on `y`).
+macro_rules! year_income_sql {
+    ($expert:literal) => {
+        concat!(
+            "SELECT a.user_id, a.gross_minor, a.commission_minor, a.net_minor, a.paid_activities,
                 a.q1_minor, a.q2_minor, a.q3_minor, a.q4_minor,
                 a.q1_count, a.q2_count, a.q3_count, a.q4_count,
                 a.q1_commission_minor, a.q2_commission_minor, a.q3_commission_minor,
@@ -86,23 +80,50 @@ pub async fn year_income(
              FROM payments y
              WHERE y.status = 'released' AND y.expert_id IS NOT NULL
                AND y.released_at >= $1 AND y.released_at < $5
-               AND ($7 IS NULL OR y.expert_id = $7)
+               ", $expert, "
              GROUP BY y.expert_id
          ) a
          JOIN users u ON u.id = a.user_id
          LEFT JOIN profiles p ON p.user_id = a.user_id AND p.profile_type = 'experto'
          LEFT JOIN dac7_reviews r ON r.user_id = a.user_id AND r.period = $6
-         ORDER BY a.user_id",
-    )
-    .bind(q[0])
-    .bind(q[1])
-    .bind(q[2])
-    .bind(q[3])
-    .bind(q[4])
-    .bind(period)
-    .bind(expert)
-    .fetch_all(c)
-    .await)?)
+         ORDER BY a.user_id"
+        )
+    };
+}
+
+/// Income of the year bounded by `q` (its quarter starts and the next year's start), per
+/// expert with released payments in it; one expert only when `expert` is given (read from
+/// the expert's payments). Summed in SQL, one row per expert.
+pub async fn year_income(
+    ex: Exec<'_>,
+    q: &[DateTime<Utc>; 5],
+    period: i64,
+    expert: Option<i64>,
+) -> StoreResult<Vec<SellerYear>> {
+    Ok(on_exec!(ex, c => {
+        let query = match expert {
+            Some(expert) => sqlx::query_as::<_, SellerYear>(year_income_sql!("AND y.expert_id = $7"))
+                .bind(q[0]).bind(q[1]).bind(q[2]).bind(q[3]).bind(q[4]).bind(period).bind(expert),
+            None => sqlx::query_as::<_, SellerYear>(year_income_sql!(""))
+                .bind(q[0]).bind(q[1]).bind(q[2]).bind(q[3]).bind(q[4]).bind(period),
+        };
+        query.fetch_all(c).await
+    })?)
+}
+
+/// [`year_income`] of every expert, row by row as the database answers: the report streams
+/// them out without holding the year in memory.
+pub fn year_income_stream<'c>(
+    ex: Exec<'c>,
+    q: [DateTime<Utc>; 5],
+    period: i64,
+) -> futures_util::stream::BoxStream<'c, StoreResult<SellerYear>> {
+    use futures_util::{StreamExt as _, TryStreamExt as _};
+    on_exec!(ex, c => sqlx::query_as::<_, SellerYear>(year_income_sql!(""))
+        .bind(q[0]).bind(q[1]).bind(q[2]).bind(q[3]).bind(q[4]).bind(period)
+        .fetch(c)
+        .map_err(super::StoreError::from)
+        .boxed())
 }
 
 /// An expert's review of one tax year.

@@ -28,9 +28,11 @@ pub async fn profiles_by_verification(ex: Exec<'_>) -> StoreResult<Counts> {
     .await)?)
 }
 
+/// From the counts the writes keep (migration 0016), not a count of the projects.
 pub async fn projects_by_status(ex: Exec<'_>) -> StoreResult<Counts> {
     Ok(on_exec!(ex, c => sqlx::query_as(
-        "SELECT status, COUNT(*) FROM projects GROUP BY status ORDER BY status",
+        "SELECT status, CAST(SUM(n) AS BIGINT) FROM project_counts GROUP BY status
+         HAVING SUM(n) > 0 ORDER BY status",
     )
     .fetch_all(c)
     .await)?)

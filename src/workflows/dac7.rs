@@ -260,50 +260,96 @@ pub async fn notify_experts(
     Ok(outcome)
 }
 
-/// The annual report: one CSV line per reportable seller of `year`.
-pub async fn report_csv(state: &AppState, year: i32) -> FlowResult<String> {
+/// The report's first line.
+const REPORT_HEADER: &str = "year,user_id,fiscal_name,tax_id,vat_number,fiscal_type,birth_date,\
+     fiscal_address,fiscal_postal_code,fiscal_city,fiscal_country,currency,gross_q1,gross_q2,\
+     gross_q3,gross_q4,gross_total,commission_total,net_total,paid_activities,review_status\n";
+
+/// How many lines of the report may wait for a slow client before its reading stops.
+const REPORT_LINES_BUFFERED: usize = 64;
+
+/// The annual report: a CSV header, then one line per reportable seller of `year`, streamed
+/// as the database answers them, so a report of any size takes the memory of a few lines.
+/// A failure after the first line ends the stream early (logged): the client sees a
+/// truncated download, never a report that silently misses sellers.
+pub fn report_csv(
+    state: &AppState,
+    year: i32,
+) -> FlowResult<impl futures_util::Stream<Item = Result<String, std::io::Error>> + use<>> {
     let q = bounds(year)?;
-    let mut conn = state.db.conn().await?;
-    let sellers = store::year_income(conn.exec(), &q, i64::from(year), None).await?;
-    let mut out = String::from(
-        "year,user_id,fiscal_name,tax_id,vat_number,fiscal_type,birth_date,fiscal_address,\
-         fiscal_postal_code,fiscal_city,fiscal_country,currency,gross_q1,gross_q2,gross_q3,\
-         gross_q4,gross_total,commission_total,net_total,paid_activities,review_status\n",
-    );
-    for s in sellers
-        .iter()
-        .filter(|s| is_reportable(s.paid_activities, s.gross_minor))
-    {
-        let text = |v: &Option<String>| csv_field(v.as_deref().unwrap_or_default());
-        let fields = [
-            year.to_string(),
-            s.user_id.to_string(),
-            text(&s.fiscal_name),
-            text(&s.tax_id),
-            text(&s.vat_number),
-            text(&s.fiscal_type),
-            text(&s.birth_date),
-            text(&s.fiscal_address),
-            text(&s.fiscal_postal_code),
-            text(&s.fiscal_city),
-            text(&s.fiscal_country),
-            "eur".to_owned(),
-            amount(s.q1_minor),
-            amount(s.q2_minor),
-            amount(s.q3_minor),
-            amount(s.q4_minor),
-            amount(s.gross_minor),
-            amount(s.commission_minor),
-            amount(s.net_minor),
-            s.paid_activities.to_string(),
-            text(&Some(
-                s.review_status
-                    .unwrap_or(Dac7ReviewStatus::PendingReview)
-                    .to_string(),
-            )),
-        ];
-        out.push_str(&fields.join(","));
-        out.push('\n');
-    }
-    Ok(out)
+    let db = state.db.clone();
+    let (lines, received) = tokio::sync::mpsc::channel(REPORT_LINES_BUFFERED);
+    actix_web::rt::spawn(async move {
+        use futures_util::StreamExt as _;
+        if lines.send(Ok(REPORT_HEADER.to_owned())).await.is_err() {
+            return;
+        }
+        let mut conn = match db.conn().await {
+            Ok(conn) => conn,
+            Err(e) => {
+                tracing::error!(error = %e, "DAC7 report not read");
+                let _ = lines
+                    .send(Err(std::io::Error::other("report interrupted")))
+                    .await;
+                return;
+            }
+        };
+        let mut sellers = store::year_income_stream(conn.exec(), q, i64::from(year));
+        while let Some(seller) = sellers.next().await {
+            let line = match seller {
+                Ok(s) if is_reportable(s.paid_activities, s.gross_minor) => report_line(year, &s),
+                Ok(_) => continue,
+                Err(e) => {
+                    tracing::error!(error = %e, "DAC7 report interrupted");
+                    let _ = lines
+                        .send(Err(std::io::Error::other("report interrupted")))
+                        .await;
+                    return;
+                }
+            };
+            // The client went away: stop reading.
+            if lines.send(Ok(line)).await.is_err() {
+                return;
+            }
+        }
+    });
+    Ok(futures_util::stream::unfold(
+        received,
+        |mut received| async move { received.recv().await.map(|line| (line, received)) },
+    ))
+}
+
+/// One seller's line of the report.
+fn report_line(year: i32, s: &store::SellerYear) -> String {
+    let text = |v: &Option<String>| csv_field(v.as_deref().unwrap_or_default());
+    let fields = [
+        year.to_string(),
+        s.user_id.to_string(),
+        text(&s.fiscal_name),
+        text(&s.tax_id),
+        text(&s.vat_number),
+        text(&s.fiscal_type),
+        text(&s.birth_date),
+        text(&s.fiscal_address),
+        text(&s.fiscal_postal_code),
+        text(&s.fiscal_city),
+        text(&s.fiscal_country),
+        "eur".to_owned(),
+        amount(s.q1_minor),
+        amount(s.q2_minor),
+        amount(s.q3_minor),
+        amount(s.q4_minor),
+        amount(s.gross_minor),
+        amount(s.commission_minor),
+        amount(s.net_minor),
+        s.paid_activities.to_string(),
+        text(&Some(
+            s.review_status
+                .unwrap_or(Dac7ReviewStatus::PendingReview)
+                .to_string(),
+        )),
+    ];
+    let mut line = fields.join(",");
+    line.push('\n');
+    line
 }

@@ -124,14 +124,15 @@ pub async fn report(
     _admin: AdminUser,
     query: web::Query<YearQuery>,
 ) -> ApiResult<HttpResponse> {
-    let csv = flow::report_csv(&state, query.year).await?;
+    use futures_util::TryStreamExt as _;
+    let csv = flow::report_csv(&state, query.year)?.map_ok(web::Bytes::from);
     Ok(HttpResponse::Ok()
         .content_type("text/csv; charset=utf-8")
         .insert_header((
             "Content-Disposition",
             format!("attachment; filename=\"dac7-{}.csv\"", query.year),
         ))
-        .body(csv))
+        .streaming(csv))
 }
 
 /// Mounts the DAC7 tax-reporting review.
