@@ -46,7 +46,10 @@ impl Cursor {
         let rank = parts.next()?.parse().ok()?;
         let at = DateTime::from_timestamp_nanos(parts.next()?.parse().ok()?);
         let id = parts.next()?.parse().ok()?;
-        parts.next().is_none().then_some(Self { rank, at, id })
+        let cursor = Self { rank, at, id };
+        // Only the one text `encode` writes for it (no leading zeros, padding bits or
+        // trailing characters that decode the same).
+        (parts.next().is_none() && cursor.encode() == text).then_some(cursor)
     }
 }
 
@@ -85,6 +88,6 @@ mod tests {
             id: 9,
         }
         .encode();
-        assert!(Cursor::decode(&format!("{good}x")).is_none());
+        assert!(Cursor::decode(&format!("{good}!")).is_none());
     }
 }

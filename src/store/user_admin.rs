@@ -7,7 +7,7 @@ use super::listing::{Keyed, ListQuery, Order, Seek, Sql, Total};
 use super::users::{self, User};
 use super::{Exec, StoreResult};
 use crate::domain::cursor::Cursor;
-use crate::domain::user::Role;
+use crate::domain::user::{AccountStatus, Role};
 use crate::on_exec;
 
 /// What only administrators see of an account, beside the `User`.
@@ -78,17 +78,20 @@ fn users(engine: &Exec<'_>, f: &UserFilter) -> ListQuery {
             "u.id IN (SELECT user_id FROM user_roles WHERE role = {role})"
         ));
     }
-    match f.status.as_deref() {
+    // `AccountStatus::of`, as conditions on the account's dates and flag.
+    match f.status.as_deref().map(AccountStatus::parse) {
         None => {}
-        Some("active") => filter.push("u.is_active = TRUE AND u.deleted_at IS NULL".into()),
-        Some("inactive") => filter
+        Some(Some(AccountStatus::Active)) => {
+            filter.push("u.is_active = TRUE AND u.deleted_at IS NULL".into());
+        }
+        Some(Some(AccountStatus::Inactive)) => filter
             .push("u.is_active = FALSE AND u.suspended_at IS NULL AND u.deleted_at IS NULL".into()),
-        Some("suspended") => {
+        Some(Some(AccountStatus::Suspended)) => {
             filter.push("u.suspended_at IS NOT NULL AND u.deleted_at IS NULL".into());
         }
-        Some("deleted") => filter.push("u.deleted_at IS NOT NULL".into()),
+        Some(Some(AccountStatus::Deleted)) => filter.push("u.deleted_at IS NOT NULL".into()),
         // No account is in a status that does not exist.
-        Some(_) => filter.push("1 = 0".into()),
+        Some(None) => filter.push("1 = 0".into()),
     }
     if let Some(status) = &f.verification {
         let status = sql.arg(status.as_str());
