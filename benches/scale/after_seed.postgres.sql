@@ -31,3 +31,14 @@ INSERT INTO chat_room_counts (project_id, n)
 TRUNCATE notification_counts;
 INSERT INTO notification_counts (user_id, total, unread)
     SELECT user_id, COUNT(*), COUNT(*) FILTER (WHERE NOT is_read) FROM notifications GROUP BY user_id;
+
+-- Migration 0021: each sender's message count in a room and each message's place among its
+-- sender's.
+UPDATE chat_messages m SET sender_seq = x.seq
+  FROM (SELECT id, row_number() OVER (PARTITION BY project_id, sender_id ORDER BY id) AS seq
+          FROM chat_messages WHERE sender_id IS NOT NULL) x
+ WHERE m.id = x.id AND m.sender_seq IS DISTINCT FROM x.seq;
+TRUNCATE chat_sender_counts;
+INSERT INTO chat_sender_counts (project_id, sender_id, n)
+    SELECT project_id, sender_id, COUNT(*) FROM chat_messages
+     WHERE sender_id IS NOT NULL GROUP BY project_id, sender_id;

@@ -235,14 +235,27 @@ pub async fn mark_read(
     Ok(())
 }
 
-/// Messages of others, not deleted, after the user's read mark.
+/// Messages of others, not deleted, after the user's read mark: the room's messages after
+/// the mark, less the user's own after it, less the others' deleted after it — each read
+/// from the counts and places migrations 0018 and 0021 keep, never by counting the room.
 pub async fn unread(ex: Exec<'_>, project_id: i64, user_id: i64) -> StoreResult<i64> {
     Ok(on_exec!(ex, c => sqlx::query_scalar(
-        "SELECT COUNT(*) FROM chat_messages m
-         WHERE m.project_id = $1 AND m.deleted_at IS NULL
-           AND (m.sender_id IS NULL OR m.sender_id <> $2)
-           AND m.id > COALESCE((SELECT r.last_read_message_id FROM chat_reads r
-                                WHERE r.project_id = $1 AND r.user_id = $2), 0)",
+        "WITH mark AS (
+             SELECT COALESCE((SELECT last_read_message_id FROM chat_reads
+                              WHERE project_id = $1 AND user_id = $2), 0) AS id)
+         SELECT CAST(
+             COALESCE((SELECT n FROM chat_room_counts WHERE project_id = $1), 0)
+           - COALESCE((SELECT m.room_seq FROM chat_messages m, mark
+                        WHERE m.project_id = $1 AND m.id <= mark.id
+                        ORDER BY m.id DESC LIMIT 1), 0)
+           - COALESCE((SELECT n FROM chat_sender_counts WHERE project_id = $1 AND sender_id = $2), 0)
+           + COALESCE((SELECT m.sender_seq FROM chat_messages m, mark
+                        WHERE m.project_id = $1 AND m.sender_id = $2 AND m.id <= mark.id
+                        ORDER BY m.id DESC LIMIT 1), 0)
+           - (SELECT COUNT(*) FROM chat_messages m, mark
+               WHERE m.project_id = $1 AND m.deleted_at IS NOT NULL AND m.id > mark.id
+                 AND (m.sender_id IS NULL OR m.sender_id <> $2))
+         AS BIGINT)",
     )
     .bind(project_id)
     .bind(user_id)

@@ -528,3 +528,71 @@ async fn notification_totals_follow_inserts_reads_and_deletes() {
     assert_eq!(totals().await, (4, 0));
     app.stop().await;
 }
+
+/// A reader's unread count comes from the kept counts and places (migrations 0018, 0021): at
+/// every read mark, with the reader's own messages and others' deleted ones left out, it
+/// matches a count of the room.
+#[actix_web::test]
+async fn chat_unread_counts_match_a_count_at_every_read_mark() {
+    use marketplace::store::chat::{self, NewMessage};
+    let app = spawn_app().await;
+    let company = register(&app, "unread_co", &["empresa"]).await;
+    let reader = register(&app, "unread_reader", &["experto"]).await;
+    let room = project(&app, company.id, "Unread room", "", ProjectStatus::Draft).await;
+    let mut conn = app.db.conn().await.unwrap();
+    let mut ids = Vec::new();
+    for (round, size) in [2usize, 3, 1, 4, 2].into_iter().enumerate() {
+        let sender = if round % 2 == 0 {
+            company.id
+        } else {
+            reader.id
+        };
+        let group: Vec<NewMessage> = (0..size)
+            .map(|n| NewMessage {
+                sender_id: sender,
+                content: format!("m{round}.{n}"),
+                file: None,
+            })
+            .collect();
+        let refs: Vec<&NewMessage> = group.iter().collect();
+        for m in chat::insert_all(conn.exec(), room, &refs, app.clock.now())
+            .await
+            .unwrap()
+        {
+            ids.push(m.id);
+        }
+    }
+    // Two of the company's messages and one of the reader's deleted.
+    for id in [ids[0], ids[6], ids[2]] {
+        marketplace::on_exec!(conn.exec(), c => sqlx::query(
+            "UPDATE chat_messages SET deleted_at = created_at WHERE id = $1")
+            .bind(id).execute(c).await.map(drop))
+        .unwrap();
+    }
+    async fn counted(conn: &mut marketplace::store::Conn, room: i64, reader: i64) -> i64 {
+        marketplace::on_exec!(conn.exec(), c => sqlx::query_scalar::<_, i64>(
+                "SELECT COUNT(*) FROM chat_messages WHERE project_id = $1 AND deleted_at IS NULL
+                   AND (sender_id IS NULL OR sender_id <> $2)
+                   AND id > COALESCE((SELECT last_read_message_id FROM chat_reads
+                                      WHERE project_id = $1 AND user_id = $2), 0)")
+                .bind(room).bind(reader).fetch_one(c).await)
+        .unwrap()
+    }
+    assert_eq!(
+        chat::unread(conn.exec(), room, reader.id).await.unwrap(),
+        counted(&mut conn, room, reader.id).await
+    );
+    for mark in &ids {
+        chat::mark_read(conn.exec(), room, reader.id, *mark, app.clock.now())
+            .await
+            .unwrap();
+        let kept = chat::unread(conn.exec(), room, reader.id).await.unwrap();
+        assert_eq!(
+            kept,
+            counted(&mut conn, room, reader.id).await,
+            "read up to {mark}"
+        );
+    }
+    drop(conn);
+    app.stop().await;
+}
