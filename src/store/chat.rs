@@ -240,20 +240,25 @@ pub async fn mark_read(
 /// from the counts and places migrations 0018 and 0021 keep, never by counting the room.
 pub async fn unread(ex: Exec<'_>, project_id: i64, user_id: i64) -> StoreResult<i64> {
     Ok(on_exec!(ex, c => sqlx::query_scalar(
-        "WITH mark AS (
-             SELECT COALESCE((SELECT last_read_message_id FROM chat_reads
-                              WHERE project_id = $1 AND user_id = $2), 0) AS id)
-         SELECT CAST(
+        // The mark is a scalar subquery in each condition, so the engine reads it first and
+        // seeks to it (joined, PostgreSQL walked the room back from its newest message).
+        "SELECT CAST(
              COALESCE((SELECT n FROM chat_room_counts WHERE project_id = $1), 0)
-           - COALESCE((SELECT m.room_seq FROM chat_messages m, mark
-                        WHERE m.project_id = $1 AND m.id <= mark.id
+           - COALESCE((SELECT m.room_seq FROM chat_messages m
+                        WHERE m.project_id = $1
+                          AND m.id <= COALESCE((SELECT last_read_message_id FROM chat_reads
+                                                WHERE project_id = $1 AND user_id = $2), 0)
                         ORDER BY m.id DESC LIMIT 1), 0)
            - COALESCE((SELECT n FROM chat_sender_counts WHERE project_id = $1 AND sender_id = $2), 0)
-           + COALESCE((SELECT m.sender_seq FROM chat_messages m, mark
-                        WHERE m.project_id = $1 AND m.sender_id = $2 AND m.id <= mark.id
+           + COALESCE((SELECT m.sender_seq FROM chat_messages m
+                        WHERE m.project_id = $1 AND m.sender_id = $2
+                          AND m.id <= COALESCE((SELECT last_read_message_id FROM chat_reads
+                                                WHERE project_id = $1 AND user_id = $2), 0)
                         ORDER BY m.id DESC LIMIT 1), 0)
-           - (SELECT COUNT(*) FROM chat_messages m, mark
-               WHERE m.project_id = $1 AND m.deleted_at IS NOT NULL AND m.id > mark.id
+           - (SELECT COUNT(*) FROM chat_messages m
+               WHERE m.project_id = $1 AND m.deleted_at IS NOT NULL
+                 AND m.id > COALESCE((SELECT last_read_message_id FROM chat_reads
+                                      WHERE project_id = $1 AND user_id = $2), 0)
                  AND (m.sender_id IS NULL OR m.sender_id <> $2))
          AS BIGINT)",
     )
