@@ -18,7 +18,8 @@ use crate::workflows::crm::{self, CrmService};
 use crate::workflows::emails::{self, MailSender};
 use crate::workflows::outbox::{self, Dispatcher};
 use crate::workflows::{
-    deadlines, escrow_jobs, idempotency, money_audit, processor_events, reviews, timers, webhooks,
+    deadlines, escrow_jobs, idempotency, money_audit, processor_events, retention, reviews, timers,
+    webhooks,
 };
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -159,6 +160,13 @@ pub fn start_all(state: &AppState) {
         HOUR,
         5 * MINUTE,
         |st| async move { idempotency::sweep_expired(&st).await },
+    );
+    jobs.every(
+        retention::NOTIFICATION_PRUNE_JOB,
+        state.clone(),
+        DAY,
+        HOUR,
+        |st| async move { retention::prune_read_notifications(&st).await },
     );
     jobs.every(
         webhooks::catch_up::PRUNE_JOB,

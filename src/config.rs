@@ -129,6 +129,9 @@ pub struct Settings {
     /// `IDEMPOTENCY_KEY_HOURS` (default 24): how long an `Idempotency-Key` and its answer are
     /// kept; a retry after that runs as a new request.
     pub idempotency_key_ttl: chrono::Duration,
+    /// `NOTIFICATION_RETENTION_DAYS` (default 90, 0 to keep them): read notifications older
+    /// than this (by when they were read) are pruned daily; unread ones are always kept.
+    pub notification_retention: Option<chrono::Duration>,
     /// Pool size (`DATABASE_MAX_CONNECTIONS`); the engine's default when unset.
     pub database_max_connections: Option<u32>,
     /// `DATABASE_STATEMENT_TIMEOUT_SECONDS` (default 10, 0 for none): PostgreSQL cancels a
@@ -460,6 +463,10 @@ impl Settings {
                     }
                 },
             },
+            notification_retention: match number("NOTIFICATION_RETENTION_DAYS", 90, 0, 3650)? {
+                0 => None,
+                days => Some(chrono::Duration::days(i64::from(days))),
+            },
             database_statement_timeout: match number(
                 "DATABASE_STATEMENT_TIMEOUT_SECONDS",
                 10,
@@ -736,6 +743,7 @@ mod tests {
             ("DATABASE_MAX_CONNECTIONS", "many"),
             ("DATABASE_STATEMENT_TIMEOUT_SECONDS", "3601"),
             ("DATABASE_STATEMENT_TIMEOUT_SECONDS", "soon"),
+            ("NOTIFICATION_RETENTION_DAYS", "-1"),
             ("RATE_LIMIT_PER_MINUTE", "-1"),
             ("MAX_CONCURRENT_SESSIONS", "lots"),
             ("JWT_ACCESS_EXPIRE_MINUTES", "0"),

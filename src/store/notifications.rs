@@ -208,3 +208,17 @@ pub async fn administrator_ids(ex: Exec<'_>) -> StoreResult<Vec<i64>> {
     .fetch_all(c)
     .await)?)
 }
+
+/// Deletes at most `limit` notifications read before `before`; how many.
+pub async fn prune_read(ex: Exec<'_>, before: DateTime<Utc>, limit: i64) -> StoreResult<u64> {
+    Ok(on_exec!(ex, c => sqlx::query(
+        "DELETE FROM notifications WHERE id IN (
+             SELECT id FROM notifications WHERE is_read = TRUE AND read_at < $1
+             ORDER BY read_at LIMIT $2)",
+    )
+    .bind(before)
+    .bind(limit)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?)
+}

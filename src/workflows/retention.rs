@@ -1,5 +1,5 @@
-//! Deleting what has outlived its time (expired idempotency keys, old webhook log rows) in
-//! bounded statements, so a large backlog never holds one long delete open.
+//! Deleting what has outlived its time (expired idempotency keys, old webhook log rows, read
+//! notifications) in bounded statements, so a large backlog never holds one long delete open.
 
 use crate::store::StoreResult;
 use crate::workflows::error::FlowResult;
@@ -22,4 +22,21 @@ where
             return Ok(deleted);
         }
     }
+}
+
+/// The job pruning read notifications, in `/metrics`.
+pub const NOTIFICATION_PRUNE_JOB: &str = "notification_prune";
+
+/// Deletes the notifications read more than `NOTIFICATION_RETENTION_DAYS` ago (none when
+/// the setting keeps them); how many. Unread ones stay whatever their age.
+pub async fn prune_read_notifications(state: &crate::state::AppState) -> FlowResult<u64> {
+    let Some(kept) = state.settings.notification_retention else {
+        return Ok(0);
+    };
+    let before = state.clock.now() - kept;
+    in_batches(|limit| async move {
+        let mut conn = state.db.conn().await?;
+        crate::store::notifications::prune_read(conn.exec(), before, limit).await
+    })
+    .await
 }

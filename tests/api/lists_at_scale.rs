@@ -596,3 +596,58 @@ async fn chat_unread_counts_match_a_count_at_every_read_mark() {
     drop(conn);
     app.stop().await;
 }
+
+/// Read notifications are pruned once `NOTIFICATION_RETENTION_DAYS` have passed since they
+/// were read (the service's clock moved, the daily job run); unread ones and recently read
+/// ones stay, and the kept counts follow.
+#[actix_web::test]
+async fn read_notifications_are_pruned_after_the_retention_and_unread_ones_kept() {
+    use marketplace::store::notifications::{self, NewNotification};
+    use marketplace::workflows::retention::NOTIFICATION_PRUNE_JOB;
+    let app = crate::helpers::spawn_app_with(&[("NOTIFICATION_RETENTION_DAYS", "90")]).await;
+    let user = register(&app, "pruned", &["empresa"]).await;
+    let data = serde_json::json!({});
+    let new = |event_id: i64| NewNotification {
+        user_id: user.id,
+        kind: "test",
+        title: "Title",
+        message: "Message",
+        data: &data,
+        event_id: Some(event_id),
+    };
+    let mut conn = app.db.conn().await.unwrap();
+    let stored = notifications::insert_all(conn.exec(), &[new(1), new(2), new(3)], app.clock.now())
+        .await
+        .unwrap();
+    // The first read long ago, the second read just before the job, the third never.
+    notifications::mark_read(conn.exec(), user.id, stored[0].id, app.clock.now())
+        .await
+        .unwrap();
+    app.clock.advance(Duration::days(91));
+    notifications::mark_read(conn.exec(), user.id, stored[1].id, app.clock.now())
+        .await
+        .unwrap();
+    drop(conn);
+    app.state
+        .jobs
+        .trigger(NOTIFICATION_PRUNE_JOB)
+        .await
+        .unwrap();
+
+    // (Read through the store: the account's token has expired on the moved clock.)
+    let mut conn = app.db.conn().await.unwrap();
+    let (items, total) = notifications::list_for_user(conn.exec(), user.id, false, 20, 0)
+        .await
+        .unwrap();
+    let left: BTreeSet<i64> = items.iter().map(|n| n.id).collect();
+    assert_eq!(left, BTreeSet::from([stored[1].id, stored[2].id]));
+    assert_eq!(total, 2);
+    assert_eq!(
+        notifications::unread_count(conn.exec(), user.id)
+            .await
+            .unwrap(),
+        1
+    );
+    drop(conn);
+    app.stop().await;
+}
