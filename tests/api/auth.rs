@@ -1025,8 +1025,16 @@ async fn an_instance_holding_a_session_sees_its_end_at_once() {
 
     for round in 0..10 {
         let token = login(&app, "twin", PASSWORD).await;
-        // Served twice by the other instance: the second from memory where it keeps sessions.
+        // Served by the other instance, which keeps the session in memory where it can. The
+        // login's own change of the account may reach it late and empty its memory once, so
+        // it is asked again until it holds the session (a few times at most).
         for _ in 0..2 {
+            assert_eq!(me(&other, &token).await.status(), 200, "round {round}");
+        }
+        for _ in 0..5 {
+            if other.state.sessions.is_empty() != held {
+                break;
+            }
             assert_eq!(me(&other, &token).await.status(), 200, "round {round}");
         }
         assert_eq!(!other.state.sessions.is_empty(), held);
