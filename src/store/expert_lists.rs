@@ -4,7 +4,7 @@
 //! bio and main area (PostgreSQL's full-text index, SQLite's FTS5, case and accents folded)
 //! or in the expert's skill names (migration 0017).
 
-use super::listing::{self, Keyed, ListQuery, Order, Sql, Total};
+use super::listing::{self, Keyed, ListQuery, Order, Sql};
 use super::profiles::{ExpertFilter, Profile};
 use super::{Exec, StoreResult};
 use crate::domain::cursor::Cursor;
@@ -81,10 +81,7 @@ pub fn experts(engine: &Exec<'_>, f: &ExpertFilter) -> ListQuery {
             }
         });
     }
-    let total = Total::Query(sql.clone().with_text(&format!(
-        "SELECT COUNT(*) FROM {FROM} WHERE {}",
-        filter.join(" AND ")
-    )));
+    let total = listing::count_rows(FROM, &filter, &sql);
     ListQuery {
         columns: super::profiles::PROFILE_COLUMNS.to_owned(),
         from: FROM,

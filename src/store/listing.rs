@@ -76,17 +76,16 @@ macro_rules! bind_all {
 }
 
 impl Sql {
-    pub fn new(text: &str) -> Self {
-        Self {
-            text: text.to_owned(),
-            args: Vec::new(),
-        }
-    }
-
     /// Binds `arg` and answers its placeholder.
     pub fn arg(&mut self, arg: impl Into<Arg>) -> String {
         self.args.push(arg.into());
         format!("${}", self.args.len())
+    }
+
+    /// Binds each of `values` and answers their placeholders as a list (`$1, $2`), for `IN`.
+    pub fn arg_list<T: Into<Arg> + Copy>(&mut self, values: &[T]) -> String {
+        let placeholders: Vec<String> = values.iter().map(|v| self.arg(*v)).collect();
+        placeholders.join(", ")
     }
 
     /// The same bound values under another statement (which must use every one of them).
@@ -171,6 +170,24 @@ pub fn fts5_query(sql: &mut Sql, words: &[&str], column: Option<&str>) -> String
         Some(column) => format!("{column} : ({phrase})"),
         None => phrase,
     })
+}
+
+/// `WHERE` and `conditions` joined by `AND`, or nothing without a condition.
+pub fn where_clause(conditions: &[String]) -> String {
+    if conditions.is_empty() {
+        String::new()
+    } else {
+        format!("WHERE {}", conditions.join(" AND "))
+    }
+}
+
+/// The total of a list counted: how many rows of `from` pass `filter` (values in `args`).
+pub fn count_rows(from: &str, filter: &[String], args: &Sql) -> Total {
+    let filter = where_clause(filter);
+    Total::Query(
+        args.clone()
+            .with_text(&format!("SELECT COUNT(*) FROM {from} {filter}")),
+    )
 }
 
 /// How a list's total is had.
@@ -296,11 +313,7 @@ impl ListQuery {
                 }
             }
         };
-        let filter = if filter.is_empty() {
-            String::new()
-        } else {
-            format!("WHERE {}", filter.join(" AND "))
-        };
+        let filter = where_clause(&filter);
         let (limit, offset) = (sql.arg(limit), sql.arg(offset));
         let (columns, from) = (&self.columns, self.from);
         // The page's ids first, from the order's index alone where it covers the filter;

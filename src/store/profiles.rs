@@ -684,13 +684,13 @@ pub async fn curation_candidates(
     let (matched, join) = if required.is_empty() {
         (String::new(), String::new())
     } else {
-        let names: Vec<String> = required.iter().map(|r| sql.arg(r.as_str())).collect();
+        let names: Vec<&str> = required.iter().map(String::as_str).collect();
+        let names = sql.arg_list(&names);
         (
             "COUNT(*) DESC,".to_owned(),
             format!(
                 "JOIN profile_skills ps ON ps.profile_id = p.id \
-                 JOIN skills s ON s.id = ps.skill_id AND LOWER(s.name) IN ({})",
-                names.join(", ")
+                 JOIN skills s ON s.id = ps.skill_id AND LOWER(s.name) IN ({names})"
             ),
         )
     };
@@ -718,8 +718,7 @@ pub async fn curation_candidates(
         return Ok(Vec::new());
     }
     let mut of = Sql::default();
-    let list: Vec<String> = ids.iter().map(|id| of.arg(*id)).collect();
-    let list = list.join(", ");
+    let list = of.arg_list(&ids);
     let profiles: Vec<Profile> = of
         .clone()
         .with_text(&format!(

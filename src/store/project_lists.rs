@@ -75,12 +75,6 @@ fn involving(sql: &mut Sql, user_id: i64) -> String {
     )
 }
 
-const COLUMNS: &str = "p.id, p.company_id, p.expert_id, p.target_expert_id, p.title, \
-     p.description, p.budget_minor, p.currency, p.deadline, p.skills_required, p.project_type, \
-     p.status, p.validation_status, p.validation_notes, p.submitted_at, p.validated_at, \
-     p.validated_by, p.published_at, p.assigned_at, p.completed_at, p.cancelled_at, \
-     p.invited_experts, p.admin_notes, p.status_before_selection, p.created_at, p.updated_at";
-
 /// Newest first, or with a search's rank first.
 fn newest(rank: Option<String>) -> Order {
     Order {
@@ -147,18 +141,15 @@ fn text_search(engine: &Exec<'_>, sql: &mut Sql, search: &str) -> Option<TextSea
 /// The project columns, with the search rank as `search_rank` (0 without a search).
 fn columns(rank: Option<&str>) -> String {
     format!(
-        "{COLUMNS}, CAST({} AS BIGINT) AS search_rank",
+        "{}, CAST({} AS BIGINT) AS search_rank",
+        super::projects::PROJECT_COLUMNS,
         rank.unwrap_or("0")
     )
 }
 
 /// How many projects of `project_counts` pass `conditions` (over its type and status).
 fn counted(conditions: &[String], args: &Sql) -> Total {
-    let filter = if conditions.is_empty() {
-        String::new()
-    } else {
-        format!("WHERE {}", conditions.join(" AND "))
-    };
+    let filter = listing::where_clause(conditions);
     Total::Query(args.clone().with_text(&format!(
         "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM project_counts {filter}"
     )))
@@ -166,15 +157,7 @@ fn counted(conditions: &[String], args: &Sql) -> Total {
 
 /// How many rows of `projects p` pass `filter`.
 fn count(filter: &[String], args: &Sql) -> Total {
-    let text = if filter.is_empty() {
-        "SELECT COUNT(*) FROM projects p".to_owned()
-    } else {
-        format!(
-            "SELECT COUNT(*) FROM projects p WHERE {}",
-            filter.join(" AND ")
-        )
-    };
-    Total::Query(args.clone().with_text(&text))
+    listing::count_rows("projects p", filter, args)
 }
 
 fn list(filter: Vec<String>, args: Sql, rank: Option<String>, total: Total) -> ListQuery {

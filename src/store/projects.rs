@@ -43,18 +43,27 @@ pub struct Project {
     pub updated_at: DateTime<Utc>,
 }
 
-/// `SELECT <project columns> FROM projects p <rest>` as one static string.
-macro_rules! select_projects {
-    (with $extra:literal; $($rest:expr),* $(,)?) => {
+/// The columns of [`Project`], over `projects p`.
+macro_rules! project_columns {
+    () => {
         concat!(
-            "SELECT p.id, p.company_id, p.expert_id, p.target_expert_id, p.title, p.description, ",
+            "p.id, p.company_id, p.expert_id, p.target_expert_id, p.title, p.description, ",
             "p.budget_minor, p.currency, p.deadline, p.skills_required, p.project_type, p.status, ",
             "p.validation_status, p.validation_notes, p.submitted_at, p.validated_at, ",
             "p.validated_by, p.published_at, p.assigned_at, p.completed_at, p.cancelled_at, ",
             "p.invited_experts, p.admin_notes, p.status_before_selection, p.created_at, ",
-            "p.updated_at", $extra, " FROM projects p ",
-            $($rest),*
+            "p.updated_at"
         )
+    };
+}
+
+/// [`project_columns!`] as a value, for statements assembled at run time.
+pub const PROJECT_COLUMNS: &str = project_columns!();
+
+/// `SELECT <project columns> FROM projects p <rest>` as one static string.
+macro_rules! select_projects {
+    (with $extra:literal; $($rest:expr),* $(,)?) => {
+        concat!("SELECT ", project_columns!(), $extra, " FROM projects p ", $($rest),*)
     };
     ($($rest:expr),* $(,)?) => {
         select_projects!(with ""; $($rest),*)

@@ -356,13 +356,12 @@ pub async fn averages(
     }
     let mut sql = super::listing::Sql::default();
     let now = sql.arg(now);
-    let list: Vec<String> = users.iter().map(|u| sql.arg(*u)).collect();
+    let list = sql.arg_list(users);
     sql.with_text(&format!(
         "SELECT r.reviewee_id, CAST(AVG(r.rating) AS DOUBLE PRECISION), COUNT(*) FROM reviews r \
-         WHERE r.reviewee_id IN ({}) AND r.visibility = 'published' \
+         WHERE r.reviewee_id IN ({list}) AND r.visibility = 'published' \
            AND (r.revealed_at IS NOT NULL OR r.blind_until <= {now}) \
-         GROUP BY r.reviewee_id",
-        list.join(", ")
+         GROUP BY r.reviewee_id"
     ))
     .fetch_all(ex)
     .await

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::listing::{Keyed, ListQuery, Order, Seek, Sql, Total};
+use super::listing::{self, Keyed, ListQuery, Order, Seek, Sql};
 use super::users::{self, User};
 use super::{Exec, StoreResult};
 use crate::domain::cursor::Cursor;
@@ -102,15 +102,7 @@ fn users(engine: &Exec<'_>, f: &UserFilter) -> ListQuery {
     if let Some(search) = f.search.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
         filter.push(searched(engine, &mut sql, search));
     }
-    let text = if filter.is_empty() {
-        "SELECT COUNT(*) FROM users u".to_owned()
-    } else {
-        format!(
-            "SELECT COUNT(*) FROM users u WHERE {}",
-            filter.join(" AND ")
-        )
-    };
-    let total = Total::Query(sql.clone().with_text(&text));
+    let total = listing::count_rows("users u", &filter, &sql);
     ListQuery {
         columns: "u.id, u.created_at".to_owned(),
         from: "users u",
@@ -201,14 +193,13 @@ async fn standings(
         standing: Standing,
     }
     let mut sql = Sql::default();
-    let list: Vec<String> = ids.iter().map(|id| sql.arg(*id)).collect();
+    let list = sql.arg_list(ids);
     let rows: Vec<Row> = sql
         .with_text(&format!(
             "SELECT id, suspension_reason, suspended_by, deletion_reason, deletion_requested_at,
                     deletion_requested_by, deletion_confirmed_at, deletion_confirmed_by,
                     accept_marketing, source
-             FROM users WHERE id IN ({})",
-            list.join(", ")
+             FROM users WHERE id IN ({list})"
         ))
         .fetch_all(ex)
         .await?;

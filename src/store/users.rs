@@ -265,8 +265,7 @@ pub async fn find_all(mut ex: Exec<'_>, ids: &[i64]) -> StoreResult<Vec<User>> {
         return Ok(Vec::new());
     }
     let mut sql = super::listing::Sql::default();
-    let list: Vec<String> = ids.iter().map(|id| sql.arg(*id)).collect();
-    let list = list.join(", ");
+    let list = sql.arg_list(ids);
     let rows: Vec<UserRow> = sql
         .clone()
         .with_text(&format!("{} WHERE id IN ({list})", select_users!("")))

@@ -71,6 +71,39 @@ fn ids(page: &Value) -> Vec<i64> {
         .collect()
 }
 
+/// Stores `size` messages of `sender` in `room` in one group commit, as a room actor does;
+/// answers their ids.
+async fn chat_group(app: &TestApp, room: i64, sender: i64, size: usize) -> Vec<i64> {
+    use marketplace::store::chat::{self, NewMessage};
+    let group: Vec<NewMessage> = (0..size)
+        .map(|n| NewMessage {
+            sender_id: sender,
+            content: format!("message {n}"),
+            file: None,
+        })
+        .collect();
+    let refs: Vec<&NewMessage> = group.iter().collect();
+    let mut conn = app.db.conn().await.unwrap();
+    let stored = chat::insert_all(conn.exec(), room, &refs, app.clock.now()).await;
+    stored.unwrap().iter().map(|m| m.id).collect()
+}
+
+/// A notification of `user_id` for event `event_id`.
+fn notification(
+    user_id: i64,
+    event_id: i64,
+    data: &Value,
+) -> marketplace::store::notifications::NewNotification<'_> {
+    marketplace::store::notifications::NewNotification {
+        user_id,
+        kind: "test",
+        title: "Title",
+        message: "Message",
+        data,
+        event_id: Some(event_id),
+    }
+}
+
 #[actix_web::test]
 async fn walking_by_cursor_while_projects_are_added_gives_each_once() {
     let app = spawn_app().await;
@@ -401,29 +434,20 @@ async fn no_project_list_scans_a_large_table_on_postgres() {
 /// (migration 0018), written by group commits into two rooms in turn: they match a count.
 #[actix_web::test]
 async fn chat_totals_follow_group_commits_in_several_rooms() {
-    use marketplace::store::chat::{self, NewMessage};
+    use marketplace::store::chat;
     let app = spawn_app().await;
     let company = register(&app, "chatty", &["empresa"]).await;
     let rooms = [
         project(&app, company.id, "Room one", "", ProjectStatus::Draft).await,
         project(&app, company.id, "Room two", "", ProjectStatus::Draft).await,
     ];
-    let message = |n: usize| NewMessage {
-        sender_id: company.id,
-        content: format!("message {n}"),
-        file: None,
-    };
-    let mut conn = app.db.conn().await.unwrap();
     let mut ids = Vec::new();
     for (round, size) in [3usize, 1, 5, 2].into_iter().enumerate() {
         let room = rooms[round % 2];
-        let group: Vec<NewMessage> = (0..size).map(message).collect();
-        let refs: Vec<&NewMessage> = group.iter().collect();
-        let stored = chat::insert_all(conn.exec(), room, &refs, app.clock.now())
-            .await
-            .unwrap();
-        ids.extend(stored.iter().map(|m| (room, m.id)));
+        let stored = chat_group(&app, room, company.id, size).await;
+        ids.extend(stored.into_iter().map(|id| (room, id)));
     }
+    let mut conn = app.db.conn().await.unwrap();
     let counted = |room: i64, before: Option<i64>| {
         ids.iter()
             .filter(|(r, id)| *r == room && before.is_none_or(|b| *id < b))
@@ -462,14 +486,7 @@ async fn notification_totals_follow_inserts_reads_and_deletes() {
     let user = register(&app, "notified", &["empresa"]).await;
     let other = register(&app, "bystander", &["empresa"]).await;
     let data = serde_json::json!({});
-    let new = |user_id: i64, event_id: i64| NewNotification {
-        user_id,
-        kind: "test",
-        title: "Title",
-        message: "Message",
-        data: &data,
-        event_id: Some(event_id),
-    };
+    let new = |user_id: i64, event_id: i64| notification(user_id, event_id, &data);
     let mut conn = app.db.conn().await.unwrap();
     let all: Vec<NewNotification> = (1..=5)
         .map(|e| new(user.id, e))
@@ -534,12 +551,11 @@ async fn notification_totals_follow_inserts_reads_and_deletes() {
 /// matches a count of the room.
 #[actix_web::test]
 async fn chat_unread_counts_match_a_count_at_every_read_mark() {
-    use marketplace::store::chat::{self, NewMessage};
+    use marketplace::store::chat;
     let app = spawn_app().await;
     let company = register(&app, "unread_co", &["empresa"]).await;
     let reader = register(&app, "unread_reader", &["experto"]).await;
     let room = project(&app, company.id, "Unread room", "", ProjectStatus::Draft).await;
-    let mut conn = app.db.conn().await.unwrap();
     let mut ids = Vec::new();
     for (round, size) in [2usize, 3, 1, 4, 2].into_iter().enumerate() {
         let sender = if round % 2 == 0 {
@@ -547,21 +563,9 @@ async fn chat_unread_counts_match_a_count_at_every_read_mark() {
         } else {
             reader.id
         };
-        let group: Vec<NewMessage> = (0..size)
-            .map(|n| NewMessage {
-                sender_id: sender,
-                content: format!("m{round}.{n}"),
-                file: None,
-            })
-            .collect();
-        let refs: Vec<&NewMessage> = group.iter().collect();
-        for m in chat::insert_all(conn.exec(), room, &refs, app.clock.now())
-            .await
-            .unwrap()
-        {
-            ids.push(m.id);
-        }
+        ids.extend(chat_group(&app, room, sender, size).await);
     }
+    let mut conn = app.db.conn().await.unwrap();
     // Two of the company's messages and one of the reader's deleted.
     for id in [ids[0], ids[6], ids[2]] {
         marketplace::on_exec!(conn.exec(), c => sqlx::query(
@@ -602,19 +606,12 @@ async fn chat_unread_counts_match_a_count_at_every_read_mark() {
 /// ones stay, and the kept counts follow.
 #[actix_web::test]
 async fn read_notifications_are_pruned_after_the_retention_and_unread_ones_kept() {
-    use marketplace::store::notifications::{self, NewNotification};
+    use marketplace::store::notifications;
     use marketplace::workflows::retention::NOTIFICATION_PRUNE_JOB;
     let app = crate::helpers::spawn_app_with(&[("NOTIFICATION_RETENTION_DAYS", "90")]).await;
     let user = register(&app, "pruned", &["empresa"]).await;
     let data = serde_json::json!({});
-    let new = |event_id: i64| NewNotification {
-        user_id: user.id,
-        kind: "test",
-        title: "Title",
-        message: "Message",
-        data: &data,
-        event_id: Some(event_id),
-    };
+    let new = |event_id: i64| notification(user.id, event_id, &data);
     let mut conn = app.db.conn().await.unwrap();
     let stored = notifications::insert_all(conn.exec(), &[new(1), new(2), new(3)], app.clock.now())
         .await
