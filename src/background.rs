@@ -18,8 +18,8 @@ use crate::workflows::crm::{self, CrmService};
 use crate::workflows::emails::{self, MailSender};
 use crate::workflows::outbox::{self, Dispatcher};
 use crate::workflows::{
-    deadlines, escrow_jobs, idempotency, money_audit, processor_events, retention, reviews, timers,
-    webhooks,
+    deadlines, escrow_jobs, idempotency, money_audit, processor_events, retention, reviews,
+    tallies, timers, webhooks,
 };
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -154,6 +154,14 @@ pub fn start_all(state: &AppState) {
         HOUR,
         |st| async move { money_audit::daily(&st).await },
     );
+    // Often, so that the figures' reads add few deltas; an idle run is one empty delete.
+    jobs.every(
+        tallies::FOLD_JOB,
+        state.clone(),
+        10 * SECOND,
+        10 * SECOND,
+        |st| async move { tallies::fold(&st).await },
+    );
     jobs.every(
         idempotency::SWEEP_JOB,
         state.clone(),
@@ -167,6 +175,20 @@ pub fn start_all(state: &AppState) {
         DAY,
         HOUR,
         |st| async move { retention::prune_read_notifications(&st).await },
+    );
+    jobs.every(
+        retention::EVENT_PRUNE_JOB,
+        state.clone(),
+        DAY,
+        HOUR,
+        |st| async move { retention::prune_dispatched_events(&st).await },
+    );
+    jobs.every(
+        retention::CRM_LOG_PRUNE_JOB,
+        state.clone(),
+        DAY,
+        HOUR,
+        |st| async move { retention::prune_crm_sync_log(&st).await },
     );
     jobs.every(
         webhooks::catch_up::PRUNE_JOB,

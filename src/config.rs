@@ -132,6 +132,13 @@ pub struct Settings {
     /// `NOTIFICATION_RETENTION_DAYS` (default 90, 0 to keep them): read notifications older
     /// than this (by when they were read) are pruned daily; unread ones are always kept.
     pub notification_retention: Option<chrono::Duration>,
+    /// `EVENT_RETENTION_DAYS` (default 30, 0 to keep them, else at least 30): outbox events
+    /// every consumer has had (and whose e-mails are sent) are pruned daily once this old.
+    pub event_retention: Option<chrono::Duration>,
+    /// `CRM_SYNC_LOG_RETENTION_DAYS` (default 90, 0 to keep them): CRM sync log entries are
+    /// pruned daily once this old, except those still to be retried and each user's newest
+    /// entry naming their CRM contact.
+    pub crm_sync_log_retention: Option<chrono::Duration>,
     /// Pool size (`DATABASE_MAX_CONNECTIONS`); the engine's default when unset.
     pub database_max_connections: Option<u32>,
     /// `DATABASE_STATEMENT_TIMEOUT_SECONDS` (default 10, 0 for none): PostgreSQL cancels a
@@ -467,6 +474,23 @@ impl Settings {
                 0 => None,
                 days => Some(chrono::Duration::days(i64::from(days))),
             },
+            event_retention: match number("EVENT_RETENTION_DAYS", 30, 0, 3650)? {
+                0 => None,
+                days if days < 30 => {
+                    return Err(invalid(
+                        "EVENT_RETENTION_DAYS",
+                        format!(
+                            "expected 0 (keep them) or at least 30 days, the webhook event log \
+                             receivers catch up from, got `{days}`"
+                        ),
+                    ));
+                }
+                days => Some(chrono::Duration::days(i64::from(days))),
+            },
+            crm_sync_log_retention: match number("CRM_SYNC_LOG_RETENTION_DAYS", 90, 0, 3650)? {
+                0 => None,
+                days => Some(chrono::Duration::days(i64::from(days))),
+            },
             database_statement_timeout: match number(
                 "DATABASE_STATEMENT_TIMEOUT_SECONDS",
                 10,
@@ -744,6 +768,8 @@ mod tests {
             ("DATABASE_STATEMENT_TIMEOUT_SECONDS", "3601"),
             ("DATABASE_STATEMENT_TIMEOUT_SECONDS", "soon"),
             ("NOTIFICATION_RETENTION_DAYS", "-1"),
+            ("EVENT_RETENTION_DAYS", "7"),
+            ("CRM_SYNC_LOG_RETENTION_DAYS", "-1"),
             ("RATE_LIMIT_PER_MINUTE", "-1"),
             ("MAX_CONCURRENT_SESSIONS", "lots"),
             ("JWT_ACCESS_EXPIRE_MINUTES", "0"),

@@ -42,3 +42,29 @@ TRUNCATE chat_sender_counts;
 INSERT INTO chat_sender_counts (project_id, sender_id, n)
     SELECT project_id, sender_id, COUNT(*) FROM chat_messages
      WHERE sender_id IS NOT NULL GROUP BY project_id, sender_id;
+
+-- Migration 0023: the platform tallies (the same recount as the migration's).
+TRUNCATE tallies, tally_deltas;
+INSERT INTO tallies (name, key, user_id, n, total)
+SELECT 'payments', status, 0, COUNT(*), SUM(amount_minor) FROM payments GROUP BY status
+UNION ALL
+SELECT 'revenue', '', 0, COUNT(*), SUM(COALESCE(commission_minor, 0)) FROM payments
+ WHERE status = 'released' GROUP BY status
+UNION ALL
+SELECT 'expert_earnings', '', expert_id, COUNT(*), SUM(COALESCE(expert_amount_minor, amount_minor))
+  FROM payments WHERE status = 'released' AND expert_id IS NOT NULL GROUP BY expert_id
+UNION ALL
+SELECT 'company_spend', '', company_id, COUNT(*), SUM(amount_minor)
+  FROM payments WHERE status = 'released' AND company_id IS NOT NULL GROUP BY company_id
+UNION ALL
+SELECT 'users_by_role', r.role, 0, COUNT(*), 0 FROM user_roles r JOIN users u ON u.id = r.user_id
+ WHERE u.deleted_at IS NULL GROUP BY r.role
+UNION ALL
+SELECT 'profiles_by_verification', p.profile_type || ':' || p.verification_status, 0, COUNT(*), 0
+  FROM profiles p JOIN users u ON u.id = p.user_id
+ WHERE u.deleted_at IS NULL GROUP BY p.profile_type, p.verification_status
+UNION ALL
+SELECT 'expert_ratings', '', reviewee_id, COUNT(*), SUM(rating) FROM reviews
+ WHERE reviewer_role = 'empresa' AND visibility = 'published' AND reviewee_id IS NOT NULL
+   AND (revealed_at IS NOT NULL OR announced_at IS NOT NULL)
+ GROUP BY reviewee_id;

@@ -1,4 +1,30 @@
 -- Run by seed.py after a bulk load on SQLite (before ANALYZE). SQLite fires the migrations'
 -- triggers on every seeded row (project counts, skills, legacy invitations, the FTS5
--- indexes), so nothing needs rebuilding here; derived data a trigger does not keep would.
-SELECT 1;
+-- indexes), so little needs rebuilding here: the platform tallies' deltas (migration 0023),
+-- one per seeded payment, user and review, are replaced by one recount (the migration's).
+DELETE FROM tally_deltas;
+DELETE FROM tallies;
+INSERT INTO tallies (name, key, user_id, n, total)
+SELECT 'payments', status, 0, COUNT(*), SUM(amount_minor) FROM payments GROUP BY status
+UNION ALL
+SELECT 'revenue', '', 0, COUNT(*), SUM(COALESCE(commission_minor, 0)) FROM payments
+ WHERE status = 'released' GROUP BY status
+UNION ALL
+SELECT 'expert_earnings', '', expert_id, COUNT(*), SUM(COALESCE(expert_amount_minor, amount_minor))
+  FROM payments WHERE status = 'released' AND expert_id IS NOT NULL GROUP BY expert_id
+UNION ALL
+SELECT 'company_spend', '', company_id, COUNT(*), SUM(amount_minor)
+  FROM payments WHERE status = 'released' AND company_id IS NOT NULL GROUP BY company_id
+UNION ALL
+SELECT 'users_by_role', r.role, 0, COUNT(*), 0 FROM user_roles r JOIN users u ON u.id = r.user_id
+ WHERE u.deleted_at IS NULL GROUP BY r.role
+UNION ALL
+SELECT 'profiles_by_verification', p.profile_type || ':' || p.verification_status, 0, COUNT(*), 0
+  FROM profiles p JOIN users u ON u.id = p.user_id
+ WHERE u.deleted_at IS NULL GROUP BY p.profile_type, p.verification_status
+UNION ALL
+SELECT 'expert_ratings', '', reviewee_id, COUNT(*), SUM(rating) FROM reviews
+ WHERE reviewer_role = 'empresa' AND visibility = 'published' AND reviewee_id IS NOT NULL
+   AND (revealed_at IS NOT NULL OR announced_at IS NOT NULL)
+ GROUP BY reviewee_id;
+

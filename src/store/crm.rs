@@ -632,3 +632,26 @@ pub async fn enqueue(
     .map(|r| r.rows_affected()))?;
     Ok(done == 1)
 }
+
+/// Deletes up to `limit` of the oldest sync log entries created before `before`, except those
+/// the retry scheduler still owes a try and each user's newest entry naming their contact (the
+/// contact's id falls back on it); how many.
+pub async fn prune_log(ex: Exec<'_>, before: DateTime<Utc>, limit: i64) -> StoreResult<u64> {
+    Ok(on_exec!(ex, c => sqlx::query(
+        "DELETE FROM crm_sync_log WHERE id IN (
+             SELECT l.id FROM crm_sync_log l
+              WHERE l.created_at < $1
+                AND NOT (l.status = 'failed' AND l.exhausted_at IS NULL)
+                AND (l.user_id IS NULL OR l.crm_contact_id IS NULL
+                     OR EXISTS (SELECT 1 FROM crm_sync_log n
+                                 WHERE n.user_id = l.user_id AND n.crm_contact_id IS NOT NULL
+                                   AND (n.created_at > l.created_at
+                                        OR (n.created_at = l.created_at AND n.id > l.id))))
+              ORDER BY l.created_at LIMIT $2)",
+    )
+    .bind(before)
+    .bind(limit)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?)
+}

@@ -171,3 +171,21 @@ pub async fn count_of(
     .fetch_one(c)
     .await)?)
 }
+
+/// Deletes up to `limit` of the oldest events created before `before` that every consumer
+/// has had (`dispatched_at`) and whose e-mails are all sent; how many.
+pub async fn prune_dispatched(ex: Exec<'_>, before: DateTime<Utc>, limit: i64) -> StoreResult<u64> {
+    Ok(on_exec!(ex, c => sqlx::query(
+        "DELETE FROM events WHERE id IN (
+             SELECT e.id FROM events e
+              WHERE e.dispatched_at IS NOT NULL AND e.created_at < $1
+                AND NOT EXISTS (SELECT 1 FROM mail_queue q
+                                 WHERE q.event_id = e.id AND q.sent_at IS NULL)
+              ORDER BY e.created_at LIMIT $2)",
+    )
+    .bind(before)
+    .bind(limit)
+    .execute(c)
+    .await
+    .map(|r| r.rows_affected()))?)
+}

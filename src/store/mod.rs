@@ -45,6 +45,7 @@ pub mod reviews;
 pub mod session_cache;
 pub mod sessions;
 pub mod skills;
+pub mod tallies;
 pub mod timers;
 pub mod tokens;
 pub mod user_admin;

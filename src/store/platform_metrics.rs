@@ -1,31 +1,35 @@
-//! Platform figures for administrators, each an aggregate computed by the database.
+//! Platform figures for administrators: the overview's from the tallies the writes keep
+//! (`store::tallies`), the growth view's from indexed date ranges.
 
 use chrono::{DateTime, Utc};
 
+use std::collections::HashMap;
+
+use super::listing::Sql;
+use super::tallies::{self, Tally};
 use super::{Exec, StoreResult};
+use crate::domain::payment::PaymentStatus;
+use crate::domain::user::Role;
 use crate::on_exec;
 
 /// Counts by one text column: `(value, count)`.
 pub type Counts = Vec<(String, i64)>;
 
 pub async fn users_by_role(ex: Exec<'_>) -> StoreResult<Counts> {
-    Ok(on_exec!(ex, c => sqlx::query_as(
-        "SELECT r.role, COUNT(*) FROM user_roles r JOIN users u ON u.id = r.user_id
-         WHERE u.deleted_at IS NULL GROUP BY r.role ORDER BY r.role",
-    )
-    .fetch_all(c)
-    .await)?)
+    counts(ex, Tally::UsersByRole).await
 }
 
 /// Profiles by verification status, per profile type: `("experto:verified", n)`.
 pub async fn profiles_by_verification(ex: Exec<'_>) -> StoreResult<Counts> {
-    Ok(on_exec!(ex, c => sqlx::query_as(
-        "SELECT p.profile_type || ':' || p.verification_status, COUNT(*) FROM profiles p
-         JOIN users u ON u.id = p.user_id WHERE u.deleted_at IS NULL
-         GROUP BY p.profile_type, p.verification_status ORDER BY 1",
-    )
-    .fetch_all(c)
-    .await)?)
+    counts(ex, Tally::ProfilesByVerification).await
+}
+
+async fn counts(ex: Exec<'_>, tally: Tally) -> StoreResult<Counts> {
+    Ok(tallies::by_key(ex, tally)
+        .await?
+        .into_iter()
+        .map(|k| (k.key, k.n))
+        .collect())
 }
 
 /// From the counts the writes keep (migration 0016), not a count of the projects.
@@ -50,17 +54,22 @@ pub struct MoneyTotals {
     pub refunded_minor: i64,
 }
 
-pub async fn money_totals(ex: Exec<'_>) -> StoreResult<MoneyTotals> {
-    Ok(on_exec!(ex, c => sqlx::query_as::<_, MoneyTotals>(
-        "SELECT
-             CAST(COALESCE(SUM(CASE WHEN status = 'released' THEN COALESCE(commission_minor, 0) END), 0) AS BIGINT) AS revenue_minor,
-             CAST(COALESCE(SUM(CASE WHEN status = 'released' THEN amount_minor END), 0) AS BIGINT) AS gross_volume_minor,
-             CAST(COALESCE(SUM(CASE WHEN status IN ('held', 'disputed') THEN amount_minor END), 0) AS BIGINT) AS in_escrow_minor,
-             CAST(COALESCE(SUM(CASE WHEN status = 'refunded' THEN amount_minor END), 0) AS BIGINT) AS refunded_minor
-         FROM payments",
-    )
-    .fetch_one(c)
-    .await)?)
+pub async fn money_totals(mut ex: Exec<'_>) -> StoreResult<MoneyTotals> {
+    let by_status = tallies::by_key(ex.re(), Tally::Payments).await?;
+    let amount = |statuses: &[PaymentStatus]| -> i64 {
+        by_status
+            .iter()
+            .filter(|k| statuses.iter().any(|s| s.as_str() == k.key))
+            .map(|k| k.total)
+            .sum()
+    };
+    let revenue = tallies::by_key(ex, Tally::Revenue).await?;
+    Ok(MoneyTotals {
+        revenue_minor: revenue.iter().map(|k| k.total).sum(),
+        gross_volume_minor: amount(&[PaymentStatus::Released]),
+        in_escrow_minor: amount(&[PaymentStatus::Held, PaymentStatus::Disputed]),
+        refunded_minor: amount(&[PaymentStatus::Refunded]),
+    })
 }
 
 /// One entry of a top-five list.
@@ -74,53 +83,65 @@ pub struct Ranked {
 }
 
 /// Experts by what they received from released payments.
-pub async fn top_experts_by_earnings(ex: Exec<'_>) -> StoreResult<Vec<Ranked>> {
-    Ok(on_exec!(ex, c => sqlx::query_as::<_, Ranked>(
-        "SELECT y.expert_id AS user_id,
-                COALESCE((SELECT NULLIF(p.full_name, '') FROM profiles p
-                          WHERE p.user_id = y.expert_id AND p.profile_type = 'experto'), u.username) AS name,
-                CAST(SUM(COALESCE(y.expert_amount_minor, y.amount_minor)) AS BIGINT) AS value,
-                COUNT(*) AS count
-         FROM payments y JOIN users u ON u.id = y.expert_id
-         WHERE y.status = 'released'
-         GROUP BY y.expert_id, u.username ORDER BY value DESC, y.expert_id LIMIT 5",
-    )
-    .fetch_all(c)
-    .await)?)
+pub async fn top_experts_by_earnings(mut ex: Exec<'_>) -> StoreResult<Vec<Ranked>> {
+    let top = tallies::top_by_total(ex.re(), Tally::ExpertEarnings, TOP).await?;
+    named(ex, top, Role::Experto).await
 }
 
 /// Companies by what their released payments amount to.
-pub async fn top_companies_by_spend(ex: Exec<'_>) -> StoreResult<Vec<Ranked>> {
-    Ok(on_exec!(ex, c => sqlx::query_as::<_, Ranked>(
-        "SELECT y.company_id AS user_id,
-                COALESCE((SELECT NULLIF(p.company_name, '') FROM profiles p
-                          WHERE p.user_id = y.company_id AND p.profile_type = 'empresa'), u.username) AS name,
-                CAST(SUM(y.amount_minor) AS BIGINT) AS value,
-                COUNT(*) AS count
-         FROM payments y JOIN users u ON u.id = y.company_id
-         WHERE y.status = 'released'
-         GROUP BY y.company_id, u.username ORDER BY value DESC, y.company_id LIMIT 5",
-    )
-    .fetch_all(c)
-    .await)?)
+pub async fn top_companies_by_spend(mut ex: Exec<'_>) -> StoreResult<Vec<Ranked>> {
+    let top = tallies::top_by_total(ex.re(), Tally::CompanySpend, TOP).await?;
+    named(ex, top, Role::Empresa).await
 }
 
 /// Experts by the mean of their revealed, published reviews (×100, rounded).
-pub async fn top_experts_by_rating(ex: Exec<'_>, now: DateTime<Utc>) -> StoreResult<Vec<Ranked>> {
-    Ok(on_exec!(ex, c => sqlx::query_as::<_, Ranked>(
-        "SELECT r.reviewee_id AS user_id,
-                COALESCE((SELECT NULLIF(p.full_name, '') FROM profiles p
-                          WHERE p.user_id = r.reviewee_id AND p.profile_type = 'experto'), u.username) AS name,
-                CAST(ROUND(AVG(r.rating) * 100) AS BIGINT) AS value,
-                COUNT(*) AS count
-         FROM reviews r JOIN users u ON u.id = r.reviewee_id
-         WHERE r.reviewer_role = 'empresa' AND r.visibility = 'published'
-           AND (r.revealed_at IS NOT NULL OR r.blind_until <= $1)
-         GROUP BY r.reviewee_id, u.username ORDER BY value DESC, count DESC, r.reviewee_id LIMIT 5",
-    )
-    .bind(now)
-    .fetch_all(c)
-    .await)?)
+pub async fn top_experts_by_rating(
+    mut ex: Exec<'_>,
+    now: DateTime<Utc>,
+) -> StoreResult<Vec<Ranked>> {
+    let top = tallies::top_by_mean_rating(ex.re(), now, TOP).await?;
+    named(ex, top, Role::Experto).await
+}
+
+/// The length of each top list.
+const TOP: i64 = 5;
+
+/// Each ranked user with their name: the profile's (full name of an expert, company name of
+/// a company) or else the username; users gone are left out.
+async fn named(ex: Exec<'_>, top: Vec<tallies::Ranked>, profile: Role) -> StoreResult<Vec<Ranked>> {
+    let ids: Vec<i64> = top.iter().map(|r| r.user_id).collect();
+    let column = match profile {
+        Role::Empresa => "company_name",
+        _ => "full_name",
+    };
+    let mut sql = Sql::default();
+    let profile_type = sql.arg(profile.as_str());
+    let in_list = sql.arg_list(&ids);
+    let sql = sql.with_text(&format!(
+        "SELECT u.id, COALESCE((SELECT NULLIF(p.{column}, '') FROM profiles p
+                                WHERE p.user_id = u.id AND p.profile_type = {profile_type}),
+                               u.username)
+         FROM users u WHERE u.id IN ({in_list})"
+    ));
+    let names: HashMap<i64, String> = if ids.is_empty() {
+        HashMap::new()
+    } else {
+        sql.fetch_all::<(i64, String)>(ex)
+            .await?
+            .into_iter()
+            .collect()
+    };
+    Ok(top
+        .into_iter()
+        .filter_map(|r| {
+            Some(Ranked {
+                name: names.get(&r.user_id)?.clone(),
+                user_id: r.user_id,
+                value: r.value,
+                count: r.n,
+            })
+        })
+        .collect())
 }
 
 /// The figures of one window `[start, end)` the growth view compares.

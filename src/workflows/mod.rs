@@ -37,6 +37,7 @@ pub mod reputation;
 pub mod retention;
 pub mod reviews;
 pub mod selection;
+pub mod tallies;
 pub mod timers;
 pub mod user_admin;
 pub mod webhook_config;

@@ -648,3 +648,102 @@ async fn read_notifications_are_pruned_after_the_retention_and_unread_ones_kept(
     drop(conn);
     app.stop().await;
 }
+
+/// Outbox events are pruned once every consumer had them and their e-mails are sent, past
+/// `EVENT_RETENTION_DAYS`; CRM sync log entries past `CRM_SYNC_LOG_RETENTION_DAYS`, except
+/// those still to be retried and each user's newest entry naming their contact.
+#[actix_web::test]
+async fn old_events_and_crm_log_entries_are_pruned_and_what_is_still_owed_kept() {
+    use marketplace::workflows::retention::{CRM_LOG_PRUNE_JOB, EVENT_PRUNE_JOB};
+    let app = crate::helpers::spawn_app_with(&[
+        ("EVENT_RETENTION_DAYS", "30"),
+        ("CRM_SYNC_LOG_RETENTION_DAYS", "90"),
+    ])
+    .await;
+    let user = register(&app, "retained", &["experto"]).await;
+    let far = app.clock.now() + Duration::days(3650);
+    let event = |dispatched: bool| {
+        let app = &app;
+        async move {
+            let now = app.clock.now();
+            let mut conn = app.db.conn().await.unwrap();
+            marketplace::on_exec!(conn.exec(), c => sqlx::query_scalar::<_, i64>(
+                "INSERT INTO events (kind, aggregate, aggregate_id, created_at, available_at, dispatched_at)
+                 VALUES ('retention.test', 'user', 0, $1, $2, $3) RETURNING id")
+                .bind(now).bind(far).bind(dispatched.then_some(now))
+                .fetch_one(c).await)
+            .unwrap()
+        }
+    };
+    let log = |status: &'static str, contact: Option<&'static str>, exhausted: bool| {
+        let app = &app;
+        let user = user.id;
+        async move {
+            let now = app.clock.now();
+            let mut conn = app.db.conn().await.unwrap();
+            marketplace::on_exec!(conn.exec(), c => sqlx::query_scalar::<_, i64>(
+                "INSERT INTO crm_sync_log (user_id, crm_contact_id, event_type, status,
+                                           exhausted_at, created_at, updated_at)
+                 VALUES ($1, $2, 'contact_update', $3, $4, $5, $5) RETURNING id")
+                .bind(user).bind(contact).bind(status).bind(exhausted.then_some(now)).bind(now)
+                .fetch_one(c).await)
+            .unwrap()
+        }
+    };
+    let had = event(true).await;
+    let mailing = event(true).await;
+    let pending = event(false).await;
+    {
+        let mut conn = app.db.conn().await.unwrap();
+        marketplace::on_exec!(conn.exec(), c => sqlx::query(
+            "INSERT INTO mail_queue (event_id, position, recipient, template, idempotency_key, available_at)
+             VALUES ($1, 0, 'retained@example.com', 'welcome', 'retention-test', $2)")
+            .bind(mailing).bind(far).execute(c).await.map(drop))
+        .unwrap();
+    }
+    let older_contact = log("success", Some("contact-1"), false).await;
+    let newest_contact = log("success", Some("contact-1"), false).await;
+    let owed = log("failed", None, false).await;
+    let given_up = log("failed", None, true).await;
+    let plain = log("skipped", None, false).await;
+
+    app.clock.advance(Duration::days(31));
+    let young = event(true).await;
+    app.state.jobs.trigger(EVENT_PRUNE_JOB).await.unwrap();
+    app.state.jobs.trigger(CRM_LOG_PRUNE_JOB).await.unwrap();
+    let left = |table: &'static str, ids: Vec<i64>| {
+        let app = &app;
+        async move {
+            let mut conn = app.db.conn().await.unwrap();
+            let all: Vec<i64> = marketplace::on_exec!(conn.exec(), c =>
+                sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT id FROM {table}")))
+                    .fetch_all(c).await)
+            .unwrap();
+            ids.into_iter()
+                .filter(|id| all.contains(id))
+                .collect::<BTreeSet<i64>>()
+        }
+    };
+    assert_eq!(
+        left("events", vec![had, mailing, pending, young]).await,
+        BTreeSet::from([mailing, pending, young]),
+        "the old event every consumer had goes; one with an unsent e-mail or undispatched stays"
+    );
+    let crm = vec![older_contact, newest_contact, owed, given_up, plain];
+    assert_eq!(
+        left("crm_sync_log", crm.clone()).await.len(),
+        5,
+        "90 days not passed"
+    );
+
+    app.clock.advance(Duration::days(60));
+    let recent = log("success", None, false).await;
+    app.state.jobs.trigger(CRM_LOG_PRUNE_JOB).await.unwrap();
+    let mut crm = crm;
+    crm.push(recent);
+    assert_eq!(
+        left("crm_sync_log", crm).await,
+        BTreeSet::from([newest_contact, owed, recent]),
+    );
+    app.stop().await;
+}

@@ -165,3 +165,285 @@ async fn the_money_audit_finds_a_record_that_no_longer_matches_the_processor() {
         .await;
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
 }
+
+/// What the overview's tallies stand for, counted from the rows themselves: users by role,
+/// money by status, the top lists (user id, value in minor units or rating ×100, count).
+async fn recount(app: &crate::helpers::TestApp) -> Value {
+    let mut conn = app.db.conn().await.unwrap();
+    let now = app.clock.now();
+    let roles: Vec<(String, i64)> = marketplace::on_exec!(conn.exec(), c => sqlx::query_as(
+        "SELECT r.role, COUNT(*) FROM user_roles r JOIN users u ON u.id = r.user_id
+          WHERE u.deleted_at IS NULL GROUP BY r.role ORDER BY r.role")
+        .fetch_all(c).await)
+    .unwrap();
+    let profiles: Vec<(String, i64)> = marketplace::on_exec!(conn.exec(), c => sqlx::query_as(
+        "SELECT p.profile_type || ':' || p.verification_status, COUNT(*) FROM profiles p
+           JOIN users u ON u.id = p.user_id WHERE u.deleted_at IS NULL
+          GROUP BY p.profile_type, p.verification_status ORDER BY 1")
+        .fetch_all(c).await)
+    .unwrap();
+    let money: (i64, i64, i64, i64) = marketplace::on_exec!(conn.exec(), c => sqlx::query_as(
+        "SELECT
+           CAST(COALESCE(SUM(CASE WHEN status = 'released' THEN COALESCE(commission_minor, 0) END), 0) AS BIGINT),
+           CAST(COALESCE(SUM(CASE WHEN status = 'released' THEN amount_minor END), 0) AS BIGINT),
+           CAST(COALESCE(SUM(CASE WHEN status IN ('held', 'disputed') THEN amount_minor END), 0) AS BIGINT),
+           CAST(COALESCE(SUM(CASE WHEN status = 'refunded' THEN amount_minor END), 0) AS BIGINT)
+         FROM payments")
+        .fetch_one(c).await)
+    .unwrap();
+    let top = |sql: &'static str| {
+        let app = app;
+        async move {
+            let mut conn = app.db.conn().await.unwrap();
+            let rows: Vec<(i64, i64, i64)> = marketplace::on_exec!(conn.exec(), c =>
+                sqlx::query_as(sql).bind(now).fetch_all(c).await)
+            .unwrap();
+            Value::from(
+                rows.into_iter()
+                    .map(|(u, v, n)| j!([u, v, n]))
+                    .collect::<Vec<_>>(),
+            )
+        }
+    };
+    j!({
+        "users_by_role": roles.into_iter().map(|(k, n)| (k, j!(n))).collect::<serde_json::Map<_, _>>(),
+        "profiles_by_verification": profiles.into_iter().map(|(k, n)| (k, j!(n))).collect::<serde_json::Map<_, _>>(),
+        "money_minor": [money.0, money.1, money.2, money.3],
+        "top_experts_by_earnings": top(
+            "SELECT expert_id, CAST(SUM(COALESCE(expert_amount_minor, amount_minor)) AS BIGINT), COUNT(*)
+               FROM payments WHERE status = 'released' AND expert_id IS NOT NULL AND $1 IS NOT NULL
+              GROUP BY expert_id ORDER BY 2 DESC, expert_id LIMIT 5").await,
+        "top_companies_by_spend": top(
+            "SELECT company_id, CAST(SUM(amount_minor) AS BIGINT), COUNT(*)
+               FROM payments WHERE status = 'released' AND company_id IS NOT NULL AND $1 IS NOT NULL
+              GROUP BY company_id ORDER BY 2 DESC, company_id LIMIT 5").await,
+        "top_experts_by_rating": top(
+            "SELECT reviewee_id, CAST(ROUND(AVG(rating) * 100) AS BIGINT) AS v, COUNT(*) AS n
+               FROM reviews WHERE reviewer_role = 'empresa' AND visibility = 'published'
+                AND reviewee_id IS NOT NULL AND (revealed_at IS NOT NULL OR blind_until <= $1)
+              GROUP BY reviewee_id ORDER BY v DESC, n DESC, reviewee_id LIMIT 5").await,
+    })
+}
+
+/// The overview in the recount's shape.
+fn as_recounted(o: &Value) -> Value {
+    let minor = |v: &Value| (v.as_f64().unwrap() * 100.0).round() as i64;
+    let top = |list: &Value, money: bool| {
+        Value::from(
+            list.as_array()
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    let v = if money {
+                        minor(&r["value"])
+                    } else {
+                        (r["value"].as_f64().unwrap() * 100.0).round() as i64
+                    };
+                    j!([r["user_id"], v, r["count"]])
+                })
+                .collect::<Vec<_>>(),
+        )
+    };
+    j!({
+        "users_by_role": o["users_by_role"],
+        "profiles_by_verification": o["profiles_by_verification"],
+        "money_minor": [minor(&o["total_revenue"]), minor(&o["gross_volume"]),
+                        minor(&o["in_escrow"]), minor(&o["refunded"])],
+        "top_experts_by_earnings": top(&o["top_experts_by_earnings"], true),
+        "top_companies_by_spend": top(&o["top_companies_by_spend"], true),
+        "top_experts_by_rating": top(&o["top_experts_by_rating"], false),
+    })
+}
+
+async fn sql(app: &crate::helpers::TestApp, text: &'static str, args: &[i64]) {
+    let mut conn = app.db.conn().await.unwrap();
+    let now = app.clock.now();
+    marketplace::on_exec!(conn.exec(), c => {
+        let mut q = sqlx::query(text);
+        for a in args {
+            q = q.bind(*a);
+        }
+        q.bind(now).execute(c).await.map(drop)
+    })
+    .unwrap();
+}
+
+async fn unfolded(app: &crate::helpers::TestApp) -> i64 {
+    let mut conn = app.db.conn().await.unwrap();
+    marketplace::on_exec!(conn.exec(), c =>
+        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM tally_deltas").fetch_one(c).await)
+    .unwrap()
+}
+
+/// A company's review of an expert on `project`, rated `rating`: revealed at once, or blind
+/// until `blind_days` from now (and not announced).
+async fn review(m: &Market, d: &Deal, rating: i64, blind_days: Option<i64>) {
+    let now = m.app.clock.now();
+    let mut conn = m.app.db.conn().await.unwrap();
+    let (revealed, blind) = match blind_days {
+        None => (Some(now), None),
+        Some(days) => (None, Some(now + chrono::Duration::days(days))),
+    };
+    marketplace::on_exec!(conn.exec(), c => sqlx::query(
+        "INSERT INTO reviews (project_id, reviewer_id, reviewee_id, rating, visibility,
+                              created_at, updated_at, reviewer_role, revealed_at, blind_until)
+         VALUES ($1, $2, $3, $4, 'published', $5, $5, 'empresa', $6, $7)")
+        .bind(d.project_id).bind(d.company.id).bind(d.expert.id).bind(rating).bind(now)
+        .bind(revealed).bind(blind)
+        .execute(c).await.map(drop))
+    .unwrap();
+}
+
+#[actix_web::test]
+async fn the_overview_reads_kept_tallies_that_match_a_recount_folded_or_not() {
+    let m = Market::open().await;
+    let a = released(&m, "tallied", 100.0).await;
+    let b = released(&m, "counted", 200.0).await;
+    let c = released(&m, "summed", 150.0).await;
+    review(&m, &a, 5, None).await;
+    review(&m, &b, 3, Some(-1)).await; // past its blind window, not announced yet
+    review(&m, &c, 4, Some(7)).await; // still blind: not counted
+    // A deleted user leaves the counts by role and profile; a verification moves its profile.
+    sql(
+        &m.app,
+        "UPDATE users SET deleted_at = $2 WHERE id = $1",
+        &[c.company.id],
+    )
+    .await;
+    sql(
+        &m.app,
+        "UPDATE profiles SET verification_status = 'rejected', updated_at = $2 WHERE user_id = $1",
+        &[a.expert.id],
+    )
+    .await;
+
+    let before_fold = get(&m, &m.admin_token, "/api/admin/metrics").await;
+    let counted = recount(&m.app).await;
+    assert_eq!(as_recounted(&before_fold), counted);
+    assert_eq!(before_fold["users_by_role"]["empresa"], 2);
+    assert_eq!(
+        before_fold["top_experts_by_rating"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert!(unfolded(&m.app).await > 0, "the writes left deltas");
+
+    m.app
+        .state
+        .jobs
+        .trigger(marketplace::workflows::tallies::FOLD_JOB)
+        .await
+        .unwrap();
+    assert_eq!(unfolded(&m.app).await, 0);
+    let folded = get(&m, &m.admin_token, "/api/admin/metrics").await;
+    assert_eq!(folded, before_fold);
+
+    // After the fold, new deltas on top of the folded totals: a refund, a hidden review, and
+    // the blind window of the third review passing on the service clock.
+    sql(
+        &m.app,
+        "UPDATE payments SET status = 'refunded', updated_at = $2 WHERE id = $1",
+        &[b.first_payment],
+    )
+    .await;
+    sql(
+        &m.app,
+        "UPDATE reviews SET visibility = 'hidden', updated_at = $2 WHERE reviewee_id = $1",
+        &[a.expert.id],
+    )
+    .await;
+    m.app.clock.advance(chrono::Duration::days(8));
+    let token = crate::helpers::login(&m.app, "root", PASSWORD).await;
+    let after = get(&m, &token, "/api/admin/metrics").await;
+    assert_eq!(as_recounted(&after), recount(&m.app).await);
+    assert_eq!(after["refunded"], 200.0);
+    assert_eq!(
+        after["top_experts_by_earnings"].as_array().unwrap().len(),
+        2
+    );
+    let rated: Vec<i64> = after["top_experts_by_rating"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["user_id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(rated, [c.expert.id, b.expert.id]);
+}
+
+/// Payments released from many connections at once while the tallies are folded in small
+/// batches alongside: every delta is counted once.
+#[actix_web::test]
+async fn tallies_stay_exact_under_concurrent_releases_and_folds() {
+    let m = Market::open().await;
+    let d = released(&m, "racing", 100.0).await;
+    let experts = [
+        m.expert("racer1").await.id,
+        m.expert("racer2").await.id,
+        d.expert.id,
+    ];
+    let now = m.app.clock.now();
+    let mut ids = Vec::new();
+    {
+        let mut conn = m.app.db.conn().await.unwrap();
+        for i in 0..48i64 {
+            let id: i64 = marketplace::on_exec!(conn.exec(), c => sqlx::query_scalar(
+                "INSERT INTO payments (project_id, company_id, expert_id, amount_minor, status,
+                                       created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, 'held', $5, $5) RETURNING id")
+                .bind(d.project_id).bind(d.company.id).bind(experts[(i % 3) as usize])
+                .bind(1_000 + i).bind(now)
+                .fetch_one(c).await)
+            .unwrap();
+            ids.push(id);
+        }
+    }
+    let folding = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let folder = {
+        let (db, folding) = (m.app.db.clone(), folding.clone());
+        tokio::spawn(async move {
+            while folding.load(std::sync::atomic::Ordering::Relaxed) {
+                marketplace::store::tallies::fold(&db, 3).await.unwrap();
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    let releases = ids.chunks(6).map(|chunk| {
+        let (db, chunk) = (m.app.db.clone(), chunk.to_vec());
+        tokio::spawn(async move {
+            for id in chunk {
+                let mut tx = db.begin().await.unwrap();
+                marketplace::on_exec!(tx.exec(), c => sqlx::query(
+                    "UPDATE payments SET status = 'released', commission_minor = amount_minor / 10,
+                                         expert_amount_minor = amount_minor - amount_minor / 10
+                      WHERE id = $1")
+                    .bind(id).execute(c).await.map(drop))
+                .unwrap();
+                tx.commit().await.unwrap();
+            }
+        })
+    });
+    for r in futures_util::future::join_all(releases).await {
+        r.unwrap();
+    }
+    folding.store(false, std::sync::atomic::Ordering::Relaxed);
+    folder.await.unwrap();
+
+    let o = get(&m, &m.admin_token, "/api/admin/metrics").await;
+    assert_eq!(as_recounted(&o), recount(&m.app).await);
+    m.app
+        .state
+        .jobs
+        .trigger(marketplace::workflows::tallies::FOLD_JOB)
+        .await
+        .unwrap();
+    assert_eq!(unfolded(&m.app).await, 0);
+    let o = get(&m, &m.admin_token, "/api/admin/metrics").await;
+    assert_eq!(as_recounted(&o), recount(&m.app).await);
+    // 100 € released before, then 48 payments of 10.00 € to 10.47 €.
+    assert_eq!(
+        o["gross_volume"],
+        100.0 + (0..48).map(|i| 1000 + i).sum::<i64>() as f64 / 100.0
+    );
+}

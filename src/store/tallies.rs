@@ -1,0 +1,200 @@
+//! Figures kept by the writes that change them (migration 0023): triggers append signed
+//! deltas to `tally_deltas`, [`fold`] moves them into `tallies`, and every read here adds the
+//! two in one statement, so it sees each delta once whether it was folded or not.
+//!
+//! Appending instead of updating a total keeps the escrow path free of hot rows: a payment's
+//! release inserts a few rows and never waits for another payment's transaction.
+
+use chrono::{DateTime, Utc};
+
+use super::{Db, Exec, StoreResult};
+use crate::on_exec;
+
+/// What a tally counts; its name in the tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tally {
+    /// Payments by status: count and amount.
+    Payments,
+    /// Released payments: count and commission.
+    Revenue,
+    /// Per expert: released payments and what the expert received.
+    ExpertEarnings,
+    /// Per company: released payments and their amount.
+    CompanySpend,
+    /// Users not deleted, by role.
+    UsersByRole,
+    /// Profiles of users not deleted, by `type:verification`.
+    ProfilesByVerification,
+    /// Per expert: revealed, published reviews by companies, and the sum of their ratings
+    /// (reviews past their blind window that the reveal job has not announced yet are added
+    /// by [`top_by_mean_rating`]).
+    ExpertRatings,
+}
+
+impl Tally {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tally::Payments => "payments",
+            Tally::Revenue => "revenue",
+            Tally::ExpertEarnings => "expert_earnings",
+            Tally::CompanySpend => "company_spend",
+            Tally::UsersByRole => "users_by_role",
+            Tally::ProfilesByVerification => "profiles_by_verification",
+            Tally::ExpertRatings => "expert_ratings",
+        }
+    }
+}
+
+/// One key's figures.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct Keyed {
+    pub key: String,
+    pub n: i64,
+    pub total: i64,
+}
+
+/// A keyed tally (by status, role, ...), keys in order; keys counting nothing left out.
+pub async fn by_key(ex: Exec<'_>, tally: Tally) -> StoreResult<Vec<Keyed>> {
+    Ok(on_exec!(ex, c => sqlx::query_as::<_, Keyed>(
+        "SELECT key, CAST(SUM(n) AS BIGINT) AS n, CAST(SUM(total) AS BIGINT) AS total FROM (
+             SELECT key, n, total FROM tallies WHERE name = $1
+             UNION ALL
+             SELECT key, n, total FROM tally_deltas WHERE name = $1) x
+         GROUP BY key HAVING SUM(n) <> 0 ORDER BY key",
+    )
+    .bind(tally.as_str())
+    .fetch_all(c)
+    .await)?)
+}
+
+/// One user's place in a per-user tally.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct Ranked {
+    pub user_id: i64,
+    pub n: i64,
+    /// The sum, or for [`top_by_mean_rating`] the mean ×100.
+    pub value: i64,
+}
+
+/// The exact figures of the candidates for a top list: the first `$2 + |d|` of the folded
+/// tally in its order, and every user with unfolded deltas (`d`). A user without deltas has
+/// their folded figures, and at most `$2 - 1` users above them in the true order are not above
+/// them in the folded one unless they have deltas; so the true top `$2` are all candidates.
+macro_rules! candidates {
+    ($deltas:literal, $order:literal) => {
+        concat!(
+            "WITH d AS (SELECT user_id, SUM(n) AS n, SUM(total) AS total FROM (",
+            $deltas,
+            ") dx GROUP BY user_id),
+             cand AS (SELECT user_id FROM (SELECT user_id FROM tallies
+                                            WHERE name = $1 AND key = '' AND n > 0
+                                            ORDER BY ",
+            $order,
+            " LIMIT $2 + (SELECT COUNT(*) FROM d)) top
+                      UNION SELECT user_id FROM d),
+             exact AS (SELECT c.user_id,
+                              CAST(COALESCE(t.n, 0) + COALESCE(d.n, 0) AS BIGINT) AS n,
+                              CAST(COALESCE(t.total, 0) + COALESCE(d.total, 0) AS BIGINT) AS total
+                         FROM cand c
+                         LEFT JOIN tallies t ON t.name = $1 AND t.key = '' AND t.user_id = c.user_id
+                         LEFT JOIN d ON d.user_id = c.user_id) "
+        )
+    };
+}
+
+/// The `limit` users with the largest sums of a per-user tally, ties by id.
+pub async fn top_by_total(ex: Exec<'_>, tally: Tally, limit: i64) -> StoreResult<Vec<Ranked>> {
+    Ok(on_exec!(ex, c => sqlx::query_as::<_, Ranked>(concat!(
+        candidates!(
+            "SELECT user_id, n, total FROM tally_deltas WHERE name = $1",
+            "total DESC, user_id"
+        ),
+        "SELECT user_id, n, total AS value FROM exact WHERE n > 0
+         ORDER BY total DESC, user_id LIMIT $2"
+    ))
+    .bind(tally.as_str())
+    .bind(limit)
+    .fetch_all(c)
+    .await)?)
+}
+
+/// The `limit` experts with the best mean rating from companies (×100, rounded), then the
+/// most reviews, then by id; counting the reviews revealed by `now`.
+pub async fn top_by_mean_rating(
+    ex: Exec<'_>,
+    now: DateTime<Utc>,
+    limit: i64,
+) -> StoreResult<Vec<Ranked>> {
+    Ok(on_exec!(ex, c => sqlx::query_as::<_, Ranked>(concat!(
+        candidates!(
+            "SELECT user_id, n, total FROM tally_deltas WHERE name = $1
+             UNION ALL
+             SELECT reviewee_id, 1, rating FROM reviews
+              WHERE announced_at IS NULL AND blind_until <= $3 AND revealed_at IS NULL
+                AND reviewer_role = 'empresa' AND visibility = 'published'
+                AND reviewee_id IS NOT NULL",
+            "mean_x100 DESC, n DESC, user_id"
+        ),
+        "SELECT user_id, n, CAST(ROUND(total * 100.0 / n) AS BIGINT) AS value FROM exact
+          WHERE n > 0 ORDER BY value DESC, n DESC, user_id LIMIT $2"
+    ))
+    .bind(Tally::ExpertRatings.as_str())
+    .bind(limit)
+    .bind(now)
+    .fetch_all(c)
+    .await)?)
+}
+
+/// Moves up to `limit` of the oldest deltas into the tallies, in one transaction; how many
+/// it moved. Instances may fold at once: each takes deltas no other holds.
+pub async fn fold(db: &Db, limit: i64) -> StoreResult<u64> {
+    let mut tx = db.begin().await?;
+    let moved = match tx.exec() {
+        Exec::Postgres(c) => {
+            let moved: Option<i64> = sqlx::query_scalar(
+                "WITH moved AS (
+                     DELETE FROM tally_deltas WHERE id IN (
+                         SELECT id FROM tally_deltas ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+                     RETURNING name, key, user_id, n, total)
+                 INSERT INTO tallies (name, key, user_id, n, total)
+                 SELECT name, key, user_id, SUM(n), SUM(total) FROM moved
+                  GROUP BY name, key, user_id ORDER BY name, key, user_id
+                 ON CONFLICT (name, key, user_id) DO UPDATE
+                     SET n = tallies.n + EXCLUDED.n, total = tallies.total + EXCLUDED.total
+                 RETURNING (SELECT COUNT(*) FROM moved)",
+            )
+            .bind(limit)
+            .fetch_optional(&mut *c)
+            .await?;
+            moved.unwrap_or(0)
+        }
+        // One writer at a time: the transaction sees no other fold.
+        Exec::Sqlite(c) => {
+            let (last, moved): (Option<i64>, i64) = sqlx::query_as(
+                "SELECT MAX(id), COUNT(*) FROM (SELECT id FROM tally_deltas ORDER BY id LIMIT $1)",
+            )
+            .bind(limit)
+            .fetch_one(&mut *c)
+            .await?;
+            if let Some(last) = last {
+                sqlx::query(
+                    "INSERT INTO tallies (name, key, user_id, n, total)
+                     SELECT name, key, user_id, SUM(n), SUM(total) FROM tally_deltas
+                      WHERE id <= $1 GROUP BY name, key, user_id
+                     ON CONFLICT (name, key, user_id) DO UPDATE
+                         SET n = n + excluded.n, total = total + excluded.total",
+                )
+                .bind(last)
+                .execute(&mut *c)
+                .await?;
+                sqlx::query("DELETE FROM tally_deltas WHERE id <= $1")
+                    .bind(last)
+                    .execute(&mut *c)
+                    .await?;
+            }
+            moved
+        }
+    };
+    tx.commit().await?;
+    Ok(moved as u64)
+}
