@@ -191,19 +191,16 @@ async fn recount(app: &crate::helpers::TestApp) -> Value {
          FROM payments")
         .fetch_one(c).await)
     .unwrap();
-    let top = |sql: &'static str| {
-        let app = app;
-        async move {
-            let mut conn = app.db.conn().await.unwrap();
-            let rows: Vec<(i64, i64, i64)> = marketplace::on_exec!(conn.exec(), c =>
+    let top = |sql: &'static str| async move {
+        let mut conn = app.db.conn().await.unwrap();
+        let rows: Vec<(i64, i64, i64)> = marketplace::on_exec!(conn.exec(), c =>
                 sqlx::query_as(sql).bind(now).fetch_all(c).await)
-            .unwrap();
-            Value::from(
-                rows.into_iter()
-                    .map(|(u, v, n)| j!([u, v, n]))
-                    .collect::<Vec<_>>(),
-            )
-        }
+        .unwrap();
+        Value::from(
+            rows.into_iter()
+                .map(|(u, v, n)| j!([u, v, n]))
+                .collect::<Vec<_>>(),
+        )
     };
     j!({
         "users_by_role": roles.into_iter().map(|(k, n)| (k, j!(n))).collect::<serde_json::Map<_, _>>(),
