@@ -80,6 +80,8 @@ pub struct Ranked {
 /// tally in its order, and every user with unfolded deltas (`d`). A user without deltas has
 /// their folded figures, and at most `$2 - 1` users above them in the true order are not above
 /// them in the folded one unless they have deltas; so the true top `$2` are all candidates.
+/// (Each candidate's folded figures are looked up one by one: the planner cannot tell how
+/// many candidates there are, and would join the whole tally otherwise.)
 macro_rules! candidates {
     ($deltas:literal, $order:literal) => {
         concat!(
@@ -93,11 +95,13 @@ macro_rules! candidates {
             " LIMIT $2 + (SELECT COUNT(*) FROM d)) top
                       UNION SELECT user_id FROM d),
              exact AS (SELECT c.user_id,
-                              CAST(COALESCE(t.n, 0) + COALESCE(d.n, 0) AS BIGINT) AS n,
-                              CAST(COALESCE(t.total, 0) + COALESCE(d.total, 0) AS BIGINT) AS total
-                         FROM cand c
-                         LEFT JOIN tallies t ON t.name = $1 AND t.key = '' AND t.user_id = c.user_id
-                         LEFT JOIN d ON d.user_id = c.user_id) "
+                              CAST(COALESCE((SELECT t.n FROM tallies t WHERE t.name = $1
+                                               AND t.key = '' AND t.user_id = c.user_id), 0)
+                                   + COALESCE(d.n, 0) AS BIGINT) AS n,
+                              CAST(COALESCE((SELECT t.total FROM tallies t WHERE t.name = $1
+                                               AND t.key = '' AND t.user_id = c.user_id), 0)
+                                   + COALESCE(d.total, 0) AS BIGINT) AS total
+                         FROM cand c LEFT JOIN d ON d.user_id = c.user_id) "
         )
     };
 }
