@@ -27,4 +27,9 @@ SELECT 'expert_ratings', '', reviewee_id, COUNT(*), SUM(rating) FROM reviews
  WHERE reviewer_role = 'empresa' AND visibility = 'published' AND reviewee_id IS NOT NULL
    AND (revealed_at IS NOT NULL OR announced_at IS NOT NULL)
  GROUP BY reviewee_id;
-
+-- Migration 0025: revenue and projects by month.
+INSERT INTO tallies (name, key, user_id, n, total)
+SELECT 'revenue_by_month', substr(released_at, 1, 7), 0, COUNT(*), SUM(COALESCE(commission_minor, 0))
+  FROM payments WHERE status = 'released' AND released_at IS NOT NULL GROUP BY 2
+UNION ALL
+SELECT 'projects_by_month', substr(created_at, 1, 7), 0, COUNT(*), 0 FROM projects GROUP BY 2;

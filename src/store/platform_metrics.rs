@@ -193,9 +193,15 @@ pub async fn window(
               AND completed_at >= $1 AND completed_at < $2) AS completed,
             (SELECT COUNT(*) FROM projects WHERE status = 'cancelled'
               AND cancelled_at >= $1 AND cancelled_at < $2) AS cancelled,
+            -- Under way at some point of the window: assigned before its end and not ended
+            -- before its start, as three disjoint sets each under its own index: still open,
+            -- completed since the start, cancelled (never completed) since the start.
             (SELECT COUNT(*) FROM projects WHERE assigned_at IS NOT NULL AND assigned_at < $2
-              AND (completed_at IS NULL OR completed_at >= $1)
-              AND (cancelled_at IS NULL OR cancelled_at >= $1)) AS active_projects,
+               AND completed_at IS NULL AND cancelled_at IS NULL)
+            + (SELECT COUNT(*) FROM projects WHERE assigned_at IS NOT NULL AND completed_at >= $1
+                 AND assigned_at < $2 AND (cancelled_at IS NULL OR cancelled_at >= $1))
+            + (SELECT COUNT(*) FROM projects WHERE assigned_at IS NOT NULL AND cancelled_at >= $1
+                 AND completed_at IS NULL AND assigned_at < $2) AS active_projects,
             (SELECT COUNT(*) FROM disputes WHERE created_at >= $1 AND created_at < $2) AS disputes_opened,
             (SELECT CAST(ROUND(AVG(rating) * 100) AS BIGINT) FROM reviews
               WHERE reviewer_role = 'empresa' AND visibility = 'published'
@@ -213,24 +219,19 @@ pub async fn window(
     .await)?)
 }
 
-/// Revenue (commission released) and projects created in each window, in order.
-pub async fn months(
-    mut ex: Exec<'_>,
-    windows: &[(DateTime<Utc>, DateTime<Utc>)],
-) -> StoreResult<Vec<(i64, i64)>> {
-    let mut out = Vec::with_capacity(windows.len());
-    for (start, end) in windows {
-        let row: (i64, i64) = on_exec!(ex.re(), c => sqlx::query_as(
-            "SELECT
-                (SELECT CAST(COALESCE(SUM(COALESCE(commission_minor, 0)), 0) AS BIGINT) FROM payments
-                  WHERE status = 'released' AND released_at >= $1 AND released_at < $2),
-                (SELECT COUNT(*) FROM projects WHERE created_at >= $1 AND created_at < $2)",
-        )
-        .bind(start)
-        .bind(end)
-        .fetch_one(c)
-        .await)?;
-        out.push(row);
-    }
-    Ok(out)
+/// Revenue (commission released) and projects created in each calendar month (UTC, by its
+/// `YYYY-MM` label), in the order given; from the tallies kept by month (migration 0025).
+pub async fn months(mut ex: Exec<'_>, labels: &[String]) -> StoreResult<Vec<(i64, i64)>> {
+    let revenue = tallies::by_key(ex.re(), Tally::RevenueByMonth).await?;
+    let projects = tallies::by_key(ex, Tally::ProjectsByMonth).await?;
+    let of = |kept: &[tallies::Keyed], label: &str| kept.iter().find(|k| k.key == label).cloned();
+    Ok(labels
+        .iter()
+        .map(|label| {
+            (
+                of(&revenue, label).map_or(0, |k| k.total),
+                of(&projects, label).map_or(0, |k| k.n),
+            )
+        })
+        .collect())
 }

@@ -17,6 +17,10 @@ pub enum Tally {
     Payments,
     /// Released payments: count and commission.
     Revenue,
+    /// Released payments by calendar month of release (UTC, `YYYY-MM`): count and commission.
+    RevenueByMonth,
+    /// Projects by calendar month of creation (UTC, `YYYY-MM`).
+    ProjectsByMonth,
     /// Per expert: released payments and what the expert received.
     ExpertEarnings,
     /// Per company: released payments and their amount.
@@ -36,6 +40,8 @@ impl Tally {
         match self {
             Tally::Payments => "payments",
             Tally::Revenue => "revenue",
+            Tally::RevenueByMonth => "revenue_by_month",
+            Tally::ProjectsByMonth => "projects_by_month",
             Tally::ExpertEarnings => "expert_earnings",
             Tally::CompanySpend => "company_spend",
             Tally::UsersByRole => "users_by_role",

@@ -73,6 +73,7 @@ async fn metrics_and_growth_add_up_on_a_known_data_set() {
     assert_eq!(months.len(), 12);
     assert_eq!(months[11]["revenue"], 15.0);
     assert_eq!(months[11]["projects"], 2);
+    let release_month = months[11]["month"].clone();
     assert!(months[0]["month"].as_str().unwrap() < months[11]["month"].as_str().unwrap());
     for period in ["7d", "90d", "1y"] {
         let g = get(
@@ -110,6 +111,17 @@ async fn metrics_and_growth_add_up_on_a_known_data_set() {
     assert_eq!(g["total_revenue"], 0.0);
     assert_eq!(g["revenue_growth"], -100.0);
     assert_eq!(g["users_growth"], -100.0);
+    // The month of the releases is still among the twelve, under its own label.
+    let then = g["monthly_revenue"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["month"] == release_month)
+        .unwrap();
+    assert_eq!(
+        (then["revenue"].as_f64(), then["projects"].as_i64()),
+        (Some(15.0), Some(2))
+    );
     let o = get(&m, &token, "/api/admin/metrics").await;
     assert_eq!(o["total_revenue"], 15.0, "the overview counts all time");
 }
@@ -443,4 +455,65 @@ async fn tallies_stay_exact_under_concurrent_releases_and_folds() {
         o["gross_volume"],
         100.0 + (0..48).map(|i| 1000 + i).sum::<i64>() as f64 / 100.0
     );
+}
+
+/// The growth view counts the projects under way in a window as three disjoint indexed sets;
+/// on every combination of assignment, completion and cancellation times around two windows
+/// that count is the plain predicate's.
+#[actix_web::test]
+async fn projects_under_way_in_a_window_are_counted_as_the_plain_predicate_counts_them() {
+    use marketplace::domain::project::ProjectStatus;
+    use marketplace::store::platform_metrics::window;
+    use marketplace::store::projects::{self, NewProject};
+    let app = crate::helpers::spawn_app().await;
+    let company = crate::helpers::register(&app, "underway", &["empresa"]).await;
+    let now = app.clock.now();
+    let day = |d: Option<i64>| d.map(|d| now + chrono::Duration::days(d));
+    let mut conn = app.db.conn().await.unwrap();
+    for assigned in [None, Some(-60), Some(-10), Some(5)] {
+        for completed in [None, Some(-40), Some(-20), Some(2)] {
+            for cancelled in [None, Some(-40), Some(-5)] {
+                let id = projects::insert(
+                    conn.exec(),
+                    &NewProject {
+                        company_id: company.id,
+                        target_expert_id: None,
+                        title: "Under way",
+                        description: "",
+                        budget_minor: 100_000,
+                        currency: "eur",
+                        deadline: None,
+                        skills_required: &[],
+                        project_type: "curated",
+                        status: ProjectStatus::InProgress,
+                        validation_status: None,
+                        submitted_at: None,
+                    },
+                    now,
+                )
+                .await
+                .unwrap();
+                marketplace::on_exec!(conn.exec(), c => sqlx::query(
+                    "UPDATE projects SET assigned_at = $2, completed_at = $3, cancelled_at = $4
+                      WHERE id = $1")
+                    .bind(id).bind(day(assigned)).bind(day(completed)).bind(day(cancelled))
+                    .execute(c).await.map(drop))
+                .unwrap();
+            }
+        }
+    }
+    for (start, end) in [(-30, 0), (-60, -30), (-45, -15)] {
+        let (start, end) = (day(Some(start)).unwrap(), day(Some(end)).unwrap());
+        let plain: i64 = marketplace::on_exec!(conn.exec(), c => sqlx::query_scalar(
+            "SELECT COUNT(*) FROM projects WHERE assigned_at IS NOT NULL AND assigned_at < $2
+               AND (completed_at IS NULL OR completed_at >= $1)
+               AND (cancelled_at IS NULL OR cancelled_at >= $1)")
+            .bind(start).bind(end).fetch_one(c).await)
+        .unwrap();
+        let figures = window(conn.exec(), start, end, now).await.unwrap();
+        assert_eq!(figures.active_projects, plain, "window {start} – {end}");
+        assert!(plain > 0);
+    }
+    drop(conn);
+    app.stop().await;
 }

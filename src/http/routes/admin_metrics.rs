@@ -206,8 +206,8 @@ pub async fn growth_view(
     let cur = store::window(conn.exec(), current.start, current.end, now).await?;
     let prev = store::window(conn.exec(), previous.start, previous.end, now).await?;
     let months = last_twelve_months(now);
-    let bounds: Vec<_> = months.iter().map(|(_, w)| (w.start, w.end)).collect();
-    let per_month = store::months(conn.exec(), &bounds).await?;
+    let labels: Vec<String> = months.iter().map(|(label, _)| label.clone()).collect();
+    let per_month = store::months(conn.exec(), &labels).await?;
     let statuses = store::projects_by_status(conn.exec()).await?;
     let (c, p) = (derive(&cur), derive(&prev));
     let body = GrowthMetrics {
