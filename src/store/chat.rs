@@ -132,15 +132,27 @@ pub async fn list(
     limit: i64,
     offset: i64,
 ) -> StoreResult<(Vec<Message>, i64)> {
-    let items = on_exec!(ex.re(), c => sqlx::query_as::<_, Message>(select_messages!(
-        "WHERE project_id = $1 AND ($2 IS NULL OR id < $2) ORDER BY id DESC LIMIT $3 OFFSET $4"
-    ))
-    .bind(project_id)
-    .bind(before_id)
-    .bind(limit)
-    .bind(offset)
-    .fetch_all(c)
-    .await)?;
+    // Two statements, not `($2 IS NULL OR id < $2)`: PostgreSQL's generic plan of that one
+    // filters every message of the room after the index instead of starting at `before_id`.
+    let items = match before_id {
+        None => on_exec!(ex.re(), c => sqlx::query_as::<_, Message>(select_messages!(
+            "WHERE project_id = $1 ORDER BY id DESC LIMIT $2 OFFSET $3"
+        ))
+        .bind(project_id)
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(c)
+        .await)?,
+        Some(before_id) => on_exec!(ex.re(), c => sqlx::query_as::<_, Message>(select_messages!(
+            "WHERE project_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3 OFFSET $4"
+        ))
+        .bind(project_id)
+        .bind(before_id)
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(c)
+        .await)?,
+    };
     let total: Option<i64> = match before_id {
         None => on_exec!(ex, c => sqlx::query_scalar(
             "SELECT n FROM chat_room_counts WHERE project_id = $1",
