@@ -76,3 +76,19 @@ SELECT 'revenue_by_month', to_char(released_at AT TIME ZONE 'UTC', 'YYYY-MM'), 0
 UNION ALL
 SELECT 'projects_by_month', to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM'), 0, COUNT(*), 0
   FROM projects GROUP BY 2;
+-- Migration 0026: accounts, by status and by role.
+INSERT INTO tallies (name, key, user_id, n, total)
+SELECT 'users', '', 0, COUNT(*), 0 FROM users
+UNION ALL
+SELECT 'users_by_status', 'active', 0, COUNT(*), 0 FROM users
+ WHERE is_active AND deleted_at IS NULL
+UNION ALL
+SELECT 'users_by_status', 'inactive', 0, COUNT(*), 0 FROM users
+ WHERE NOT is_active AND suspended_at IS NULL AND deleted_at IS NULL
+UNION ALL
+SELECT 'users_by_status', 'suspended', 0, COUNT(*), 0 FROM users
+ WHERE suspended_at IS NOT NULL AND deleted_at IS NULL
+UNION ALL
+SELECT 'users_by_status', 'deleted', 0, COUNT(*), 0 FROM users WHERE deleted_at IS NOT NULL
+UNION ALL
+SELECT 'accounts_by_role', role, 0, COUNT(*), 0 FROM user_roles GROUP BY role;

@@ -7,6 +7,7 @@
 
 use chrono::{DateTime, Utc};
 
+use super::listing::{Sql, Total};
 use super::{Db, Exec, StoreResult};
 use crate::on_exec;
 
@@ -27,6 +28,12 @@ pub enum Tally {
     CompanySpend,
     /// Users not deleted, by role.
     UsersByRole,
+    /// Every account, deleted or not (key '').
+    Users,
+    /// Accounts by the administrators' list's status filters (migration 0026).
+    UsersByStatus,
+    /// Accounts by role, deleted or not.
+    AccountsByRole,
     /// Profiles of users not deleted, by `type:verification`.
     ProfilesByVerification,
     /// Per expert: revealed, published reviews by companies, and the sum of their ratings
@@ -45,6 +52,9 @@ impl Tally {
             Tally::ExpertEarnings => "expert_earnings",
             Tally::CompanySpend => "company_spend",
             Tally::UsersByRole => "users_by_role",
+            Tally::Users => "users",
+            Tally::UsersByStatus => "users_by_status",
+            Tally::AccountsByRole => "accounts_by_role",
             Tally::ProfilesByVerification => "profiles_by_verification",
             Tally::ExpertRatings => "expert_ratings",
         }
@@ -71,6 +81,19 @@ pub async fn by_key(ex: Exec<'_>, tally: Tally) -> StoreResult<Vec<Keyed>> {
     .bind(tally.as_str())
     .fetch_all(c)
     .await)?)
+}
+
+/// A list's total from a keyed tally: the count of `key` (0 when it counts nothing).
+pub fn total(tally: Tally, key: &str) -> Total {
+    let mut sql = Sql::default();
+    let name = sql.arg(tally.as_str());
+    let key = sql.arg(key);
+    Total::Query(sql.with_text(&format!(
+        "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM (
+             SELECT n FROM tallies WHERE name = {name} AND key = {key}
+             UNION ALL
+             SELECT n FROM tally_deltas WHERE name = {name} AND key = {key}) x"
+    )))
 }
 
 /// One user's place in a per-user tally.

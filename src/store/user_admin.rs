@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 
 use super::listing::{self, Keyed, ListQuery, Order, Seek, Sql};
+use super::tallies::{self, Tally};
 use super::users::{self, User};
 use super::{Exec, StoreResult};
 use crate::domain::cursor::Cursor;
@@ -102,7 +103,17 @@ fn users(engine: &Exec<'_>, f: &UserFilter) -> ListQuery {
     if let Some(search) = f.search.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
         filter.push(searched(engine, &mut sql, search));
     }
-    let total = listing::count_rows("users u", &filter, &sql);
+    // No filter, one role or one status: the count the writes keep (migration 0026).
+    let search = f.search.as_deref().map(str::trim).filter(|s| !s.is_empty());
+    let status = f.status.as_deref().map(AccountStatus::parse);
+    let total = match (&f.role, status, &f.verification, search) {
+        (None, None, None, None) => tallies::total(Tally::Users, ""),
+        (Some(role), None, None, None) => tallies::total(Tally::AccountsByRole, role),
+        (None, Some(Some(status)), None, None) => {
+            tallies::total(Tally::UsersByStatus, status.as_str())
+        }
+        _ => listing::count_rows("users u", &filter, &sql),
+    };
     ListQuery {
         columns: "u.id, u.created_at".to_owned(),
         from: "users u",

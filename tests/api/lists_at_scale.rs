@@ -747,3 +747,100 @@ async fn old_events_and_crm_log_entries_are_pruned_and_what_is_still_owed_kept()
     );
     app.stop().await;
 }
+
+/// The administrators' user list takes its total from kept counts for no filter, one role or
+/// one status: they follow registrations, role changes, deactivation, suspension, deletion and
+/// restoration, and agree with a count of the rows under every such filter.
+#[actix_web::test]
+async fn admin_user_totals_follow_every_change_of_role_and_status() {
+    use marketplace::store::user_admin::{UserFilter, list};
+    let app = spawn_app().await;
+    crate::helpers::admin(&app, "counting_root").await;
+    let a = register(&app, "countedco", &["empresa"]).await;
+    let b = register(&app, "countedex", &["experto"]).await;
+    let c = register(&app, "countedboth", &["experto", "empresa"]).await;
+    let check = |step: &'static str| {
+        let app = &app;
+        async move {
+            let mut conn = app.db.conn().await.unwrap();
+            let filters: Vec<UserFilter> = [None, Some("empresa"), Some("experto"), Some("admin")]
+                .into_iter()
+                .map(|role| UserFilter {
+                    role: role.map(str::to_owned),
+                    ..UserFilter::default()
+                })
+                .chain(
+                    ["active", "inactive", "suspended", "deleted"]
+                        .into_iter()
+                        .map(|s| UserFilter {
+                            status: Some(s.to_owned()),
+                            ..UserFilter::default()
+                        }),
+                )
+                .collect();
+            let mut totals = Vec::new();
+            for f in &filters {
+                let (_, total) = list(conn.exec(), f, 1, 1).await.unwrap();
+                // The same filter with a search matching everyone is counted row by row.
+                let counted = list(
+                    conn.exec(),
+                    &UserFilter {
+                        search: Some("@example.com".into()),
+                        ..f.clone()
+                    },
+                    1,
+                    1,
+                )
+                .await
+                .unwrap()
+                .1;
+                assert_eq!(total, counted, "{step}: {f:?}");
+                totals.push(total);
+            }
+            totals
+        }
+    };
+    assert_eq!(check("registered").await, [4, 2, 2, 1, 4, 0, 0, 0]);
+    let exec = |sql: &'static str, id: i64| {
+        let app = &app;
+        async move {
+            let now = app.clock.now();
+            let mut conn = app.db.conn().await.unwrap();
+            marketplace::on_exec!(conn.exec(), c =>
+                sqlx::query(sql).bind(id).bind(now).execute(c).await.map(drop))
+            .unwrap();
+        }
+    };
+    exec(
+        "UPDATE users SET is_active = FALSE, updated_at = $2 WHERE id = $1",
+        a.id,
+    )
+    .await;
+    exec(
+        "UPDATE users SET suspended_at = $2, is_active = FALSE WHERE id = $1",
+        b.id,
+    )
+    .await;
+    exec(
+        "DELETE FROM user_roles WHERE user_id = $1 AND role = 'empresa' AND $2 IS NOT NULL",
+        c.id,
+    )
+    .await;
+    assert_eq!(check("changed").await, [4, 1, 2, 1, 2, 1, 1, 0]);
+    exec("UPDATE users SET deleted_at = $2 WHERE id = $1", b.id).await;
+    exec(
+        "UPDATE users SET is_active = TRUE, updated_at = $2 WHERE id = $1",
+        a.id,
+    )
+    .await;
+    assert_eq!(check("deleted").await, [4, 1, 2, 1, 3, 0, 0, 1]);
+    exec("UPDATE users SET deleted_at = NULL, suspended_at = NULL, is_active = TRUE, updated_at = $2 WHERE id = $1", b.id).await;
+    assert_eq!(check("restored").await, [4, 1, 2, 1, 4, 0, 0, 0]);
+    app.state
+        .jobs
+        .trigger(marketplace::workflows::tallies::FOLD_JOB)
+        .await
+        .unwrap();
+    assert_eq!(check("folded").await, [4, 1, 2, 1, 4, 0, 0, 0]);
+    app.stop().await;
+}
