@@ -6,6 +6,7 @@
 
 use super::listing::{self, Keyed, ListQuery, Order, Sql};
 use super::profiles::{ExpertFilter, Profile};
+use super::tallies::{self, Tally};
 use super::{Exec, StoreResult};
 use crate::domain::cursor::Cursor;
 
@@ -81,7 +82,17 @@ pub fn experts(engine: &Exec<'_>, f: &ExpertFilter) -> ListQuery {
             }
         });
     }
-    let total = listing::count_rows(FROM, &filter, &sql);
+    // The whole directory, or only its verified or unverified part: the count the writes
+    // keep (migration 0027).
+    let searched = f.q.as_deref().is_some_and(|q| !q.trim().is_empty());
+    let total = match (&f.skill, &f.level, &f.availability, f.verified, searched) {
+        (None, None, None, None, false) => tallies::total(Tally::ListedExperts, None),
+        (None, None, None, Some(verified), false) => tallies::total(
+            Tally::ListedExperts,
+            Some(if verified { "verified" } else { "unverified" }),
+        ),
+        _ => listing::count_rows(FROM, &filter, &sql),
+    };
     ListQuery {
         columns: super::profiles::PROFILE_COLUMNS.to_owned(),
         from: FROM,

@@ -34,6 +34,8 @@ pub enum Tally {
     UsersByStatus,
     /// Accounts by role, deleted or not.
     AccountsByRole,
+    /// Expert profiles of active users, by `verified` / `unverified` (migration 0027).
+    ListedExperts,
     /// Profiles of users not deleted, by `type:verification`.
     ProfilesByVerification,
     /// Per expert: revealed, published reviews by companies, and the sum of their ratings
@@ -55,6 +57,7 @@ impl Tally {
             Tally::Users => "users",
             Tally::UsersByStatus => "users_by_status",
             Tally::AccountsByRole => "accounts_by_role",
+            Tally::ListedExperts => "listed_experts",
             Tally::ProfilesByVerification => "profiles_by_verification",
             Tally::ExpertRatings => "expert_ratings",
         }
@@ -83,16 +86,19 @@ pub async fn by_key(ex: Exec<'_>, tally: Tally) -> StoreResult<Vec<Keyed>> {
     .await)?)
 }
 
-/// A list's total from a keyed tally: the count of `key` (0 when it counts nothing).
-pub fn total(tally: Tally, key: &str) -> Total {
+/// A list's total from a keyed tally: the count of `key`, or of every key with `None` (0
+/// when it counts nothing).
+pub fn total(tally: Tally, key: Option<&str>) -> Total {
     let mut sql = Sql::default();
-    let name = sql.arg(tally.as_str());
-    let key = sql.arg(key);
+    let mut filter = format!("name = {}", sql.arg(tally.as_str()));
+    if let Some(key) = key {
+        filter.push_str(&format!(" AND key = {}", sql.arg(key)));
+    }
     Total::Query(sql.with_text(&format!(
         "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM (
-             SELECT n FROM tallies WHERE name = {name} AND key = {key}
+             SELECT n FROM tallies WHERE {filter}
              UNION ALL
-             SELECT n FROM tally_deltas WHERE name = {name} AND key = {key}) x"
+             SELECT n FROM tally_deltas WHERE {filter}) x"
     )))
 }
 

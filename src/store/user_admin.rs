@@ -107,10 +107,10 @@ fn users(engine: &Exec<'_>, f: &UserFilter) -> ListQuery {
     let search = f.search.as_deref().map(str::trim).filter(|s| !s.is_empty());
     let status = f.status.as_deref().map(AccountStatus::parse);
     let total = match (&f.role, status, &f.verification, search) {
-        (None, None, None, None) => tallies::total(Tally::Users, ""),
-        (Some(role), None, None, None) => tallies::total(Tally::AccountsByRole, role),
+        (None, None, None, None) => tallies::total(Tally::Users, None),
+        (Some(role), None, None, None) => tallies::total(Tally::AccountsByRole, Some(role)),
         (None, Some(Some(status)), None, None) => {
-            tallies::total(Tally::UsersByStatus, status.as_str())
+            tallies::total(Tally::UsersByStatus, Some(status.as_str()))
         }
         _ => listing::count_rows("users u", &filter, &sql),
     };

@@ -844,3 +844,64 @@ async fn admin_user_totals_follow_every_change_of_role_and_status() {
     assert_eq!(check("folded").await, [4, 1, 2, 1, 4, 0, 0, 0]);
     app.stop().await;
 }
+
+/// The expert directory's total with no filter or only `verified` comes from kept counts: they
+/// follow registrations, verification, a user's deactivation and return, and a profile's
+/// change of type, and agree with a count of the rows.
+#[actix_web::test]
+async fn expert_directory_totals_follow_verification_and_activity() {
+    let m = crate::market::Market::open().await;
+    let first = m.member("listedone", "experto", false, false).await;
+    let second = m.member("listedtwo", "experto", false, false).await;
+    m.member("listedthree", "experto", false, false).await;
+    m.member("notlisted", "empresa", false, false).await;
+    let app = &m.app;
+    let check = |step: &'static str| async move {
+        let mut totals = Vec::new();
+        for (query, condition) in [
+            ("", ""),
+            ("?verified=true", " AND p.is_verified = TRUE"),
+            ("?verified=false", " AND p.is_verified = FALSE"),
+        ] {
+            let body = json(app.get(&format!("/api/profiles/experts{query}")).await).await;
+            let mut conn = app.db.conn().await.unwrap();
+            let sql = format!(
+                "SELECT COUNT(*) FROM profiles p JOIN users u ON u.id = p.user_id
+                      WHERE p.profile_type = 'experto' AND u.is_active = TRUE{condition}"
+            );
+            let counted: i64 = marketplace::on_exec!(conn.exec(), c =>
+                    sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).fetch_one(c).await)
+            .unwrap();
+            assert_eq!(body["total"], counted, "{step} {query}: {body}");
+            totals.push(counted);
+        }
+        totals
+    };
+    assert_eq!(check("registered").await, [3, 0, 3]);
+    let exec = |sql: &'static str, id: i64| async move {
+        let mut conn = app.db.conn().await.unwrap();
+        marketplace::on_exec!(conn.exec(), c =>
+                sqlx::query(sql).bind(id).execute(c).await.map(drop))
+        .unwrap();
+    };
+    exec(
+        "UPDATE profiles SET is_verified = TRUE WHERE user_id = $1",
+        first.id,
+    )
+    .await;
+    assert_eq!(check("verified").await, [3, 1, 2]);
+    exec("UPDATE users SET is_active = FALSE WHERE id = $1", first.id).await;
+    exec(
+        "UPDATE profiles SET profile_type = 'empresa' WHERE user_id = $1",
+        second.id,
+    )
+    .await;
+    assert_eq!(check("deactivated").await, [1, 0, 1]);
+    exec("UPDATE users SET is_active = TRUE WHERE id = $1", first.id).await;
+    app.state
+        .jobs
+        .trigger(marketplace::workflows::tallies::FOLD_JOB)
+        .await
+        .unwrap();
+    assert_eq!(check("back and folded").await, [2, 1, 1]);
+}
