@@ -688,7 +688,11 @@ class Seeder:
 
     # --------------------------------------------------------------------------------------
     def seed_chat(self):
-        cols = ["id", "project_id", "sender_id", "content", "created_at"]
+        # Each message's place in its room and among its sender's (migrations 0018, 0021),
+        # written here since the messages come in id order: renumbering 10 M rows after the
+        # load took longer than the load itself at L.
+        cols = ["id", "project_id", "sender_id", "content", "created_at", "room_seq",
+                "sender_seq"]
         rng = self.rng("chat")
         base = self.base("chat_messages")
         n = self.n_messages
@@ -699,17 +703,25 @@ class Seeder:
         words = W.TECH_WORDS + W.SPANISH_WORDS
         phrases = W.CHAT_PHRASES
         rp, rc, re_ = self.room_project, self.room_company, self.room_expert
+        in_room = array.array("q", bytes(8 * rooms))
+        by_company = array.array("q", bytes(8 * rooms))
+        by_expert = array.array("q", bytes(8 * rooms))
         with Phase(self, "chat_messages", {"chat_messages": cols}) as w:
             wr = w["chat_messages"].write
             for i in range(1, n + 1):
                 r = rng.random()
                 j = 0 if r < 0.10 else int(rooms * rng.random())
-                sender = rc[j] if rng.random() < 0.5 else re_[j]
+                from_company = rng.random() < 0.5
+                sender = rc[j] if from_company else re_[j]
                 if r < 0.5:
                     content = phrases[int(r * 1000) % len(phrases)]
                 else:
                     content = " ".join(rng.choices(words, k=1 + int(r * 12)))
-                wr((base + i, rp[j], sender, content, ts(start + span * i // n)))
+                in_room[j] += 1
+                mine = by_company if from_company else by_expert
+                mine[j] += 1
+                wr((base + i, rp[j], sender, content, ts(start + span * i // n), in_room[j],
+                    mine[j]))
 
     def seed_notifications(self):
         cols = ["id", "user_id", "type", "title", "message", "data", "is_read", "read_at",
