@@ -51,7 +51,7 @@ UNION ALL
 SELECT 'accounts_by_role', role, 0, COUNT(*), 0 FROM user_roles GROUP BY role;
 -- Migration 0027: listed experts by verification.
 INSERT INTO tallies (name, key, user_id, n, total)
-SELECT 'listed_experts', CASE WHEN p.is_verified THEN 'verified' ELSE 'unverified' END, 0,
+SELECT 'listed_experts', CASE WHEN p.is_verified THEN 'true' ELSE 'false' END, 0,
        COUNT(*), 0
   FROM profiles p JOIN users u ON u.id = p.user_id
  WHERE p.profile_type = 'experto' AND u.is_active = TRUE

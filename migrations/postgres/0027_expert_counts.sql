@@ -14,11 +14,11 @@ BEGIN
     IF NOT COALESCE(active, FALSE) THEN RETURN NULL; END IF;
     IF TG_OP <> 'INSERT' AND OLD.profile_type = 'experto' THEN
         INSERT INTO tally_deltas (name, key, n, total) VALUES
-            ('listed_experts', CASE WHEN OLD.is_verified THEN 'verified' ELSE 'unverified' END, -1, 0);
+            ('listed_experts', CASE WHEN OLD.is_verified THEN 'true' ELSE 'false' END, -1, 0);
     END IF;
     IF TG_OP <> 'DELETE' AND NEW.profile_type = 'experto' THEN
         INSERT INTO tally_deltas (name, key, n, total) VALUES
-            ('listed_experts', CASE WHEN NEW.is_verified THEN 'verified' ELSE 'unverified' END, 1, 0);
+            ('listed_experts', CASE WHEN NEW.is_verified THEN 'true' ELSE 'false' END, 1, 0);
     END IF;
     RETURN NULL;
 END $$;
@@ -32,7 +32,7 @@ CREATE TRIGGER profiles_listed_tally_update AFTER UPDATE OF profile_type, is_ver
 CREATE FUNCTION users_listed_tally_sync() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO tally_deltas (name, key, n, total)
-        SELECT 'listed_experts', CASE WHEN is_verified THEN 'verified' ELSE 'unverified' END,
+        SELECT 'listed_experts', CASE WHEN is_verified THEN 'true' ELSE 'false' END,
                CASE WHEN NEW.is_active THEN 1 ELSE -1 END, 0
           FROM profiles WHERE user_id = NEW.id AND profile_type = 'experto';
     RETURN NULL;
@@ -42,7 +42,7 @@ CREATE TRIGGER users_listed_tally AFTER UPDATE OF is_active ON users
     EXECUTE FUNCTION users_listed_tally_sync();
 
 INSERT INTO tallies (name, key, user_id, n, total)
-SELECT 'listed_experts', CASE WHEN p.is_verified THEN 'verified' ELSE 'unverified' END, 0,
+SELECT 'listed_experts', CASE WHEN p.is_verified THEN 'true' ELSE 'false' END, 0,
        COUNT(*), 0
   FROM profiles p JOIN users u ON u.id = p.user_id
  WHERE p.profile_type = 'experto' AND u.is_active = TRUE

@@ -87,10 +87,9 @@ pub fn experts(engine: &Exec<'_>, f: &ExpertFilter) -> ListQuery {
     let searched = f.q.as_deref().is_some_and(|q| !q.trim().is_empty());
     let total = match (&f.skill, &f.level, &f.availability, f.verified, searched) {
         (None, None, None, None, false) => tallies::total(Tally::ListedExperts, None),
-        (None, None, None, Some(verified), false) => tallies::total(
-            Tally::ListedExperts,
-            Some(if verified { "verified" } else { "unverified" }),
-        ),
+        (None, None, None, Some(verified), false) => {
+            tallies::total(Tally::ListedExperts, Some(&verified.to_string()))
+        }
         _ => listing::count_rows(FROM, &filter, &sql),
     };
     ListQuery {

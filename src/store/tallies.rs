@@ -34,7 +34,8 @@ pub enum Tally {
     UsersByStatus,
     /// Accounts by role, deleted or not.
     AccountsByRole,
-    /// Expert profiles of active users, by `verified` / `unverified` (migration 0027).
+    /// Expert profiles of active users, by whether they are verified (`true` / `false`,
+    /// migration 0027).
     ListedExperts,
     /// Profiles of users not deleted, by `type:verification`.
     ProfilesByVerification,
