@@ -4,7 +4,7 @@
 //! bio and main area (PostgreSQL's full-text index, SQLite's FTS5, case and accents folded)
 //! or in the expert's skill names (migration 0017).
 
-use super::listing::{self, Keyed, ListQuery, Order, Sql};
+use super::listing::{self, Keyed, ListQuery, Order, Sql, Tier, Total};
 use super::profiles::{ExpertFilter, Profile};
 use super::tallies::{self, Tally};
 use super::{Exec, StoreResult};
@@ -20,12 +20,26 @@ impl Keyed for Profile {
     }
 }
 
-fn order() -> Order {
+fn newest() -> Order {
+    Order::newest("p.created_at", "p.id")
+}
+
+/// Verified experts first (counted by `verified`), then the others.
+fn verified_first(verified: Total) -> Order {
     Order {
-        rank: Some("p.is_verified".to_owned()),
-        rank_is_flag: true,
-        at: "p.created_at",
-        id: "p.id",
+        tiers: vec![
+            Tier {
+                rank: 1,
+                condition: "p.is_verified = TRUE".to_owned(),
+                total: Some(verified),
+            },
+            Tier {
+                rank: 0,
+                condition: "p.is_verified = FALSE".to_owned(),
+                total: None,
+            },
+        ],
+        ..newest()
     }
 }
 
@@ -61,7 +75,7 @@ pub fn experts(engine: &Exec<'_>, f: &ExpertFilter) -> ListQuery {
     if let Some(search) = f.q.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
         let words = listing::words(search);
         if words.is_empty() {
-            return ListQuery::nothing(order());
+            return ListQuery::nothing(newest());
         }
         filter.push(match engine {
             Exec::Postgres(_) => {
@@ -85,19 +99,32 @@ pub fn experts(engine: &Exec<'_>, f: &ExpertFilter) -> ListQuery {
     // The whole directory, or only its verified or unverified part: the count the writes
     // keep (migration 0027).
     let searched = f.q.as_deref().is_some_and(|q| !q.trim().is_empty());
-    let total = match (&f.skill, &f.level, &f.availability, f.verified, searched) {
-        (None, None, None, None, false) => tallies::total(Tally::ListedExperts, None),
-        (None, None, None, Some(verified), false) => {
-            tallies::total(Tally::ListedExperts, Some(&verified.to_string()))
-        }
+    let unfiltered =
+        f.skill.is_none() && f.level.is_none() && f.availability.is_none() && !searched;
+    let total = match (unfiltered, f.verified) {
+        (true, None) => tallies::total(Tally::ListedExperts, None),
+        (true, Some(verified)) => tallies::total(Tally::ListedExperts, Some(&verified.to_string())),
         _ => listing::count_rows(FROM, &filter, &sql),
+    };
+    // A list of one verification is one tier.
+    let order = match f.verified {
+        Some(_) => newest(),
+        None if unfiltered => verified_first(tallies::total(
+            Tally::ListedExperts,
+            Some(&true.to_string()),
+        )),
+        None => {
+            let mut verified = filter.clone();
+            verified.push("p.is_verified = TRUE".to_owned());
+            verified_first(listing::count_rows(FROM, &verified, &sql))
+        }
     };
     ListQuery {
         columns: super::profiles::PROFILE_COLUMNS.to_owned(),
         from: FROM,
         filter,
         args: sql,
-        order: order(),
+        order,
         total,
     }
 }

@@ -53,7 +53,12 @@ impl From<DateTime<Utc>> for Arg {
     }
 }
 
-/// A statement being assembled: text from constants only, every value bound.
+/// A statement being assembled: text from constants only, every value bound. It is planned
+/// for its values each time it runs (an unnamed statement, never cached): how many rows a
+/// search word or a user holds decides whether an index's order or a bitmap is the right start,
+/// and a cached statement's generic plan, which PostgreSQL switches to after five runs, guesses
+/// alike for all values (a common word's title matches at M: 2 ms planned for the word,
+/// 203 ms on the generic plan).
 #[derive(Debug, Clone, Default)]
 pub struct Sql {
     text: String,
@@ -100,7 +105,7 @@ impl Sql {
     {
         let text = sqlx::AssertSqlSafe(self.text.as_str());
         Ok(
-            on_exec!(ex, c => bind_all!(sqlx::query_as::<_, T>(text), &self.args)
+            on_exec!(ex, c => bind_all!(sqlx::query_as::<_, T>(text).persistent(false), &self.args)
             .fetch_all(c)
             .await)?,
         )
@@ -109,22 +114,48 @@ impl Sql {
     pub async fn fetch_count(&self, ex: Exec<'_>) -> StoreResult<i64> {
         let text = sqlx::AssertSqlSafe(self.text.as_str());
         Ok(
-            on_exec!(ex, c => bind_all!(sqlx::query_scalar::<_, i64>(text), &self.args)
+            on_exec!(ex, c => bind_all!(sqlx::query_scalar::<_, i64>(text).persistent(false), &self.args)
             .fetch_one(c)
             .await)?,
         )
     }
 }
 
-/// The order of a list: an optional rank (higher first), then `at` and `id`, newest first.
-/// Each is an SQL expression over the list's rows (the rank's values bound with the filter's).
+/// The order of a list: its tiers in turn (every item of a tier before any of the next: a
+/// search's title matches before its other matches, verified experts before the others),
+/// each newest first by `at` then `id` (SQL expressions over the list's rows).
+///
+/// Each tier is read as a list of its own, narrowed by its condition, so the index of
+/// `(at, id)` orders it and a page reads only its rows. Ranking by an expression instead
+/// (`ORDER BY rank DESC, at DESC`) evaluates the rank on every match before the first page
+/// can be sorted: 137 ms for a common word at M.
 #[derive(Debug, Clone)]
 pub struct Order {
-    pub rank: Option<String>,
-    /// The rank is a boolean column (true first), compared with a bound boolean.
-    pub rank_is_flag: bool,
+    pub tiers: Vec<Tier>,
     pub at: &'static str,
     pub id: &'static str,
+}
+
+impl Order {
+    /// Newest first, in one tier.
+    pub fn newest(at: &'static str, id: &'static str) -> Self {
+        Self {
+            tiers: Vec::new(),
+            at,
+            id,
+        }
+    }
+}
+
+/// One tier of a list: the rank its items carry in a cursor (tiers come in falling rank),
+/// the condition that selects them (over the list's bound values, each tier's the negation
+/// of the ones before), and how many items it holds; `None` for the one tier that holds what
+/// the list's total leaves.
+#[derive(Debug, Clone)]
+pub struct Tier {
+    pub rank: i64,
+    pub condition: String,
+    pub total: Option<Total>,
 }
 
 /// Which page: after a cursor, or a page number (from 1).
@@ -238,7 +269,28 @@ pub struct ListQuery {
     pub total: Total,
 }
 
-/// The statement of one page, and whether it reads the list from its end.
+/// A tier as one page reads it: its condition (none for a list of one tier), its rank and
+/// how many items it holds, when counted.
+struct Part<'a> {
+    condition: Option<&'a str>,
+    rank: i64,
+    len: Option<i64>,
+}
+
+/// Within this many items of a tier's start, a page is read forward without counting the tier
+/// first: the read itself tells where the tier ends, and the first pages of a search then
+/// cost no count of its title matches.
+const SHALLOW: i64 = 1_000;
+
+/// Where a page reads within a part: `limit` items from `offset`, or the items after a
+/// cursor's `(at, id)`.
+#[derive(Clone, Copy)]
+enum Slice {
+    At { offset: i64, limit: i64 },
+    After { cursor: Cursor, limit: i64 },
+}
+
+/// The statement of one slice of a part, and whether it reads the part from its end.
 struct PageStatement {
     sql: Sql,
     reversed: bool,
@@ -252,66 +304,67 @@ impl ListQuery {
             from: "",
             filter: Vec::new(),
             args: Sql::default(),
-            order,
+            order: Order {
+                tiers: Vec::new(),
+                ..order
+            },
             total: Total::Known(0),
         }
     }
 
-    /// The statement of a page of `size` items; `None` past the end.
-    fn page_statement(&self, seek: Seek, size: i64, total: i64) -> Option<PageStatement> {
+    /// The list's parts in order, with their sizes, from its `total`.
+    async fn parts(&self, mut ex: Exec<'_>, total: i64) -> StoreResult<Vec<Part<'_>>> {
+        if self.order.tiers.is_empty() {
+            return Ok(vec![Part {
+                condition: None,
+                rank: 0,
+                len: Some(total),
+            }]);
+        }
+        let mut parts = Vec::with_capacity(self.order.tiers.len());
+        let mut counted = 0;
+        for tier in &self.order.tiers {
+            let len = match &tier.total {
+                Some(t) => t.read(ex.re()).await?,
+                None => -1,
+            };
+            counted += len.max(0);
+            parts.push(Part {
+                condition: Some(&tier.condition),
+                rank: tier.rank,
+                len: Some(len),
+            });
+        }
+        for part in parts.iter_mut().filter(|p| p.len == Some(-1)) {
+            part.len = Some((total - counted).max(0));
+        }
+        Ok(parts)
+    }
+
+    /// The statement reading `slice` of `part`.
+    fn statement(&self, part: &Part<'_>, slice: Slice) -> PageStatement {
         let mut sql = self.args.clone();
         let mut filter = self.filter.clone();
-        let Order {
-            rank,
-            rank_is_flag,
-            at,
-            id,
-        } = &self.order;
-        let (newest_first, oldest_first) = match rank {
-            Some(rank) => (
-                format!("{rank} DESC, {at} DESC, {id} DESC"),
-                format!("{rank} ASC, {at} ASC, {id} ASC"),
-            ),
-            None => (
-                format!("{at} DESC, {id} DESC"),
-                format!("{at} ASC, {id} ASC"),
-            ),
-        };
-        let (ordering, limit, offset, reversed) = match seek {
-            Seek::After(cursor) => {
+        filter.extend(part.condition.map(str::to_owned));
+        let Order { at, id, .. } = &self.order;
+        let newest_first = format!("{at} DESC, {id} DESC");
+        let (ordering, limit, offset, reversed) = match slice {
+            Slice::After { cursor, limit } => {
                 let (a, i) = (sql.arg(cursor.at), sql.arg(cursor.id));
-                let after = format!("({at}, {id}) < ({a}, {i})");
-                filter.push(match rank {
-                    Some(rank) => {
-                        let r = if *rank_is_flag {
-                            sql.arg(cursor.rank != 0)
-                        } else {
-                            sql.arg(cursor.rank)
-                        };
-                        format!("({rank} < {r} OR ({rank} = {r} AND {after}))")
-                    }
-                    None => after,
-                });
-                (newest_first, size + 1, 0, false)
+                filter.push(format!("({at}, {id}) < ({a}, {i})"));
+                (newest_first, limit, 0, false)
             }
-            Seek::Page(number) => {
-                let offset = (number - 1).saturating_mul(size);
-                if offset >= total {
-                    return None;
-                }
-                if offset > total / 2 {
-                    // Past the middle: the same page counted from the other end.
-                    let from_end = total - offset - size;
-                    let (limit, offset) = if from_end < 0 {
-                        (size + from_end, 0)
-                    } else {
-                        (size, from_end)
-                    };
-                    (oldest_first, limit, offset, true)
+            // Past the middle of the part: the same items counted from its other end.
+            Slice::At { offset, limit } if part.len.is_some_and(|len| offset > len / 2) => {
+                let from_end = part.len.unwrap_or(0) - offset - limit;
+                let (limit, offset) = if from_end < 0 {
+                    (limit + from_end, 0)
                 } else {
-                    (newest_first, size + 1, offset, false)
-                }
+                    (limit, from_end)
+                };
+                (format!("{at} ASC, {id} ASC"), limit, offset, true)
             }
+            Slice::At { offset, limit } => (newest_first, limit, offset, false),
         };
         let filter = where_clause(&filter);
         let (limit, offset) = (sql.arg(limit), sql.arg(offset));
@@ -324,7 +377,57 @@ impl ListQuery {
               LIMIT {limit} OFFSET {offset}) \
              ORDER BY {ordering}"
         );
-        Some(PageStatement { sql, reversed })
+        PageStatement { sql, reversed }
+    }
+
+    /// The slices a page of `size` reads, part by part (indexes into `parts`): for a page
+    /// number, exactly the items of the page; after a cursor, the rest of the cursor's part
+    /// and then the parts after it, of which [`run`](Self::run) reads only what it still needs.
+    fn slices(parts: &[Part<'_>], seek: Seek, size: i64, total: i64) -> Vec<(usize, Slice)> {
+        let mut slices = Vec::new();
+        match seek {
+            Seek::Page(number) => {
+                let mut skip = (number - 1).saturating_mul(size);
+                if skip >= total {
+                    return slices;
+                }
+                let mut want = size;
+                for (i, part) in parts.iter().enumerate() {
+                    let len = part.len.unwrap_or(0);
+                    if want == 0 {
+                        break;
+                    }
+                    if skip >= len {
+                        skip -= len;
+                        continue;
+                    }
+                    let limit = want.min(len - skip);
+                    slices.push((
+                        i,
+                        Slice::At {
+                            offset: skip,
+                            limit,
+                        },
+                    ));
+                    want -= limit;
+                    skip = 0;
+                }
+            }
+            Seek::After(cursor) => {
+                let limit = size + 1;
+                for (i, part) in parts.iter().enumerate() {
+                    if part.rank > cursor.rank {
+                        continue;
+                    }
+                    slices.push(if part.rank == cursor.rank {
+                        (i, Slice::After { cursor, limit })
+                    } else {
+                        (i, Slice::At { offset: 0, limit })
+                    });
+                }
+            }
+        }
+        slices
     }
 
     /// How many items the list holds.
@@ -343,21 +446,17 @@ impl ListQuery {
         T: for<'r> FromRow<'r, PgRow> + for<'r> FromRow<'r, SqliteRow> + Send + Unpin + Keyed,
     {
         let total = self.total.read(ex.re()).await?;
-        let Some(page) = self.page_statement(seek, size, total) else {
-            let nothing = Window {
-                items: Vec::new(),
-                next: None,
-            };
-            return Ok((nothing, total));
+        let mut items: Vec<T> = match seek {
+            Seek::Page(number) => self.numbered(ex.re(), number, size, total).await?,
+            Seek::After(cursor) => self.after(ex.re(), cursor, size).await?,
         };
-        let mut items: Vec<T> = page.sql.fetch_all(ex).await?;
-        let more = if page.reversed {
-            items.reverse();
-            matches!(seek, Seek::Page(number) if number.saturating_mul(size) < total)
-        } else {
-            let more = items.len() as i64 > size;
-            items.truncate(usize::try_from(size).unwrap_or(0));
-            more
+        let more = match seek {
+            Seek::Page(number) => number.saturating_mul(size) < total,
+            Seek::After(_) => {
+                let more = items.len() as i64 > size;
+                items.truncate(usize::try_from(size).unwrap_or(0));
+                more
+            }
         };
         let next = if more {
             items.last().map(Keyed::cursor)
@@ -367,8 +466,127 @@ impl ListQuery {
         Ok((Window { items, next }, total))
     }
 
+    /// The parts of the list before any is counted: one tier's length is the list's total,
+    /// the last tier's what the others leave (`None` here), the others' counted on demand.
+    fn uncounted(&self, total: i64) -> Vec<(Part<'_>, Option<&Total>)> {
+        if self.order.tiers.is_empty() {
+            let whole = Part {
+                condition: None,
+                rank: 0,
+                len: Some(total),
+            };
+            return vec![(whole, None)];
+        }
+        self.order
+            .tiers
+            .iter()
+            .map(|tier| {
+                let part = Part {
+                    condition: Some(&tier.condition),
+                    rank: tier.rank,
+                    len: None,
+                };
+                (part, tier.total.as_ref())
+            })
+            .collect()
+    }
+
+    /// Page `number` of `size` items of a list of `total`, tier by tier. A tier is counted
+    /// only when the page starts deep in it, or past its end.
+    async fn numbered<T>(
+        &self,
+        mut ex: Exec<'_>,
+        number: i64,
+        size: i64,
+        total: i64,
+    ) -> StoreResult<Vec<T>>
+    where
+        T: for<'r> FromRow<'r, PgRow> + for<'r> FromRow<'r, SqliteRow> + Send + Unpin,
+    {
+        let mut items = Vec::new();
+        let mut skip = (number - 1).saturating_mul(size);
+        if skip >= total {
+            return Ok(items);
+        }
+        // Items in the tiers passed: the last tier holds the rest of the total.
+        let mut before = 0;
+        for (mut part, counted) in self.uncounted(total) {
+            let want = size - items.len() as i64;
+            if want <= 0 {
+                break;
+            }
+            if part.len.is_none() {
+                part.len = match counted {
+                    None => Some((total - before).max(0)),
+                    Some(count) if skip >= SHALLOW => Some(count.read(ex.re()).await?),
+                    Some(_) => None,
+                };
+            }
+            let len = match part.len {
+                Some(len) if skip >= len => {
+                    skip -= len;
+                    before += len;
+                    continue;
+                }
+                Some(len) => len,
+                None => {
+                    // Forward from near the tier's start: a short read is the tier's end.
+                    let slice = Slice::At {
+                        offset: skip,
+                        limit: want,
+                    };
+                    let read: Vec<T> = self.statement(&part, slice).sql.fetch_all(ex.re()).await?;
+                    let got = read.len() as i64;
+                    items.extend(read);
+                    let len = match counted {
+                        Some(count) if got == 0 && skip > 0 => count.read(ex.re()).await?,
+                        _ => skip + got,
+                    };
+                    skip = (skip - len).max(0);
+                    before += len;
+                    continue;
+                }
+            };
+            let slice = Slice::At {
+                offset: skip,
+                limit: want.min(len - skip),
+            };
+            let page = self.statement(&part, slice);
+            let mut read: Vec<T> = page.sql.fetch_all(ex.re()).await?;
+            if page.reversed {
+                read.reverse();
+            }
+            items.extend(read);
+            skip = 0;
+            before += len;
+        }
+        Ok(items)
+    }
+
+    /// Up to `size + 1` items after `cursor`: the rest of its tier, then the tiers after it.
+    async fn after<T>(&self, mut ex: Exec<'_>, cursor: Cursor, size: i64) -> StoreResult<Vec<T>>
+    where
+        T: for<'r> FromRow<'r, PgRow> + for<'r> FromRow<'r, SqliteRow> + Send + Unpin,
+    {
+        let mut items = Vec::new();
+        for (part, _) in self.uncounted(0) {
+            let limit = size + 1 - items.len() as i64;
+            if limit <= 0 {
+                break;
+            }
+            let slice = match part.rank.cmp(&cursor.rank) {
+                std::cmp::Ordering::Greater => continue,
+                std::cmp::Ordering::Equal => Slice::After { cursor, limit },
+                std::cmp::Ordering::Less => Slice::At { offset: 0, limit },
+            };
+            let read: Vec<T> = self.statement(&part, slice).sql.fetch_all(ex.re()).await?;
+            items.extend(read);
+        }
+        Ok(items)
+    }
+
     /// PostgreSQL's plans (`EXPLAIN (FORMAT JSON)`, with the values bound) of the statements
-    /// [`run`](Self::run) would send for this page, total first: what the plan test holds
+    /// [`run`](Self::run) may send for this page, totals first: what the plan test holds
     /// against sequential scans.
     pub async fn explain(
         &self,
@@ -377,14 +595,21 @@ impl ListQuery {
         size: i64,
     ) -> StoreResult<Vec<serde_json::Value>> {
         let total = self.total.read(ex.re()).await?;
-        let mut statements = Vec::new();
-        self.total.statements(&mut statements);
-        let page = self.page_statement(seek, size, total);
-        if let Some(page) = &page {
-            statements.push(&page.sql);
+        let parts = self.parts(ex.re(), total).await?;
+        let mut statements: Vec<Sql> = Vec::new();
+        let mut totals = Vec::new();
+        self.total.statements(&mut totals);
+        for tier in &self.order.tiers {
+            if let Some(t) = &tier.total {
+                t.statements(&mut totals);
+            }
+        }
+        statements.extend(totals.into_iter().cloned());
+        for (i, slice) in Self::slices(&parts, seek, size, total) {
+            statements.push(self.statement(&parts[i], slice).sql);
         }
         let mut plans = Vec::new();
-        for statement in statements {
+        for statement in &statements {
             let explain = statement
                 .clone()
                 .with_text(&format!("EXPLAIN (FORMAT JSON) {}", statement.text));

@@ -7,7 +7,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::listing::{self, Keyed, ListQuery, Order, Sql, Total};
+use super::listing::{self, Keyed, ListQuery, Order, Sql, Tier, Total};
 use super::projects::Project;
 use super::{Exec, StoreResult};
 use crate::domain::cursor::Cursor;
@@ -75,14 +75,8 @@ fn involving(sql: &mut Sql, user_id: i64) -> String {
     )
 }
 
-/// Newest first, or with a search's rank first.
-fn newest(rank: Option<String>) -> Order {
-    Order {
-        rank,
-        rank_is_flag: false,
-        at: "p.created_at",
-        id: "p.id",
-    }
+fn newest() -> Order {
+    Order::newest("p.created_at", "p.id")
 }
 
 /// A project as a list reads it: with its search rank (1 for a title match, else 0).
@@ -103,10 +97,11 @@ impl Keyed for Listed {
     }
 }
 
-/// The conditions and rank of a word search, or `None` when it has no word.
+/// The conditions of a word search, or `None` when it has no word: the words anywhere, and
+/// in the title.
 struct TextSearch {
     matches: String,
-    rank: String,
+    in_title: String,
 }
 
 fn text_search(engine: &Exec<'_>, sql: &mut Sql, search: &str) -> Option<TextSearch> {
@@ -119,7 +114,7 @@ fn text_search(engine: &Exec<'_>, sql: &mut Sql, search: &str) -> Option<TextSea
             let query = listing::tsquery(sql, &words);
             TextSearch {
                 matches: format!("p.text_words @@ {query}"),
-                rank: format!("(CASE WHEN p.title_words @@ {query} THEN 1 ELSE 0 END)"),
+                in_title: format!("p.title_words @@ {query}"),
             }
         }
         Exec::Sqlite(_) => {
@@ -129,21 +124,23 @@ fn text_search(engine: &Exec<'_>, sql: &mut Sql, search: &str) -> Option<TextSea
                 matches: format!(
                     "p.id IN (SELECT rowid FROM projects_fts WHERE projects_fts MATCH {all})"
                 ),
-                rank: format!(
-                    "(CASE WHEN p.id IN (SELECT rowid FROM projects_fts \
-                      WHERE projects_fts MATCH {title}) THEN 1 ELSE 0 END)"
+                in_title: format!(
+                    "p.id IN (SELECT rowid FROM projects_fts WHERE projects_fts MATCH {title})"
                 ),
             }
         }
     })
 }
 
-/// The project columns, with the search rank as `search_rank` (0 without a search).
-fn columns(rank: Option<&str>) -> String {
+/// The project columns, with the search rank as `search_rank`: 1 for a title match, else 0
+/// (0 without a search).
+fn columns(in_title: Option<&str>) -> String {
+    let rank = in_title.map_or("0".to_owned(), |t| {
+        format!("CASE WHEN {t} THEN 1 ELSE 0 END")
+    });
     format!(
-        "{}, CAST({} AS BIGINT) AS search_rank",
-        super::projects::PROJECT_COLUMNS,
-        rank.unwrap_or("0")
+        "{}, CAST({rank} AS BIGINT) AS search_rank",
+        super::projects::PROJECT_COLUMNS
     )
 }
 
@@ -160,13 +157,32 @@ fn count(filter: &[String], args: &Sql) -> Total {
     listing::count_rows("projects p", filter, args)
 }
 
-fn list(filter: Vec<String>, args: Sql, rank: Option<String>, total: Total) -> ListQuery {
+/// The list of the projects passing `filter`, newest first; with a search, its title
+/// matches (`in_title`) first, counted apart.
+fn list(filter: Vec<String>, args: Sql, in_title: Option<String>, total: Total) -> ListQuery {
+    let mut order = newest();
+    if let Some(t) = &in_title {
+        let mut titled = filter.clone();
+        titled.push(t.clone());
+        order.tiers = vec![
+            Tier {
+                rank: 1,
+                condition: t.clone(),
+                total: Some(count(&titled, &args)),
+            },
+            Tier {
+                rank: 0,
+                condition: format!("NOT ({t})"),
+                total: None,
+            },
+        ];
+    }
     ListQuery {
-        columns: columns(rank.as_deref()),
+        columns: columns(in_title.as_deref()),
         from: "projects p",
         filter,
         args,
-        order: newest(rank),
+        order,
         total,
     }
 }
@@ -180,7 +196,8 @@ struct Filters {
     fixed_args: Sql,
     /// Whether `project_counts` answers the total (no filter past type and status).
     counted: bool,
-    rank: Option<String>,
+    /// A search's words in the title: its first tier.
+    in_title: Option<String>,
 }
 
 impl Filters {
@@ -191,7 +208,7 @@ impl Filters {
             fixed: Vec::new(),
             fixed_args: Sql::default(),
             counted: true,
-            rank: None,
+            in_title: None,
         };
         if let Some(status) = status {
             f.filter
@@ -224,7 +241,7 @@ impl Filters {
             return false;
         };
         self.filter.push(found.matches);
-        self.rank = Some(found.rank);
+        self.in_title = Some(found.in_title);
         self.counted = false;
         true
     }
@@ -254,7 +271,7 @@ pub fn visible(engine: &Exec<'_>, viewer: Viewer, f: &ProjectFilter) -> ListQuer
         q.other("p.company_id = {}", company);
     }
     if !q.search(engine, f.search.as_deref()) {
-        return ListQuery::nothing(newest(None));
+        return ListQuery::nothing(newest());
     }
     let Filters {
         mut sql,
@@ -262,7 +279,7 @@ pub fn visible(engine: &Exec<'_>, viewer: Viewer, f: &ProjectFilter) -> ListQuer
         mut fixed,
         fixed_args,
         counted: by_counts,
-        rank,
+        in_title,
     } = q;
     let total = match viewer {
         Viewer::Admin if by_counts => counted(&fixed, &fixed_args),
@@ -291,7 +308,7 @@ pub fn visible(engine: &Exec<'_>, viewer: Viewer, f: &ProjectFilter) -> ListQuer
             }
         }
     };
-    list(filter, sql, rank, total)
+    list(filter, sql, in_title, total)
 }
 
 /// A user's own projects: as company (owner) or as the assigned expert, newest first.
@@ -322,14 +339,14 @@ pub fn admin(engine: &Exec<'_>, f: &AdminProjectFilter) -> ListQuery {
         q.other("p.created_at < {}", to);
     }
     if !q.search(engine, f.search.as_deref()) {
-        return ListQuery::nothing(newest(None));
+        return ListQuery::nothing(newest());
     }
     let total = if q.counted {
         counted(&q.fixed, &q.fixed_args)
     } else {
         count(&q.filter, &q.sql)
     };
-    list(q.filter, q.sql, q.rank, total)
+    list(q.filter, q.sql, q.in_title, total)
 }
 
 /// The projects `expert_id` is invited to, formally or in the legacy list (each once).

@@ -119,12 +119,7 @@ fn users(engine: &Exec<'_>, f: &UserFilter) -> ListQuery {
         from: "users u",
         filter,
         args: sql,
-        order: Order {
-            rank: None,
-            rank_is_flag: false,
-            at: "u.created_at",
-            id: "u.id",
-        },
+        order: Order::newest("u.created_at", "u.id"),
         total,
     }
 }

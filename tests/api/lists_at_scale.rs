@@ -233,6 +233,78 @@ async fn search_is_by_word_folded_and_ranks_title_matches_first() {
     app.stop().await;
 }
 
+/// A search's pages cross from its title matches to its other matches at any page size,
+/// by number from either end and by cursor while matches of both kinds are added.
+#[actix_web::test]
+async fn search_pages_cross_from_title_matches_to_the_rest() {
+    let app = spawn_app().await;
+    let company = register(&app, "tiers", &["empresa"]).await;
+    let listed = ProjectStatus::PublishedCurated;
+    let mut titled = Vec::new();
+    let mut described = Vec::new();
+    for i in 0..5 {
+        let title = format!("Lakehouse {i}");
+        titled.push(project(&app, company.id, &title, "", listed).await);
+        let title = format!("Warehouse {i}");
+        let text = "a lakehouse underneath";
+        described.push(project(&app, company.id, &title, text, listed).await);
+    }
+    described.push(project(&app, company.id, "Pipeline", "lakehouse", listed).await);
+    titled.reverse();
+    described.reverse();
+    let all: Vec<i64> = titled.iter().chain(&described).copied().collect();
+
+    for size in [1, 2, 3, 4, 5, 7, 11, 12] {
+        let mut walked = Vec::new();
+        let pages = all.len().div_ceil(size);
+        for number in 1..=pages + 1 {
+            let body = page(&app, &format!("search=lakehouse&size={size}&page={number}")).await;
+            assert_eq!(body["total"], 11, "size {size}");
+            assert_eq!(
+                body["next_cursor"].is_string(),
+                number < pages,
+                "{size} {number}"
+            );
+            walked.extend(ids(&body));
+        }
+        assert_eq!(walked, all, "size {size}");
+    }
+
+    let mut seen = Vec::new();
+    let mut body = page(&app, "search=lakehouse&size=3").await;
+    let (mut late_titles, mut late_texts) = (Vec::new(), Vec::new());
+    loop {
+        seen.extend(ids(&body));
+        // A newer title match sorts before the cursor; so does a newer description match
+        // once the cursor is among the description matches (before that, it is ahead).
+        late_titles.push(project(&app, company.id, "Lakehouse late", "", listed).await);
+        late_texts.push(project(&app, company.id, "Late", "lakehouse", listed).await);
+        let Some(cursor) = body["next_cursor"].as_str() else {
+            break;
+        };
+        body = page(&app, &format!("search=lakehouse&size=3&cursor={cursor}")).await;
+    }
+    let unique: BTreeSet<i64> = seen.iter().copied().collect();
+    assert_eq!(unique.len(), seen.len(), "nothing twice: {seen:?}");
+    let before: Vec<i64> = seen.iter().copied().filter(|id| all.contains(id)).collect();
+    assert_eq!(before, all, "each match once, title matches first");
+    let late: Vec<i64> = seen
+        .iter()
+        .copied()
+        .filter(|id| !all.contains(id))
+        .collect();
+    assert!(late.iter().all(|id| late_texts.contains(id)), "{late:?}");
+    assert!(
+        !late.is_empty(),
+        "description matches added ahead of the cursor are reached"
+    );
+    assert_eq!(
+        page(&app, "search=lakehouse").await["total"],
+        11 + late_titles.len() + late_texts.len()
+    );
+    app.stop().await;
+}
+
 fn urlencode(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
