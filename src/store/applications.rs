@@ -4,7 +4,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::types::Json;
 
+use super::listing::{self, Keyed, ListQuery, Order, Seek, Sql};
 use super::{Exec, StoreResult};
+use crate::domain::cursor::Cursor;
 use crate::domain::project::ApplicationStatus;
 use crate::on_exec;
 
@@ -35,14 +37,23 @@ pub struct Application {
     pub updated_at: DateTime<Utc>,
 }
 
+/// The columns of [`Application`], over `applications a`.
+macro_rules! application_columns {
+    () => {
+        concat!(
+            "a.id, a.project_id, a.expert_id, a.cover_letter, a.proposed_budget_minor, ",
+            "a.proposed_milestones, a.status, a.attempt_number, a.feedback, ",
+            "a.revision_requested_at, a.created_at, a.updated_at"
+        )
+    };
+}
+
+/// [`application_columns!`] as a value, for statements assembled at run time.
+const APPLICATION_COLUMNS: &str = application_columns!();
+
 macro_rules! select_applications {
     ($($rest:expr),* $(,)?) => {
-        concat!(
-            "SELECT a.id, a.project_id, a.expert_id, a.cover_letter, a.proposed_budget_minor, ",
-            "a.proposed_milestones, a.status, a.attempt_number, a.feedback, ",
-            "a.revision_requested_at, a.created_at, a.updated_at FROM applications a ",
-            $($rest),*
-        )
+        concat!("SELECT ", application_columns!(), " FROM applications a ", $($rest),*)
     };
 }
 
@@ -112,7 +123,20 @@ pub async fn exists(ex: Exec<'_>, project_id: i64, expert_id: i64) -> StoreResul
     .await)?)
 }
 
-/// One page of a project's applications, oldest first, optionally of one status.
+/// The applications whose `column` is `owner`, of `status` when given: the conditions, their
+/// values bound.
+fn owned_by(column: &str, owner: i64, status: Option<ApplicationStatus>) -> (Vec<String>, Sql) {
+    let mut sql = Sql::default();
+    let mut filter = vec![format!("a.{column} = {}", sql.arg(owner))];
+    if let Some(status) = status {
+        filter.push(format!("a.status = {}", sql.arg(status.as_str())));
+    }
+    (filter, sql)
+}
+
+/// One page of a project's applications, oldest first, optionally of one status. (Oldest
+/// first is no `listing::Order`: the page is read by offset, its filter assembled all the
+/// same.)
 pub async fn list_for_project(
     mut ex: Exec<'_>,
     project_id: i64,
@@ -120,52 +144,53 @@ pub async fn list_for_project(
     limit: i64,
     offset: i64,
 ) -> StoreResult<(Vec<Application>, i64)> {
-    let items = on_exec!(ex.re(), c => sqlx::query_as::<_, Application>(select_applications!(
-        "WHERE a.project_id = $1 AND ($2 IS NULL OR a.status = $2) ",
-        "ORDER BY a.created_at, a.id LIMIT $3 OFFSET $4"
-    ))
-    .bind(project_id)
-    .bind(status)
-    .bind(limit)
-    .bind(offset)
-    .fetch_all(c)
-    .await)?;
-    let total: i64 = on_exec!(ex, c => sqlx::query_scalar(
-        "SELECT COUNT(*) FROM applications WHERE project_id = $1 AND ($2 IS NULL OR status = $2)",
-    )
-    .bind(project_id)
-    .bind(status)
-    .fetch_one(c)
-    .await)?;
+    let (filter, mut sql) = owned_by("project_id", project_id, status);
+    let filter = listing::where_clause(&filter);
+    let total = sql
+        .clone()
+        .with_text(&format!("SELECT COUNT(*) FROM applications a {filter}"))
+        .fetch_count(ex.re())
+        .await?;
+    let (limit, offset) = (sql.arg(limit), sql.arg(offset));
+    let items = sql
+        .with_text(&format!(
+            "{} {filter} ORDER BY a.created_at, a.id LIMIT {limit} OFFSET {offset}",
+            select_applications!()
+        ))
+        .fetch_all(ex)
+        .await?;
     Ok((items, total))
 }
 
-/// One page of an expert's applications, newest first, optionally of one status.
+impl Keyed for Application {
+    fn cursor(&self) -> Cursor {
+        Cursor {
+            rank: 0,
+            at: self.created_at,
+            id: self.id,
+        }
+    }
+}
+
+/// One page (from 1) of an expert's applications, newest first, optionally of one status.
 pub async fn list_for_expert(
-    mut ex: Exec<'_>,
+    ex: Exec<'_>,
     expert_id: i64,
     status: Option<ApplicationStatus>,
-    limit: i64,
-    offset: i64,
+    page: i64,
+    size: i64,
 ) -> StoreResult<(Vec<Application>, i64)> {
-    let items = on_exec!(ex.re(), c => sqlx::query_as::<_, Application>(select_applications!(
-        "WHERE a.expert_id = $1 AND ($2 IS NULL OR a.status = $2) ",
-        "ORDER BY a.created_at DESC, a.id DESC LIMIT $3 OFFSET $4"
-    ))
-    .bind(expert_id)
-    .bind(status)
-    .bind(limit)
-    .bind(offset)
-    .fetch_all(c)
-    .await)?;
-    let total: i64 = on_exec!(ex, c => sqlx::query_scalar(
-        "SELECT COUNT(*) FROM applications WHERE expert_id = $1 AND ($2 IS NULL OR status = $2)",
-    )
-    .bind(expert_id)
-    .bind(status)
-    .fetch_one(c)
-    .await)?;
-    Ok((items, total))
+    let (filter, args) = owned_by("expert_id", expert_id, status);
+    let query = ListQuery {
+        columns: APPLICATION_COLUMNS.to_owned(),
+        from: "applications a",
+        total: listing::count_rows("applications a", &filter, &args),
+        filter,
+        args,
+        order: Order::newest("a.created_at", "a.id"),
+    };
+    let (window, total) = query.run(ex, Seek::Page(page), size).await?;
+    Ok((window.items, total))
 }
 
 /// Counts of an expert's applications by status.

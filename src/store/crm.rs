@@ -5,9 +5,11 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::types::Json;
 
+use super::listing::{self, Keyed, ListQuery, Order, Seek, Sql};
 use super::queue::{Claimed, Done, Queue, Table};
 use super::{Exec, StoreResult};
 use crate::domain::crm::{ProfileFacts, SyncStatus, UserFacts};
+use crate::domain::cursor::Cursor;
 use crate::on_exec;
 
 #[derive(sqlx::FromRow)]
@@ -202,23 +204,20 @@ pub struct SyncEntry {
     pub updated_at: DateTime<Utc>,
 }
 
-/// `SELECT <entry columns> FROM crm_sync_log <rest>` as one static string.
-macro_rules! select_entries {
-    ($rest:literal) => {
+/// The columns of [`SyncEntry`].
+macro_rules! entry_columns {
+    () => {
         concat!(
-            "SELECT id, user_id, crm_contact_id, event_type, status, payload, response, ",
-            "response_status, error, retry_count, exhausted_at, created_at, updated_at ",
-            "FROM crm_sync_log ",
-            $rest
+            "id, user_id, crm_contact_id, event_type, status, payload, response, ",
+            "response_status, error, retry_count, exhausted_at, created_at, updated_at"
         )
     };
 }
 
-/// The filter of [`list_logs`].
-macro_rules! log_filter {
-    () => {
-        "WHERE ($1 IS NULL OR user_id = $1) AND ($2 IS NULL OR event_type = $2) \
-         AND ($3 IS NULL OR status = $3) AND ($4 IS NULL OR crm_contact_id = $4) "
+/// `SELECT <entry columns> FROM crm_sync_log <rest>` as one static string.
+macro_rules! select_entries {
+    ($rest:literal) => {
+        concat!("SELECT ", entry_columns!(), " FROM crm_sync_log ", $rest)
     };
 }
 
@@ -319,34 +318,53 @@ pub struct LogFilter {
     pub contact_id: Option<String>,
 }
 
-/// A page of entries, newest first, and the total.
+/// The conditions of the filters `f` has, their values bound.
+fn log_conditions(f: &LogFilter) -> (Vec<String>, Sql) {
+    let mut sql = Sql::default();
+    let mut filter = Vec::new();
+    if let Some(user) = f.user_id {
+        filter.push(format!("user_id = {}", sql.arg(user)));
+    }
+    if let Some(kind) = &f.event_type {
+        filter.push(format!("event_type = {}", sql.arg(kind.as_str())));
+    }
+    if let Some(status) = f.status {
+        filter.push(format!("status = {}", sql.arg(status.as_str())));
+    }
+    if let Some(contact) = &f.contact_id {
+        filter.push(format!("crm_contact_id = {}", sql.arg(contact.as_str())));
+    }
+    (filter, sql)
+}
+
+impl Keyed for SyncEntry {
+    fn cursor(&self) -> Cursor {
+        Cursor {
+            rank: 0,
+            at: self.created_at,
+            id: self.id,
+        }
+    }
+}
+
+/// A page (from 1) of entries, newest first, and the total.
 pub async fn list_logs(
-    mut ex: Exec<'_>,
-    filter: &LogFilter,
-    limit: i64,
-    offset: i64,
+    ex: Exec<'_>,
+    f: &LogFilter,
+    page: i64,
+    size: i64,
 ) -> StoreResult<(Vec<SyncEntry>, i64)> {
-    let items: Vec<SyncEntry> = on_exec!(ex.re(), c => sqlx::query_as(concat!(
-        select_entries!(""),
-        log_filter!(),
-        "ORDER BY created_at DESC, id DESC LIMIT $5 OFFSET $6"
-    ))
-    .bind(filter.user_id)
-    .bind(filter.event_type.as_deref())
-    .bind(filter.status)
-    .bind(filter.contact_id.as_deref())
-    .bind(limit)
-    .bind(offset)
-    .fetch_all(c)
-    .await)?;
-    let total: i64 = on_exec!(ex, c => sqlx::query_scalar(concat!("SELECT COUNT(*) FROM crm_sync_log ", log_filter!()))
-    .bind(filter.user_id)
-    .bind(filter.event_type.as_deref())
-    .bind(filter.status)
-    .bind(filter.contact_id.as_deref())
-    .fetch_one(c)
-    .await)?;
-    Ok((items, total))
+    let (filter, args) = log_conditions(f);
+    let query = ListQuery {
+        columns: entry_columns!().to_owned(),
+        from: "crm_sync_log",
+        total: listing::count_rows("crm_sync_log", &filter, &args),
+        filter,
+        args,
+        order: Order::newest("created_at", "id"),
+    };
+    let (window, total) = query.run(ex, Seek::Page(page), size).await?;
+    Ok((window.items, total))
 }
 
 /// The contact id the sync log last recorded for a user.

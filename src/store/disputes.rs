@@ -4,7 +4,9 @@
 
 use chrono::{DateTime, Utc};
 
+use super::listing::{self, Keyed, ListQuery, Order, Seek, Sql, Tier};
 use super::{Exec, StoreResult};
+use crate::domain::cursor::Cursor;
 use crate::domain::dispute::DisputeStatus;
 use crate::on_exec;
 
@@ -41,17 +43,23 @@ pub struct Dispute {
     pub escalated_at: Option<DateTime<Utc>>,
 }
 
-macro_rules! select_disputes {
-    ($($rest:expr),* $(,)?) => {
+/// The columns of [`Dispute`], over `disputes d`.
+macro_rules! dispute_columns {
+    () => {
         concat!(
-            "SELECT d.id, d.project_id, d.payment_id, d.raised_by, d.status, d.reason, ",
+            "d.id, d.project_id, d.payment_id, d.raised_by, d.status, d.reason, ",
             "d.description, d.title, d.dispute_type, d.priority, d.contact_preference, ",
             "d.evidence, d.requested_resolution, d.resolution, d.resolution_action, ",
             "d.resolved_by, d.resolved_at, d.mediation_notes, d.mediated_by, d.mediated_at, ",
             "d.processor_dispute_id, d.processor_dispute_status, d.evidence_details, ",
-            "d.created_at, d.updated_at, d.response_due_at, d.escalated_at FROM disputes d ",
-            $($rest),*
+            "d.created_at, d.updated_at, d.response_due_at, d.escalated_at"
         )
+    };
+}
+
+macro_rules! select_disputes {
+    ($($rest:expr),* $(,)?) => {
+        concat!("SELECT ", dispute_columns!(), " FROM disputes d ", $($rest),*)
     };
 }
 
@@ -304,73 +312,138 @@ pub enum DisputeOrder {
     StatusAsc,
 }
 
-/// One page of disputes and the total.
+/// What the administrators' list reads: disputes with their project (its title is searched).
+const LISTED_FROM: &str = "disputes d JOIN projects p ON p.id = d.project_id";
+
+/// Statuses in the order a dispute lives through them.
+const STATUS_RANK: &str = "CASE d.status WHEN 'open' THEN 0 WHEN 'in_review' THEN 1 \
+     WHEN 'resolved' THEN 2 ELSE 3 END";
+
+/// Each status's rank (as `STATUS_RANK` gives it) and condition.
+const STATUS_TIERS: [(i64, &str); 4] = [
+    (0, "d.status = 'open'"),
+    (1, "d.status = 'in_review'"),
+    (2, "d.status = 'resolved'"),
+    (3, "d.status NOT IN ('open', 'in_review', 'resolved')"),
+];
+
+/// The conditions of the filters `f` has, their values bound.
+fn conditions(f: &DisputeFilter<'_>) -> (Vec<String>, Sql) {
+    let mut sql = Sql::default();
+    let mut filter = Vec::new();
+    if let Some(status) = f.status {
+        filter.push(format!("d.status = {}", sql.arg(status.as_str())));
+    }
+    if let Some(search) = f.search.map(str::trim).filter(|s| !s.is_empty()) {
+        let p = sql.arg(format!("%{}%", super::escape_like(&search.to_lowercase())));
+        filter.push(format!(
+            "(LOWER(COALESCE(d.title, '')) LIKE {p} ESCAPE '\\'
+              OR LOWER(d.reason) LIKE {p} ESCAPE '\\'
+              OR LOWER(COALESCE(d.description, '')) LIKE {p} ESCAPE '\\'
+              OR LOWER(p.title) LIKE {p} ESCAPE '\\')"
+        ));
+    }
+    (filter, sql)
+}
+
+/// A dispute as the list reads it, with its status's rank when the list is by status.
+#[derive(sqlx::FromRow)]
+struct Listed {
+    #[sqlx(flatten)]
+    dispute: Dispute,
+    list_rank: i64,
+}
+
+impl Keyed for Listed {
+    fn cursor(&self) -> Cursor {
+        Cursor {
+            rank: self.list_rank,
+            at: self.dispute.created_at,
+            id: self.dispute.id,
+        }
+    }
+}
+
+/// One page (from 1) of disputes and the total.
 pub async fn list(
-    mut ex: Exec<'_>,
+    ex: Exec<'_>,
     f: &DisputeFilter<'_>,
-    limit: i64,
-    offset: i64,
+    page: i64,
+    size: i64,
 ) -> StoreResult<(Vec<Dispute>, i64)> {
-    macro_rules! list_where {
-        () => {
-            "JOIN projects p ON p.id = d.project_id
-             WHERE ($1 IS NULL OR d.status = $1)
-               AND ($2 IS NULL OR LOWER(COALESCE(d.title, '')) LIKE $2 ESCAPE '\\'
-                    OR LOWER(d.reason) LIKE $2 ESCAPE '\\'
-                    OR LOWER(COALESCE(d.description, '')) LIKE $2 ESCAPE '\\'
-                    OR LOWER(p.title) LIKE $2 ESCAPE '\\') "
-        };
-    }
-    // Statuses sort in the order a dispute lives through them.
-    macro_rules! status_rank {
-        () => {
-            "CASE d.status WHEN 'open' THEN 0 WHEN 'in_review' THEN 1 WHEN 'resolved' THEN 2 \
-             ELSE 3 END"
-        };
-    }
-    let search = f
-        .search
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| format!("%{}%", super::escape_like(&s.to_lowercase())));
-    // One fixed text per order: every value is bound.
-    let items_sql = match f.order {
-        DisputeOrder::CreatedDesc => select_disputes!(
-            list_where!(),
-            "ORDER BY d.created_at DESC, d.id DESC LIMIT $3 OFFSET $4"
-        ),
-        DisputeOrder::CreatedAsc => select_disputes!(
-            list_where!(),
-            "ORDER BY d.created_at ASC, d.id ASC LIMIT $3 OFFSET $4"
-        ),
-        DisputeOrder::StatusDesc => select_disputes!(
-            list_where!(),
-            "ORDER BY ",
-            status_rank!(),
-            " DESC, d.created_at DESC, d.id DESC LIMIT $3 OFFSET $4"
-        ),
-        DisputeOrder::StatusAsc => select_disputes!(
-            list_where!(),
-            "ORDER BY ",
-            status_rank!(),
-            " ASC, d.created_at ASC, d.id ASC LIMIT $3 OFFSET $4"
-        ),
+    let (filter, args) = conditions(f);
+    let rank = match f.order {
+        DisputeOrder::CreatedDesc => None,
+        DisputeOrder::StatusDesc => Some(STATUS_RANK),
+        DisputeOrder::CreatedAsc => return oldest(ex, filter, args, "", page, size).await,
+        DisputeOrder::StatusAsc => {
+            let by_status = format!("{STATUS_RANK} ASC, ");
+            return oldest(ex, filter, args, &by_status, page, size).await;
+        }
     };
-    let items = on_exec!(ex.re(), c => sqlx::query_as::<_, Dispute>(items_sql)
-        .bind(f.status)
-        .bind(&search)
-        .bind(limit)
-        .bind(offset)
-        .fetch_all(c)
-        .await)?;
-    let total: i64 = on_exec!(ex, c => sqlx::query_scalar(concat!(
-        "SELECT COUNT(*) FROM disputes d ",
-        list_where!()
-    ))
-    .bind(f.status)
-    .bind(&search)
-    .fetch_one(c)
-    .await)?;
+    // By status: one tier per status, latest in the lifecycle first, each counted but the
+    // last (`open`), which holds what the total leaves.
+    let tiers = match rank {
+        None => Vec::new(),
+        Some(_) => STATUS_TIERS
+            .iter()
+            .rev()
+            .map(|&(rank, condition)| {
+                let mut tier = filter.clone();
+                tier.push(condition.to_owned());
+                Tier {
+                    rank,
+                    condition: condition.to_owned(),
+                    total: (rank > 0).then(|| listing::count_rows(LISTED_FROM, &tier, &args)),
+                }
+            })
+            .collect(),
+    };
+    let query = ListQuery {
+        columns: format!(
+            "{}, CAST({} AS BIGINT) AS list_rank",
+            dispute_columns!(),
+            rank.unwrap_or("0")
+        ),
+        from: LISTED_FROM,
+        total: listing::count_rows(LISTED_FROM, &filter, &args),
+        filter,
+        args,
+        order: Order {
+            tiers,
+            ..Order::newest("d.created_at", "d.id")
+        },
+    };
+    let (window, total) = query.run::<Listed>(ex, Seek::Page(page), size).await?;
+    Ok((window.items.into_iter().map(|l| l.dispute).collect(), total))
+}
+
+/// A page of the list oldest first (after `first`, an order that comes before creation),
+/// read by offset: no `listing::Order` reads oldest first.
+async fn oldest(
+    mut ex: Exec<'_>,
+    filter: Vec<String>,
+    mut sql: Sql,
+    first: &str,
+    page: i64,
+    size: i64,
+) -> StoreResult<(Vec<Dispute>, i64)> {
+    let filter = listing::where_clause(&filter);
+    let total = sql
+        .clone()
+        .with_text(&format!("SELECT COUNT(*) FROM {LISTED_FROM} {filter}"))
+        .fetch_count(ex.re())
+        .await?;
+    let offset = sql.arg((page - 1).saturating_mul(size));
+    let limit = sql.arg(size);
+    let items = sql
+        .with_text(&format!(
+            "SELECT {} FROM {LISTED_FROM} {filter}
+             ORDER BY {first}d.created_at ASC, d.id ASC LIMIT {limit} OFFSET {offset}",
+            dispute_columns!()
+        ))
+        .fetch_all(ex)
+        .await?;
     Ok((items, total))
 }
 

@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::types::Json;
 
+use super::listing::{self, Sql};
 use super::{Exec, StoreResult};
 use crate::domain::payment::{PaymentStatus, PayoutStatus};
 use crate::on_exec;
@@ -667,42 +668,52 @@ pub struct PaymentFilter {
     pub payout_status: Option<PayoutStatus>,
 }
 
-/// One page of payments, newest first, and the total.
+/// The conditions of the filters `f` has, their values bound.
+fn conditions(f: &PaymentFilter) -> (Vec<String>, Sql) {
+    let mut sql = Sql::default();
+    let mut filter = Vec::new();
+    let ids = [
+        ("y.company_id", f.company_id),
+        ("y.expert_id", f.expert_id),
+        ("y.project_id", f.project_id),
+    ];
+    for (column, id) in ids {
+        if let Some(id) = id {
+            filter.push(format!("{column} = {}", sql.arg(id)));
+        }
+    }
+    if let Some(status) = f.status {
+        filter.push(format!("y.status = {}", sql.arg(status.as_str())));
+    }
+    if let Some(status) = f.payout_status {
+        filter.push(format!("y.payout_status = {}", sql.arg(status.as_str())));
+    }
+    (filter, sql)
+}
+
+/// One page of payments, newest first, and the total. (Newest first is by id alone, no
+/// `listing::Order`: the page is read by offset, its filter assembled all the same.)
 pub async fn list(
     mut ex: Exec<'_>,
     f: &PaymentFilter,
     limit: i64,
     offset: i64,
 ) -> StoreResult<(Vec<Payment>, i64)> {
-    // Built from constants only; every value is bound.
-    const WHERE: &str = "WHERE ($1 IS NULL OR y.company_id = $1)
-           AND ($2 IS NULL OR y.expert_id = $2)
-           AND ($3 IS NULL OR y.project_id = $3)
-           AND ($4 IS NULL OR y.status = $4)
-           AND ($5 IS NULL OR y.payout_status = $5)";
-    let items_sql = format!(
-        "{} {WHERE} ORDER BY y.id DESC LIMIT $6 OFFSET $7",
-        select_payments!()
-    );
-    let count_sql = format!("SELECT COUNT(*) FROM payments y {WHERE}");
-    let items = on_exec!(ex.re(), c => sqlx::query_as::<_, Payment>(sqlx::AssertSqlSafe(items_sql.as_str()))
-        .bind(f.company_id)
-        .bind(f.expert_id)
-        .bind(f.project_id)
-        .bind(f.status)
-        .bind(f.payout_status)
-        .bind(limit)
-        .bind(offset)
-        .fetch_all(c)
-        .await)?;
-    let total: i64 = on_exec!(ex, c => sqlx::query_scalar(sqlx::AssertSqlSafe(count_sql.as_str()))
-        .bind(f.company_id)
-        .bind(f.expert_id)
-        .bind(f.project_id)
-        .bind(f.status)
-        .bind(f.payout_status)
-        .fetch_one(c)
-        .await)?;
+    let (filter, mut sql) = conditions(f);
+    let filter = listing::where_clause(&filter);
+    let total = sql
+        .clone()
+        .with_text(&format!("SELECT COUNT(*) FROM payments y {filter}"))
+        .fetch_count(ex.re())
+        .await?;
+    let (limit, offset) = (sql.arg(limit), sql.arg(offset));
+    let items = sql
+        .with_text(&format!(
+            "{} {filter} ORDER BY y.id DESC LIMIT {limit} OFFSET {offset}",
+            select_payments!()
+        ))
+        .fetch_all(ex)
+        .await?;
     Ok((items, total))
 }
 

@@ -2,6 +2,7 @@
 
 use chrono::{DateTime, Utc};
 
+use super::listing::{self, ListQuery, Order, Seek, Sql};
 use super::{Exec, StoreResult};
 use crate::domain::dac7::Dac7ReviewStatus;
 use crate::domain::profile::{ConnectStatus, VerificationStatus};
@@ -286,54 +287,60 @@ pub struct AdminFilter {
     pub search: Option<String>,
 }
 
-/// One page of profiles for administrators, newest first, and the total.
-pub async fn list_admin(
-    mut ex: Exec<'_>,
-    f: &AdminFilter,
-    limit: i64,
-    offset: i64,
-) -> StoreResult<(Vec<Profile>, i64)> {
-    macro_rules! admin_where {
-        () => {
-            "WHERE ($1 IS NULL OR p.profile_type = $1)
-               AND ($2 IS NULL OR p.is_verified = $2)
-               AND ($3 IS NULL OR p.verification_status = $3)
-               AND ($4 IS NULL OR LOWER(COALESCE(p.full_name, '')) LIKE $4 ESCAPE '\\'
-                    OR LOWER(COALESCE(p.company_name, '')) LIKE $4 ESCAPE '\\'
-                    OR LOWER(COALESCE(p.slug, '')) LIKE $4 ESCAPE '\\'
-                    OR LOWER(u.email) LIKE $4 ESCAPE '\\' OR LOWER(u.username) LIKE $4 ESCAPE '\\') "
-        };
+/// What the administrators' profile list reads: profiles with their user (whose e-mail and
+/// username are searched).
+const ADMIN_FROM: &str = "profiles p JOIN users u ON u.id = p.user_id";
+
+/// The conditions of the filters `f` has, their values bound.
+fn admin_conditions(f: &AdminFilter) -> (Vec<String>, Sql) {
+    let mut sql = Sql::default();
+    let mut filter = Vec::new();
+    if let Some(kind) = &f.profile_type {
+        filter.push(format!("p.profile_type = {}", sql.arg(kind.as_str())));
     }
-    let search = f
-        .search
-        .as_deref()
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| format!("%{}%", super::escape_like(&s.to_lowercase())));
-    let items = on_exec!(ex.re(), c => sqlx::query_as::<_, Profile>(select_profiles!(
-        "JOIN users u ON u.id = p.user_id ",
-        admin_where!(),
-        "ORDER BY p.created_at DESC, p.id DESC LIMIT $5 OFFSET $6"
-    ))
-    .bind(&f.profile_type)
-    .bind(f.is_verified)
-    .bind(f.verification_status)
-    .bind(&search)
-    .bind(limit)
-    .bind(offset)
-    .fetch_all(c)
-    .await)?;
-    let total: i64 = on_exec!(ex, c => sqlx::query_scalar(concat!(
-        "SELECT COUNT(*) FROM profiles p JOIN users u ON u.id = p.user_id ",
-        admin_where!()
-    ))
-    .bind(&f.profile_type)
-    .bind(f.is_verified)
-    .bind(f.verification_status)
-    .bind(&search)
-    .fetch_one(c)
-    .await)?;
-    Ok((items, total))
+    if let Some(verified) = f.is_verified {
+        filter.push(format!("p.is_verified = {}", sql.arg(verified)));
+    }
+    if let Some(status) = f.verification_status {
+        filter.push(format!(
+            "p.verification_status = {}",
+            sql.arg(status.as_str())
+        ));
+    }
+    if let Some(search) = f.search.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        let p = sql.arg(format!("%{}%", super::escape_like(&search.to_lowercase())));
+        filter.push(format!(
+            "(LOWER(COALESCE(p.full_name, '')) LIKE {p} ESCAPE '\\'
+              OR LOWER(COALESCE(p.company_name, '')) LIKE {p} ESCAPE '\\'
+              OR LOWER(COALESCE(p.slug, '')) LIKE {p} ESCAPE '\\'
+              OR LOWER(u.email) LIKE {p} ESCAPE '\\' OR LOWER(u.username) LIKE {p} ESCAPE '\\')"
+        ));
+    }
+    (filter, sql)
+}
+
+/// One page (from 1) of profiles for administrators, newest first, and the total.
+pub async fn list_admin(
+    ex: Exec<'_>,
+    f: &AdminFilter,
+    page: i64,
+    size: i64,
+) -> StoreResult<(Vec<Profile>, i64)> {
+    let (filter, args) = admin_conditions(f);
+    // Every profile has its user (a foreign key): only the search reads the user's columns,
+    // so without one the profiles alone are counted, from an index, with no join.
+    let searched = f.search.as_deref().is_some_and(|s| !s.trim().is_empty());
+    let counted_from = if searched { ADMIN_FROM } else { "profiles p" };
+    let query = ListQuery {
+        columns: PROFILE_COLUMNS.to_owned(),
+        from: ADMIN_FROM,
+        total: listing::count_rows(counted_from, &filter, &args),
+        filter,
+        args,
+        order: Order::newest("p.created_at", "p.id"),
+    };
+    let (window, total) = query.run(ex, Seek::Page(page), size).await?;
+    Ok((window.items, total))
 }
 
 /// Filters of the public expert search.

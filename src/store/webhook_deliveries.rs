@@ -4,6 +4,7 @@
 
 use chrono::{DateTime, Utc};
 
+use super::listing::{self, Sql};
 use super::queue::{Claimed, Queue, Table};
 use super::{Exec, StoreResult};
 use crate::domain::webhook_rules::WebhookDeliveryState;
@@ -319,47 +320,50 @@ pub struct FeedFilter<'a> {
     pub since: Option<DateTime<Utc>>,
 }
 
-macro_rules! feed_where {
-    () => {
-        "WHERE user_id = $1 AND event_id IS NOT NULL AND ($2 IS NULL OR id > $2)
-           AND ($3 IS NULL OR event_type = $3) AND ($4 IS NULL OR created_at >= $4)"
-    };
+/// The conditions of the filters `f` has, their values bound, as a `WHERE`.
+fn feed_where(f: FeedFilter<'_>) -> (String, Sql) {
+    let mut sql = Sql::default();
+    let mut filter = vec![
+        format!("user_id = {}", sql.arg(f.user_id)),
+        "event_id IS NOT NULL".to_owned(),
+    ];
+    if let Some(after) = f.after {
+        filter.push(format!("id > {}", sql.arg(after)));
+    }
+    if let Some(kind) = f.event_type {
+        filter.push(format!("event_type = {}", sql.arg(kind)));
+    }
+    if let Some(since) = f.since {
+        filter.push(format!("created_at >= {}", sql.arg(since)));
+    }
+    (listing::where_clause(&filter), sql)
 }
 
 /// The bodies of a user's events as the filter picks them, oldest first: each exactly the
-/// body its webhook carries (`{id, type, created_at, data}`).
+/// body its webhook carries (`{id, type, created_at, data}`). (Oldest first is no
+/// `listing::Order`: the page is read by offset, its filter assembled all the same.)
 pub async fn feed(
     ex: Exec<'_>,
     f: FeedFilter<'_>,
     limit: i64,
     offset: i64,
 ) -> StoreResult<Vec<String>> {
-    Ok(on_exec!(ex, c => sqlx::query_scalar::<_, String>(concat!(
-        "SELECT body FROM webhook_deliveries ",
-        feed_where!(),
-        " ORDER BY id LIMIT $5 OFFSET $6"
-    ))
-    .bind(f.user_id)
-    .bind(f.after)
-    .bind(f.event_type)
-    .bind(f.since)
-    .bind(limit)
-    .bind(offset)
-    .fetch_all(c)
-    .await)?)
+    let (filter, mut sql) = feed_where(f);
+    let (limit, offset) = (sql.arg(limit), sql.arg(offset));
+    let bodies: Vec<(String,)> = sql
+        .with_text(&format!(
+            "SELECT body FROM webhook_deliveries {filter} ORDER BY id LIMIT {limit} OFFSET {offset}"
+        ))
+        .fetch_all(ex)
+        .await?;
+    Ok(bodies.into_iter().map(|(body,)| body).collect())
 }
 
 pub async fn feed_count(ex: Exec<'_>, f: FeedFilter<'_>) -> StoreResult<i64> {
-    Ok(on_exec!(ex, c => sqlx::query_scalar::<_, i64>(concat!(
-        "SELECT COUNT(*) FROM webhook_deliveries ",
-        feed_where!()
-    ))
-    .bind(f.user_id)
-    .bind(f.after)
-    .bind(f.event_type)
-    .bind(f.since)
-    .fetch_one(c)
-    .await)?)
+    let (filter, sql) = feed_where(f);
+    sql.with_text(&format!("SELECT COUNT(*) FROM webhook_deliveries {filter}"))
+        .fetch_count(ex)
+        .await
 }
 
 /// The row of the user's event `message_id` (the `id` its webhook carried).

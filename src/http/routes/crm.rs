@@ -329,8 +329,7 @@ pub async fn sync_logs(
         contact_id: None,
     };
     let mut conn = state.db.conn().await?;
-    let (items, total) =
-        store::list_logs(conn.exec(), &filter, page.limit(), page.offset()).await?;
+    let (items, total) = store::list_logs(conn.exec(), &filter, page.page, page.size).await?;
     let items: Vec<SyncLogView> = items.into_iter().map(Into::into).collect();
     Ok(HttpResponse::Ok().json(Paginated::new(items, total, page)))
 }

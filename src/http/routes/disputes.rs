@@ -331,7 +331,7 @@ pub async fn admin_list(
         order,
     };
     let mut conn = state.db.conn().await?;
-    let (items, total) = disputes::list(conn.exec(), &filter, page.limit(), page.offset()).await?;
+    let (items, total) = disputes::list(conn.exec(), &filter, page.page, page.size).await?;
     Ok(HttpResponse::Ok().json(Paginated::new(items, total, page).map(AdminDisputeView::from)))
 }
 

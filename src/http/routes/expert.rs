@@ -153,8 +153,8 @@ pub async fn my_applications(
                 conn.exec(),
                 auth.id(),
                 status.flatten(),
-                page.limit(),
-                page.offset(),
+                page.page,
+                page.size,
             )
             .await?
         }

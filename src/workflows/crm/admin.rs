@@ -138,7 +138,7 @@ impl CrmService {
             contact_id: Some(contact_id.to_owned()),
             ..Default::default()
         };
-        let (last_syncs, _) = store::list_logs(conn.exec(), &filter, 10, 0).await?;
+        let (last_syncs, _) = store::list_logs(conn.exec(), &filter, 1, 10).await?;
         if contact.is_none() && user.is_none() && last_syncs.is_empty() && stored.is_none() {
             return Err(FlowError::not_found("Unknown CRM contact"));
         }
@@ -294,7 +294,7 @@ impl CrmService {
                 user_id: Some(user_id),
                 ..Default::default()
             };
-            store::list_logs(conn.exec(), &filter, 10, 0).await?
+            store::list_logs(conn.exec(), &filter, 1, 10).await?
         };
         let failed = last_syncs
             .iter()

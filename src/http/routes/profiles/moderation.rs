@@ -177,8 +177,7 @@ pub async fn admin_list(
         search: q.search.map(SearchTerm::into_string),
     };
     let mut conn = state.db.conn().await?;
-    let (items, total) =
-        profiles::list_admin(conn.exec(), &filter, page.limit(), page.offset()).await?;
+    let (items, total) = profiles::list_admin(conn.exec(), &filter, page.page, page.size).await?;
     let mut views = Vec::with_capacity(items.len());
     for p in items {
         views.push(admin_of(conn.exec(), p).await?);
