@@ -237,7 +237,7 @@ class Bench:
                 pglog = PgLog()
                 pglog.start()
         else:
-            report["sqlite"] = {"version": __import__("sqlite3").sqlite_version}
+            report["sqlite"] = {"version": common.sqlite3.sqlite_version}
         # chat scroll positions (middle and oldest of the hot room)
         room = m["hot_room"]
         lo, hi = db.rows("SELECT MIN(id), MAX(id) FROM chat_messages WHERE project_id = %d"

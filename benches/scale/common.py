@@ -5,12 +5,18 @@ import json
 import os
 import shutil
 import socket
-import sqlite3
 import subprocess
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+
+try:
+    # A newer SQLite than the interpreter's where installed (`pip install pysqlite3-binary`):
+    # seeding needs FTS5's trigram tokenizer with its options (SQLite 3.45 or later).
+    import pysqlite3 as sqlite3
+except ImportError:
+    import sqlite3
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PASSWORD = "Scale-Bench-2026!"

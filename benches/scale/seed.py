@@ -191,8 +191,7 @@ class Seeder:
         self.counts = {}
         self.conn = None
         if self.engine == "sqlite":
-            import sqlite3
-            self.conn = sqlite3.connect(common.sqlite_path(self.url), isolation_level=None)
+            self.conn = common.sqlite3.connect(common.sqlite_path(self.url), isolation_level=None)
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=OFF")
             self.conn.execute("PRAGMA foreign_keys=OFF")
