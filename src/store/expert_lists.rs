@@ -24,13 +24,16 @@ fn newest() -> Order {
     Order::newest("p.created_at", "p.id")
 }
 
+/// The first tier of the directory.
+const VERIFIED: &str = "p.is_verified = TRUE";
+
 /// Verified experts first (counted by `verified`), then the others.
 fn verified_first(verified: Total) -> Order {
     Order {
         tiers: vec![
             Tier {
                 rank: 1,
-                condition: "p.is_verified = TRUE".to_owned(),
+                condition: VERIFIED.to_owned(),
                 total: Some(verified),
             },
             Tier {
@@ -115,7 +118,7 @@ pub fn experts(engine: &Exec<'_>, f: &ExpertFilter) -> ListQuery {
         )),
         None => {
             let mut verified = filter.clone();
-            verified.push("p.is_verified = TRUE".to_owned());
+            verified.push(VERIFIED.to_owned());
             verified_first(listing::count_rows(FROM, &verified, &sql))
         }
     };

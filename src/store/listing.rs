@@ -269,12 +269,13 @@ pub struct ListQuery {
     pub total: Total,
 }
 
-/// A tier as one page reads it: its condition (none for a list of one tier), its rank and
-/// how many items it holds, when counted.
+/// A tier as a page reads it: its condition (none for a list of one tier), its rank, and how
+/// its items are counted (`None`: what the list's total leaves once the tiers before it are
+/// counted).
 struct Part<'a> {
     condition: Option<&'a str>,
     rank: i64,
-    len: Option<i64>,
+    counted: Option<&'a Total>,
 }
 
 /// Within this many items of a tier's start, a page is read forward without counting the tier
@@ -296,6 +297,15 @@ struct PageStatement {
     reversed: bool,
 }
 
+/// Rows a statement's plan is asked for only: nothing of them is decoded.
+struct Unread;
+
+impl<'r, R: sqlx::Row> FromRow<'r, R> for Unread {
+    fn from_row(_: &'r R) -> Result<Self, sqlx::Error> {
+        Ok(Self)
+    }
+}
+
 impl ListQuery {
     /// A list that holds nothing (a search without a word).
     pub fn nothing(order: Order) -> Self {
@@ -312,51 +322,43 @@ impl ListQuery {
         }
     }
 
-    /// The list's parts in order, with their sizes, from its `total`.
-    async fn parts(&self, mut ex: Exec<'_>, total: i64) -> StoreResult<Vec<Part<'_>>> {
+    /// The list's parts in order: its tiers, or the whole list as one.
+    fn parts(&self) -> Vec<Part<'_>> {
         if self.order.tiers.is_empty() {
-            return Ok(vec![Part {
+            let whole = Part {
                 condition: None,
                 rank: 0,
-                len: Some(total),
-            }]);
-        }
-        let mut parts = Vec::with_capacity(self.order.tiers.len());
-        let mut counted = 0;
-        for tier in &self.order.tiers {
-            let len = match &tier.total {
-                Some(t) => t.read(ex.re()).await?,
-                None => -1,
+                counted: None,
             };
-            counted += len.max(0);
-            parts.push(Part {
+            return vec![whole];
+        }
+        self.order
+            .tiers
+            .iter()
+            .map(|tier| Part {
                 condition: Some(&tier.condition),
                 rank: tier.rank,
-                len: Some(len),
-            });
-        }
-        for part in parts.iter_mut().filter(|p| p.len == Some(-1)) {
-            part.len = Some((total - counted).max(0));
-        }
-        Ok(parts)
+                counted: tier.total.as_ref(),
+            })
+            .collect()
     }
 
-    /// The statement reading `slice` of `part`.
-    fn statement(&self, part: &Part<'_>, slice: Slice) -> PageStatement {
+    /// The statement reading `slice` of `part`, which holds `len` items when counted.
+    fn statement(&self, part: &Part<'_>, len: Option<i64>, slice: Slice) -> PageStatement {
         let mut sql = self.args.clone();
         let mut filter = self.filter.clone();
         filter.extend(part.condition.map(str::to_owned));
         let Order { at, id, .. } = &self.order;
         let newest_first = format!("{at} DESC, {id} DESC");
-        let (ordering, limit, offset, reversed) = match slice {
-            Slice::After { cursor, limit } => {
+        let (ordering, limit, offset, reversed) = match (slice, len) {
+            (Slice::After { cursor, limit }, _) => {
                 let (a, i) = (sql.arg(cursor.at), sql.arg(cursor.id));
                 filter.push(format!("({at}, {id}) < ({a}, {i})"));
                 (newest_first, limit, 0, false)
             }
             // Past the middle of the part: the same items counted from its other end.
-            Slice::At { offset, limit } if part.len.is_some_and(|len| offset > len / 2) => {
-                let from_end = part.len.unwrap_or(0) - offset - limit;
+            (Slice::At { offset, limit }, Some(len)) if offset > len / 2 => {
+                let from_end = len - offset - limit;
                 let (limit, offset) = if from_end < 0 {
                     (limit + from_end, 0)
                 } else {
@@ -364,7 +366,7 @@ impl ListQuery {
                 };
                 (format!("{at} ASC, {id} ASC"), limit, offset, true)
             }
-            Slice::At { offset, limit } => (newest_first, limit, offset, false),
+            (Slice::At { offset, limit }, _) => (newest_first, limit, offset, false),
         };
         let filter = where_clause(&filter);
         let (limit, offset) = (sql.arg(limit), sql.arg(offset));
@@ -380,54 +382,28 @@ impl ListQuery {
         PageStatement { sql, reversed }
     }
 
-    /// The slices a page of `size` reads, part by part (indexes into `parts`): for a page
-    /// number, exactly the items of the page; after a cursor, the rest of the cursor's part
-    /// and then the parts after it, of which [`run`](Self::run) reads only what it still needs.
-    fn slices(parts: &[Part<'_>], seek: Seek, size: i64, total: i64) -> Vec<(usize, Slice)> {
-        let mut slices = Vec::new();
-        match seek {
-            Seek::Page(number) => {
-                let mut skip = (number - 1).saturating_mul(size);
-                if skip >= total {
-                    return slices;
-                }
-                let mut want = size;
-                for (i, part) in parts.iter().enumerate() {
-                    let len = part.len.unwrap_or(0);
-                    if want == 0 {
-                        break;
-                    }
-                    if skip >= len {
-                        skip -= len;
-                        continue;
-                    }
-                    let limit = want.min(len - skip);
-                    slices.push((
-                        i,
-                        Slice::At {
-                            offset: skip,
-                            limit,
-                        },
-                    ));
-                    want -= limit;
-                    skip = 0;
-                }
-            }
-            Seek::After(cursor) => {
-                let limit = size + 1;
-                for (i, part) in parts.iter().enumerate() {
-                    if part.rank > cursor.rank {
-                        continue;
-                    }
-                    slices.push(if part.rank == cursor.rank {
-                        (i, Slice::After { cursor, limit })
-                    } else {
-                        (i, Slice::At { offset: 0, limit })
-                    });
-                }
-            }
+    /// Reads `slice` of `part` in the list's order; each statement sent is also put in `sent`
+    /// when given.
+    async fn read<T>(
+        &self,
+        ex: Exec<'_>,
+        part: &Part<'_>,
+        len: Option<i64>,
+        slice: Slice,
+        sent: &mut Option<&mut Vec<Sql>>,
+    ) -> StoreResult<Vec<T>>
+    where
+        T: for<'r> FromRow<'r, PgRow> + for<'r> FromRow<'r, SqliteRow> + Send + Unpin,
+    {
+        let page = self.statement(part, len, slice);
+        let mut items: Vec<T> = page.sql.fetch_all(ex).await?;
+        if page.reversed {
+            items.reverse();
         }
-        slices
+        if let Some(sent) = sent {
+            sent.push(page.sql);
+        }
+        Ok(items)
     }
 
     /// How many items the list holds.
@@ -446,10 +422,7 @@ impl ListQuery {
         T: for<'r> FromRow<'r, PgRow> + for<'r> FromRow<'r, SqliteRow> + Send + Unpin + Keyed,
     {
         let total = self.total.read(ex.re()).await?;
-        let mut items: Vec<T> = match seek {
-            Seek::Page(number) => self.numbered(ex.re(), number, size, total).await?,
-            Seek::After(cursor) => self.after(ex.re(), cursor, size).await?,
-        };
+        let mut items: Vec<T> = self.page(ex, seek, size, total, None).await?;
         let more = match seek {
             Seek::Page(number) => number.saturating_mul(size) < total,
             Seek::After(_) => {
@@ -466,29 +439,23 @@ impl ListQuery {
         Ok((Window { items, next }, total))
     }
 
-    /// The parts of the list before any is counted: one tier's length is the list's total,
-    /// the last tier's what the others leave (`None` here), the others' counted on demand.
-    fn uncounted(&self, total: i64) -> Vec<(Part<'_>, Option<&Total>)> {
-        if self.order.tiers.is_empty() {
-            let whole = Part {
-                condition: None,
-                rank: 0,
-                len: Some(total),
-            };
-            return vec![(whole, None)];
+    /// The items of a page (after a cursor, one more than `size` when more follow), the
+    /// statements sent for them put in `sent` when given.
+    async fn page<T>(
+        &self,
+        ex: Exec<'_>,
+        seek: Seek,
+        size: i64,
+        total: i64,
+        mut sent: Option<&mut Vec<Sql>>,
+    ) -> StoreResult<Vec<T>>
+    where
+        T: for<'r> FromRow<'r, PgRow> + for<'r> FromRow<'r, SqliteRow> + Send + Unpin,
+    {
+        match seek {
+            Seek::Page(number) => self.numbered(ex, number, size, total, &mut sent).await,
+            Seek::After(cursor) => self.after(ex, cursor, size, &mut sent).await,
         }
-        self.order
-            .tiers
-            .iter()
-            .map(|tier| {
-                let part = Part {
-                    condition: Some(&tier.condition),
-                    rank: tier.rank,
-                    len: None,
-                };
-                (part, tier.total.as_ref())
-            })
-            .collect()
     }
 
     /// Page `number` of `size` items of a list of `total`, tier by tier. A tier is counted
@@ -499,6 +466,7 @@ impl ListQuery {
         number: i64,
         size: i64,
         total: i64,
+        sent: &mut Option<&mut Vec<Sql>>,
     ) -> StoreResult<Vec<T>>
     where
         T: for<'r> FromRow<'r, PgRow> + for<'r> FromRow<'r, SqliteRow> + Send + Unpin,
@@ -510,66 +478,60 @@ impl ListQuery {
         }
         // Items in the tiers passed: the last tier holds the rest of the total.
         let mut before = 0;
-        for (mut part, counted) in self.uncounted(total) {
+        for part in self.parts() {
             let want = size - items.len() as i64;
             if want <= 0 {
                 break;
             }
-            if part.len.is_none() {
-                part.len = match counted {
-                    None => Some((total - before).max(0)),
-                    Some(count) if skip >= SHALLOW => Some(count.read(ex.re()).await?),
-                    Some(_) => None,
-                };
-            }
-            let len = match part.len {
-                Some(len) if skip >= len => {
-                    skip -= len;
-                    before += len;
-                    continue;
+            let len = match part.counted {
+                None => Some((total - before).max(0)),
+                Some(count) if skip >= SHALLOW => Some(count.read(ex.re()).await?),
+                Some(_) => None,
+            };
+            let len = match len {
+                Some(len) if skip >= len => len,
+                Some(len) => {
+                    let slice = Slice::At {
+                        offset: skip,
+                        limit: want.min(len - skip),
+                    };
+                    items.extend(self.read(ex.re(), &part, Some(len), slice, sent).await?);
+                    len
                 }
-                Some(len) => len,
                 None => {
                     // Forward from near the tier's start: a short read is the tier's end.
                     let slice = Slice::At {
                         offset: skip,
                         limit: want,
                     };
-                    let read: Vec<T> = self.statement(&part, slice).sql.fetch_all(ex.re()).await?;
+                    let read: Vec<T> = self.read(ex.re(), &part, None, slice, sent).await?;
                     let got = read.len() as i64;
                     items.extend(read);
-                    let len = match counted {
+                    match part.counted {
                         Some(count) if got == 0 && skip > 0 => count.read(ex.re()).await?,
                         _ => skip + got,
-                    };
-                    skip = (skip - len).max(0);
-                    before += len;
-                    continue;
+                    }
                 }
             };
-            let slice = Slice::At {
-                offset: skip,
-                limit: want.min(len - skip),
-            };
-            let page = self.statement(&part, slice);
-            let mut read: Vec<T> = page.sql.fetch_all(ex.re()).await?;
-            if page.reversed {
-                read.reverse();
-            }
-            items.extend(read);
-            skip = 0;
+            skip = (skip - len).max(0);
             before += len;
         }
         Ok(items)
     }
 
     /// Up to `size + 1` items after `cursor`: the rest of its tier, then the tiers after it.
-    async fn after<T>(&self, mut ex: Exec<'_>, cursor: Cursor, size: i64) -> StoreResult<Vec<T>>
+    async fn after<T>(
+        &self,
+        mut ex: Exec<'_>,
+        cursor: Cursor,
+        size: i64,
+        sent: &mut Option<&mut Vec<Sql>>,
+    ) -> StoreResult<Vec<T>>
     where
         T: for<'r> FromRow<'r, PgRow> + for<'r> FromRow<'r, SqliteRow> + Send + Unpin,
     {
         let mut items = Vec::new();
-        for (part, _) in self.uncounted(0) {
+        for part in self.parts() {
             let limit = size + 1 - items.len() as i64;
             if limit <= 0 {
                 break;
@@ -579,15 +541,15 @@ impl ListQuery {
                 std::cmp::Ordering::Equal => Slice::After { cursor, limit },
                 std::cmp::Ordering::Less => Slice::At { offset: 0, limit },
             };
-            let read: Vec<T> = self.statement(&part, slice).sql.fetch_all(ex.re()).await?;
-            items.extend(read);
+            items.extend(self.read(ex.re(), &part, None, slice, sent).await?);
         }
         Ok(items)
     }
 
     /// PostgreSQL's plans (`EXPLAIN (FORMAT JSON)`, with the values bound) of the statements
-    /// [`run`](Self::run) may send for this page, totals first: what the plan test holds
-    /// against sequential scans.
+    /// [`run`](Self::run) sends for this page, after those of the list's and its tiers'
+    /// totals (a tier's is sent only for deep pages): what the plan test holds against
+    /// sequential scans. The page is read as `run` reads it, to find which statements it sends.
     pub async fn explain(
         &self,
         mut ex: Exec<'_>,
@@ -595,19 +557,18 @@ impl ListQuery {
         size: i64,
     ) -> StoreResult<Vec<serde_json::Value>> {
         let total = self.total.read(ex.re()).await?;
-        let parts = self.parts(ex.re(), total).await?;
-        let mut statements: Vec<Sql> = Vec::new();
         let mut totals = Vec::new();
         self.total.statements(&mut totals);
-        for tier in &self.order.tiers {
-            if let Some(t) = &tier.total {
-                t.statements(&mut totals);
-            }
+        for part in self.parts() {
+            part.counted
+                .into_iter()
+                .for_each(|t| t.statements(&mut totals));
         }
-        statements.extend(totals.into_iter().cloned());
-        for (i, slice) in Self::slices(&parts, seek, size, total) {
-            statements.push(self.statement(&parts[i], slice).sql);
-        }
+        let mut statements: Vec<Sql> = totals.into_iter().cloned().collect();
+        let mut sent = Vec::new();
+        self.page::<Unread>(ex.re(), seek, size, total, Some(&mut sent))
+            .await?;
+        statements.extend(sent);
         let mut plans = Vec::new();
         for statement in &statements {
             let explain = statement
