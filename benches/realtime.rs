@@ -37,6 +37,9 @@ struct Config {
     rate: u64,
     duration: Duration,
     pushes: usize,
+    /// Posts as REST requests (`rest`), or as text frames on the members' own sockets
+    /// (`socket`), each member posting its share of its room's rate.
+    post_over_socket: bool,
     postgres_admin_url: Option<String>,
     redis_url: Option<String>,
 }
@@ -53,6 +56,11 @@ fn main() {
         rate: env_number("BENCH_RATE", 200, 1, 10_000),
         duration: Duration::from_secs(env_number("BENCH_SECONDS", 10, 1, 600)),
         pushes: env_number("BENCH_PUSHES", 500, 10, 100_000) as usize,
+        post_over_socket: match env_text("BENCH_POST_OVER").as_deref() {
+            None | Some("rest") => false,
+            Some("socket") => true,
+            Some(other) => panic!("BENCH_POST_OVER is rest or socket, not {other}"),
+        },
         postgres_admin_url: env_text("BENCH_DATABASE_URL"),
         redis_url: env_text("REDIS_URL"),
     };
@@ -262,7 +270,10 @@ async fn open(url: String) -> anyhow::Result<Socket> {
 /// Reads a socket until it ends (answering pings as tungstenite does when reading), calling
 /// `on_text` with each text frame.
 fn keep_reading(
-    mut socket: Socket,
+    mut socket: impl futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>>
+    + Unpin
+    + Send
+    + 'static,
     on_text: impl Fn(&str) + Send + 'static,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
@@ -409,7 +420,11 @@ async fn fan_out(
     let sent_at: Arc<Vec<Mutex<Option<Instant>>>> =
         Arc::new((0..total).map(|_| Mutex::new(None)).collect());
     let latencies = Arc::new(Mutex::new(Vec::with_capacity(total * config.room_members)));
+    let refused = Arc::new(AtomicUsize::new(0));
     let mut readers = Vec::new();
+    // Over sockets: each member's frames go through a task that writes them, in room order
+    // (member `m` of room `r` is `senders[r * members + m]`).
+    let mut senders = Vec::new();
     for (i, (project, company_token, expert_token)) in rooms
         .iter()
         .flat_map(|room| std::iter::repeat_n(room, config.room_members))
@@ -421,12 +436,34 @@ async fn fan_out(
             expert_token
         };
         let socket = open(server.ws(&format!("/api/ws/chat/{project}"), token)).await?;
-        let (sent_at, latencies) = (sent_at.clone(), latencies.clone());
+        let socket = if config.post_over_socket {
+            let (mut sink, socket) = socket.split();
+            let (send, mut to_send) = tokio::sync::mpsc::unbounded_channel::<String>();
+            senders.push(send);
+            readers.push(tokio::spawn(async move {
+                while let Some(text) = to_send.recv().await {
+                    if futures_util::SinkExt::send(&mut sink, Message::text(text))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            }));
+            futures_util::future::Either::Left(socket)
+        } else {
+            futures_util::future::Either::Right(socket)
+        };
+        let (sent_at, latencies, refused) = (sent_at.clone(), latencies.clone(), refused.clone());
         readers.push(keep_reading(socket, move |text| {
             let arrived = Instant::now();
             let Ok(frame) = serde_json::from_str::<Value>(text) else {
                 return;
             };
+            if frame["type"] == "error" {
+                refused.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
             if frame["type"] != "message.created" {
                 return;
             }
@@ -443,16 +480,28 @@ async fn fan_out(
     }
 
     // Open loop: one post every 1/(rate × rooms) s whatever the answers' pace, the rooms in
-    // turn (message `seq` goes to room `seq % rooms`).
+    // turn (message `seq` goes to room `seq % rooms`; over sockets, from its members in turn).
     let mut tick = tokio::time::interval(Duration::from_secs_f64(
         1.0 / (config.rate as f64 * config.rooms as f64),
     ));
-    let refused = Arc::new(AtomicUsize::new(0));
     let mut posts = Vec::with_capacity(total);
     for seq in 0..total {
         tick.tick().await;
+        let room = seq % config.rooms;
+        if config.post_over_socket {
+            let member = (seq / config.rooms) % config.room_members;
+            *sent_at[seq].lock().unwrap() = Some(Instant::now());
+            let frame = json!({"type": "message", "content": seq.to_string()}).to_string();
+            if senders[room * config.room_members + member]
+                .send(frame)
+                .is_err()
+            {
+                refused.fetch_add(1, Ordering::Relaxed);
+            }
+            continue;
+        }
         let (client, sent_at, refused) = (client.clone(), sent_at.clone(), refused.clone());
-        let (project, company_token, _) = &rooms[seq % config.rooms];
+        let (project, company_token, _) = &rooms[room];
         let url = format!("{}/api/chat/{project}", server.base);
         let token = company_token.clone();
         posts.push(tokio::spawn(async move {
@@ -483,13 +532,18 @@ async fn fan_out(
     let mut all = latencies.lock().unwrap().clone();
     all.sort();
     println!(
-        "chat fan-out, {} room(s) of {} members, {} msg/s each for {} s: {} of {expected} \
-         frames; REST post → member's frame p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; {} posts \
-         refused",
+        "chat fan-out, {} room(s) of {} members, {} msg/s each for {} s, posted over {}: {} of \
+         {expected} frames; post → member's frame p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; {} \
+         posts refused",
         config.rooms,
         config.room_members,
         config.rate,
         config.duration.as_secs(),
+        if config.post_over_socket {
+            "the members' sockets"
+        } else {
+            "REST"
+        },
         all.len(),
         percentile(&all, 0.5),
         percentile(&all, 0.99),

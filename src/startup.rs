@@ -131,6 +131,9 @@ impl Application {
             ),
             // Past this many waiting in one room, a post is answered 503.
             chat_posts: Arc::new(crate::state::Lines::new(2_500)),
+            // A room's actor waits for its group's commit, so at most one group per room
+            // waits here.
+            chat_commits: Arc::new(crate::state::Combining::new(usize::MAX)),
             chat_groups: Arc::default(),
             jobs,
             crm: crm_setup,

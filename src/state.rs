@@ -44,7 +44,10 @@ pub struct AppState {
     /// answered its message after that commit, or the error, type-erased here
     /// (`workflows::chat` knows it).
     pub chat_posts: Arc<Lines<Asked<ChatPost, anyhow::Result<crate::store::chat::Message>>>>,
-    /// The room actors' commits and the messages they stored (`/metrics`).
+    /// The rooms' groups of posts waiting for a commit shared across rooms
+    /// (`workflows::chat`): each is answered its posts' outcomes, type-erased here.
+    pub chat_commits: Arc<Combining<RoomGroup, Vec<anyhow::Result<crate::store::chat::Message>>>>,
+    /// The chat's commits and the messages they stored (`/metrics`).
     pub chat_groups: Arc<GroupCounts>,
     /// Every long-running loop of the service, by name (`background` starts them).
     pub jobs: actors::Jobs,
@@ -185,6 +188,32 @@ impl<T> Queue<T> {
         items.drain(..n).collect()
     }
 
+    /// Items waiting.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Takes items from the front while their weights add up to at most `max` (the first
+    /// one whatever its weight).
+    pub fn take_weighing(&self, max: usize, weight: impl Fn(&T) -> usize) -> Vec<T> {
+        let mut items = self.lock();
+        let mut total = 0;
+        let n = items
+            .iter()
+            .take_while(|item| {
+                total += weight(item);
+                total <= max
+            })
+            .count()
+            .max(1)
+            .min(items.len());
+        items.drain(..n).collect()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<T>> {
         self.items
             .lock()
@@ -199,6 +228,32 @@ pub struct ChatPost {
     pub admin: bool,
     /// The idempotency key the post's request holds: the group's transaction marks it.
     pub key: Option<crate::store::idempotency::Claim>,
+}
+
+/// One room's group of posts, handed by its actor to the commit shared across rooms.
+pub struct RoomGroup {
+    pub project_id: i64,
+    pub posts: Vec<ChatPost>,
+}
+
+/// Work that many tasks hand in to be done together (flat combining): each pushes its item,
+/// then either finds it answered or takes the turn and does everything waiting, answering
+/// each. So work handed in while one batch runs forms the next batch, with no task of its
+/// own to start, supervise or stop.
+pub struct Combining<T, A> {
+    pub waiting: Queue<Asked<T, A>>,
+    /// Held by whoever is doing the waiting work.
+    pub turn: tokio::sync::Mutex<()>,
+}
+
+impl<T, A> Combining<T, A> {
+    /// `capacity`: items that may wait (a push past it is refused).
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            waiting: Queue::new(capacity),
+            turn: tokio::sync::Mutex::new(()),
+        }
+    }
 }
 
 /// Items waiting per key for that key's actor, which takes them in groups, first in first

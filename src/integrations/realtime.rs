@@ -124,18 +124,40 @@ impl Realtime {
 
     /// Sends `frame` to every member of `room`, on every instance.
     pub async fn publish(&self, room: &str, frame: &str) -> Result<(), CacheError> {
-        self.cache
-            .publish(CHANNEL, &format!("{room}\n{frame}"))
-            .await
+        self.publish_all(room, &[frame]).await
+    }
+
+    /// Sends `frames` to every member of `room`, on every instance, in their order, as one
+    /// message on the channel: the room's name, then each frame on a line of its own (a
+    /// frame is compact JSON, which never holds a raw line break).
+    pub async fn publish_all(
+        &self,
+        room: &str,
+        frames: &[impl AsRef<str>],
+    ) -> Result<(), CacheError> {
+        if frames.is_empty() {
+            return Ok(());
+        }
+        let mut message = String::from(room);
+        for frame in frames {
+            let frame = frame.as_ref();
+            debug_assert!(!frame.contains('\n'), "a frame is one line");
+            message.push('\n');
+            message.push_str(frame);
+        }
+        self.cache.publish(CHANNEL, &message).await
     }
 
     fn hand_out(&self, message: &str) {
-        let Some((room, frame)) = message.split_once('\n') else {
+        let mut lines = message.split('\n');
+        let Some(room) = lines.next() else {
             return;
         };
-        let delivered = self.hub.broadcast(room, Arc::from(frame));
-        self.fanned_out
-            .fetch_add(delivered as u64, Ordering::Relaxed);
+        for frame in lines {
+            let delivered = self.hub.broadcast(room, Arc::from(frame));
+            self.fanned_out
+                .fetch_add(delivered as u64, Ordering::Relaxed);
+        }
     }
 
     /// A new session in `room`: its id and the queue its frames arrive on.
@@ -229,6 +251,21 @@ impl Realtime {
             .get(&presence_key(room, user_id))
             .await?
             .is_some())
+    }
+
+    /// [`Realtime::is_present`] for each `(room, user)`, in their order, in one round trip.
+    pub async fn are_present(&self, who: &[(String, i64)]) -> Result<Vec<bool>, CacheError> {
+        let keys: Vec<String> = who
+            .iter()
+            .map(|(room, user_id)| presence_key(room, *user_id))
+            .collect();
+        Ok(self
+            .cache
+            .get_all(&keys)
+            .await?
+            .iter()
+            .map(Option::is_some)
+            .collect())
     }
 
     fn lock_presence(&self) -> std::sync::MutexGuard<'_, HashMap<(String, i64), usize>> {

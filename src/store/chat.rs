@@ -48,14 +48,13 @@ pub struct NewFile {
     pub size: i64,
 }
 
-/// Writes `messages` to project `project_id` in one statement, and answers them as stored,
-/// in the order given: their ids increase in that order. The list is padded to a power of
-/// two with rows the statement leaves out (no position), so a handful of texts stay
-/// prepared whatever the group's size (`super::list_len`).
+/// Writes `messages`, each to its project, in one statement, and answers them as stored, in
+/// the order given: their ids increase in that order. The list is padded to a power of two
+/// with rows the statement leaves out (no position), so a handful of texts stay prepared
+/// whatever the group's size (`super::list_len`).
 pub async fn insert_all(
     ex: Exec<'_>,
-    project_id: i64,
-    messages: &[&NewMessage],
+    messages: &[(i64, &NewMessage)],
     now: DateTime<Utc>,
 ) -> StoreResult<Vec<Message>> {
     if messages.is_empty() {
@@ -66,24 +65,24 @@ pub async fn insert_all(
     let sql = format!(
         "INSERT INTO chat_messages (project_id, sender_id, content, file_path, file_name,
                                     file_mime, file_size, created_at)
-         SELECT $1, v.column2, v.column3, v.column4, v.column5, v.column6, v.column7, $2
+         SELECT v.column2, v.column3, v.column4, v.column5, v.column6, v.column7, v.column8, $1
          FROM (VALUES {}) AS v WHERE v.column1 IS NOT NULL ORDER BY v.column1
          RETURNING id, project_id, sender_id, content, file_path, file_name, file_mime,
                    file_size, edited_at, deleted_at, created_at",
-        super::value_rows(3, super::list_len(messages.len()), 7)
+        super::value_rows(2, super::list_len(messages.len()), 8)
     );
     let mut stored = on_exec!(ex, c => {
         // Placeholders only: the values are bound.
         let mut query = sqlx::query_as::<_, Message>(sqlx::AssertSqlSafe(sql.as_str()))
-            .bind(project_id)
             .bind(now);
         for position in 0..super::list_len(messages.len()) {
             let m = messages.get(position);
-            let file = m.and_then(|m| m.file.as_ref());
+            let file = m.and_then(|(_, m)| m.file.as_ref());
             query = query
                 .bind(m.map(|_| position as i64))
-                .bind(m.map(|m| m.sender_id))
-                .bind(m.map(|m| m.content.as_str()))
+                .bind(m.map(|(project_id, _)| *project_id))
+                .bind(m.map(|(_, m)| m.sender_id))
+                .bind(m.map(|(_, m)| m.content.as_str()))
                 .bind(file.map(|f| f.path.as_str()))
                 .bind(file.map(|f| f.name.as_str()))
                 .bind(file.map(|f| f.mime))
@@ -94,8 +93,9 @@ pub async fn insert_all(
     // RETURNING's order is the engine's; the ids follow the positions.
     stored.sort_by_key(|m| m.id);
     let in_order = stored.len() == messages.len()
-        && stored.iter().zip(messages).all(|(s, m)| {
-            s.sender_id == Some(m.sender_id)
+        && stored.iter().zip(messages).all(|(s, (project_id, m))| {
+            s.project_id == *project_id
+                && s.sender_id == Some(m.sender_id)
                 && s.content == m.content
                 && s.file_path.as_deref() == m.file.as_ref().map(|f| f.path.as_str())
         });

@@ -121,6 +121,22 @@ pub async fn find(ex: Exec<'_>, id: i64) -> StoreResult<Option<Project>> {
     )
 }
 
+/// The projects of `ids` that exist, in no particular order.
+pub async fn find_many(ex: Exec<'_>, ids: &[i64]) -> StoreResult<Vec<Project>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = select_projects!("WHERE p.id IN ({})")
+        .replace("{}", &super::placeholders(1, super::list_len(ids.len())));
+    Ok(on_exec!(ex, c => {
+        let mut query = sqlx::query_as::<_, Project>(sqlx::AssertSqlSafe(sql.as_str()));
+        for id in super::padded(ids) {
+            query = query.bind(*id);
+        }
+        query.fetch_all(c).await
+    })?)
+}
+
 /// How many projects a company has (its first project needs complete fiscal data).
 /// A project and how `user_id` stands to it beyond its own columns (formally invited,
 /// applied), in one round trip: what every read of one project needs.

@@ -7,15 +7,19 @@
 //! after a panic): stored, committed, then fanned out, so each room's frames go out in the
 //! order of the store. Posts go in groups (a group commit): a post joins its room's line
 //! (`state.chat_posts`) and asks the actor to store what waits there; the first such job takes
-//! up to [`GROUP`] posts, writes them in one statement with their events in one transaction,
-//! publishes their frames in line order after the commit and answers each. A new message also
-//! e-mails the participants not connected to the room (`chat_digest`).
+//! up to [`GROUP`] posts and hands them to the commit the rooms share (`state.chat_commits`),
+//! where the groups of every room waiting at that moment are written in one statement with
+//! their events in one transaction (so many quiet rooms share commits as one busy room's posts
+//! do). After that commit the room's actor publishes its frames in line order, as one message,
+//! and answers each post. A new message also e-mails the participants not connected to the
+//! room (`chat_digest`).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::ToSchema;
 
+use std::collections::HashMap;
 use std::future::Future;
 
 use tokio::sync::oneshot;
@@ -24,7 +28,7 @@ use crate::domain::text::ChatText;
 use crate::domain::token::random_token;
 use crate::domain::upload::{DocumentType, display_name};
 use crate::integrations::realtime::chat_room;
-use crate::state::{AppState, Asked, ChatPost};
+use crate::state::{AppState, Asked, ChatPost, RoomGroup};
 use crate::store::chat::{self, Message, NewFile, NewMessage};
 use crate::store::events::{self, NewEvent};
 use crate::store::projects::Project;
@@ -153,9 +157,21 @@ async fn push(state: &AppState, project_id: i64, kind: &str, data: serde_json::V
     }
 }
 
-async fn push_message(state: &AppState, kind: &str, m: &Message) {
+/// The frame of a change `kind` of message `m`.
+fn message_frame(kind: &str, m: &Message) -> String {
     let data = serde_json::to_value(MessageView::from(m.clone())).unwrap_or_default();
-    push(state, m.project_id, kind, data).await;
+    json!({"type": kind, "data": data}).to_string()
+}
+
+async fn push_message(state: &AppState, kind: &str, m: &Message) {
+    let frame = message_frame(kind, m);
+    if let Err(e) = state
+        .realtime
+        .publish(&chat_room(m.project_id), &frame)
+        .await
+    {
+        tracing::warn!(error = %e, project_id = m.project_id, "chat frame not pushed");
+    }
 }
 
 /// The most posts one commit of a room stores.
@@ -248,28 +264,157 @@ async fn store_waiting(state: &AppState, project_id: i64, ticket: u64) {
 
 type Waiting = Asked<ChatPost, anyhow::Result<Message>>;
 
-/// Stores a group of posts in one statement and one commit, publishes their frames in order,
-/// then answers each. When the group fails as a whole, its posts are tried again one by one,
-/// so one post that cannot be stored fails alone.
+/// The most posts one commit stores, over the groups of every room in it.
+pub const COMMIT: usize = 512;
+
+/// Stores a group of the room's posts (in the commit it shares with the groups of other rooms
+/// waiting then), publishes their frames in order as one message, then answers each post.
 async fn store_group(state: &AppState, project_id: i64, group: Vec<Waiting>) {
     let (posts, answers): (Vec<ChatPost>, Vec<_>) =
         group.into_iter().map(|a| (a.item, a.answer)).unzip();
-    let outcomes = match write_group(state, project_id, &posts).await {
-        Ok(outcomes) => outcomes,
+    let outcomes = stored_with_other_rooms(state, project_id, posts).await;
+    let frames: Vec<String> = outcomes
+        .iter()
+        .flatten()
+        .map(|m| message_frame("message.created", m))
+        .collect();
+    if let Err(e) = state
+        .realtime
+        .publish_all(&chat_room(project_id), &frames)
+        .await
+    {
+        tracing::warn!(error = %e, project_id, "chat frames not pushed");
+    }
+    for (outcome, answer) in outcomes.into_iter().zip(answers) {
+        // The poster may have stopped waiting; the message is stored all the same.
+        let _ = answer.send(outcome.map_err(anyhow::Error::from));
+    }
+}
+
+/// Hands the room's posts to the commit the rooms share (`AppState::chat_commits`): the room
+/// actor whose turn it is stores the groups of every room waiting then in one transaction and
+/// answers each, so a hundred rooms that each post a little share commits as one busy room's
+/// posts do. One outcome per post, in order.
+async fn stored_with_other_rooms(
+    state: &AppState,
+    project_id: i64,
+    posts: Vec<ChatPost>,
+) -> Vec<FlowResult<Message>> {
+    let count = posts.len();
+    let commits = &state.chat_commits;
+    let (answer, mut answered) = oneshot::channel();
+    let group = RoomGroup { project_id, posts };
+    if !commits.waiting.push(Asked {
+        item: group,
+        answer,
+    }) {
+        let busy = FlowError::unavailable("The chat is busy; send the message again");
+        return copies(busy, count);
+    }
+    loop {
+        tokio::select! {
+            // Answered by an earlier turn, or by this room's own.
+            biased;
+            outcomes = &mut answered => {
+                return match outcomes {
+                    Ok(outcomes) => outcomes
+                        .into_iter()
+                        .map(|o| {
+                            o.map_err(|e| e.downcast::<FlowError>().unwrap_or_else(FlowError::Internal))
+                        })
+                        .collect(),
+                    // The turn that took the group stopped half-way (its transaction is
+                    // rolled back unless it was committing).
+                    Err(_) => copies(
+                        FlowError::Internal(anyhow::anyhow!(
+                            "the chat's commit stopped before storing the message"
+                        )),
+                        count,
+                    ),
+                };
+            }
+            _turn = commits.turn.lock() => write_waiting(state).await,
+        }
+    }
+}
+
+/// A turn's work: takes the groups waiting (up to [`COMMIT`] posts in all), stores them in one
+/// transaction and answers each. When that transaction fails, each room's group is tried
+/// alone, so a room whose posts cannot be stored fails alone.
+async fn write_waiting(state: &AppState) {
+    let taken = state
+        .chat_commits
+        .waiting
+        .take_weighing(COMMIT, |asked| asked.item.posts.len());
+    if taken.is_empty() {
+        return;
+    }
+    let (groups, answers): (Vec<RoomGroup>, Vec<_>) =
+        taken.into_iter().map(|a| (a.item, a.answer)).unzip();
+    let rooms: Vec<(i64, &[ChatPost])> = groups
+        .iter()
+        .map(|g| (g.project_id, g.posts.as_slice()))
+        .collect();
+    let outcomes = if let [(project_id, posts)] = rooms[..] {
+        vec![write_room(state, project_id, posts).await]
+    } else {
+        match write_rooms(state, &rooms).await {
+            Ok(outcomes) => outcomes,
+            Err(Failed::Refused(e)) => {
+                tracing::warn!(error = %e, rooms = rooms.len(),
+                    "chat commit not stored; storing its rooms one by one");
+                let mut outcomes = Vec::with_capacity(rooms.len());
+                for &(project_id, posts) in &rooms {
+                    outcomes.push(write_room(state, project_id, posts).await);
+                }
+                outcomes
+            }
+            // No connection, or a commit that failed (it may have happened all the same: not
+            // written again): each post answered the error.
+            Err(failed) => {
+                let e = failed.into_error();
+                tracing::warn!(error = %e, rooms = rooms.len(), "chat commit not stored");
+                rooms
+                    .iter()
+                    .map(|(_, posts)| (0..posts.len()).map(|_| Err(again(&e))).collect())
+                    .collect()
+            }
+        }
+    };
+    for (outcome, answer) in outcomes.into_iter().zip(answers) {
+        let outcome = outcome
+            .into_iter()
+            .map(|o| o.map_err(anyhow::Error::from))
+            .collect();
+        // A room whose actor stopped waiting: its messages are stored all the same.
+        let _ = answer.send(outcome);
+    }
+}
+
+/// Stores one room's posts in one commit; when that fails, post by post, so one post that
+/// cannot be stored fails alone.
+async fn write_room(
+    state: &AppState,
+    project_id: i64,
+    posts: &[ChatPost],
+) -> Vec<FlowResult<Message>> {
+    match write_rooms(state, &[(project_id, posts)]).await {
+        Ok(mut outcomes) => outcomes.remove(0),
         Err(Failed::Refused(e)) if posts.len() > 1 => {
             tracing::warn!(error = %e, project_id, posts = posts.len(),
                 "chat group not stored; storing its posts one by one");
             let mut outcomes = Vec::with_capacity(posts.len());
             let mut unavailable = false;
-            for post in posts.chunks(1) {
+            for post in posts {
                 if unavailable {
                     outcomes.push(Err(FlowError::unavailable(
                         "The message could not be stored; send it again",
                     )));
                     continue;
                 }
-                outcomes.push(match write_group(state, project_id, post).await {
-                    Ok(mut one) => one.remove(0),
+                let alone = [(project_id, std::slice::from_ref(post))];
+                outcomes.push(match write_rooms(state, &alone).await {
+                    Ok(mut one) => one.remove(0).remove(0),
                     Err(failed) => {
                         // Without a connection, the rest are not tried.
                         unavailable = matches!(failed, Failed::Unavailable(_));
@@ -279,25 +424,39 @@ async fn store_group(state: &AppState, project_id: i64, group: Vec<Waiting>) {
             }
             outcomes
         }
-        // A group of one, no connection, or a commit that failed (it may have happened all the
-        // same: not written again): each post answered the error.
+        // A post alone, no connection, or a commit that failed: each post answered the error.
         Err(failed) => {
             let e = failed.into_error();
             tracing::warn!(error = %e, project_id, posts = posts.len(), "chat group not stored");
-            let mut outcomes: Vec<FlowResult<Message>> = (1..posts.len())
-                .map(|_| Err(FlowError::Internal(anyhow::anyhow!("{e}"))))
-                .collect();
-            outcomes.push(Err(e));
-            outcomes
+            copies(e, posts.len())
         }
-    };
-    for message in outcomes.iter().flatten() {
-        push_message(state, "message.created", message).await;
     }
-    for (outcome, answer) in outcomes.into_iter().zip(answers) {
-        // The poster may have stopped waiting; the message is stored all the same.
-        let _ = answer.send(outcome.map_err(anyhow::Error::from));
+}
+
+/// `e` again, for another post it fails: a refusal as itself, anything else as an internal
+/// error of the same text.
+fn again(e: &FlowError) -> FlowError {
+    match e {
+        FlowError::Refused {
+            kind,
+            code,
+            detail,
+            field,
+        } => FlowError::Refused {
+            kind: *kind,
+            code: code.clone(),
+            detail: detail.clone(),
+            field: *field,
+        },
+        other => FlowError::Internal(anyhow::anyhow!("{other}")),
     }
+}
+
+/// `e` as the outcome of each of `n` posts.
+fn copies(e: FlowError, n: usize) -> Vec<FlowResult<Message>> {
+    let mut outcomes: Vec<FlowResult<Message>> = (1..n).map(|_| Err(again(&e))).collect();
+    outcomes.push(Err(e));
+    outcomes
 }
 
 /// Why a group was not stored.
@@ -319,14 +478,13 @@ impl Failed {
     }
 }
 
-/// Writes the posts of its authors who take part in the chat (the others are answered 404) in
-/// one statement, their events (e-mails included) in a second, and commits: one outcome per
-/// post, in order. An error fails the whole group.
-async fn write_group(
+/// Writes the posts of each room whose authors take part in its chat (the others are
+/// answered 404) in one statement, their events (e-mails included) in a second, and commits:
+/// for each room, one outcome per post, in order. An error fails them all.
+async fn write_rooms(
     state: &AppState,
-    project_id: i64,
-    posts: &[ChatPost],
-) -> Result<Vec<FlowResult<Message>>, Failed> {
+    rooms: &[(i64, &[ChatPost])],
+) -> Result<Vec<Vec<FlowResult<Message>>>, Failed> {
     let now = state.clock.now();
     let mut tx = state
         .db
@@ -335,12 +493,13 @@ async fn write_group(
         .map_err(|e| Failed::Unavailable(e.into()))?;
     // The posts' idempotency keys commit with them (a key taken over fails its post alone,
     // when the group is tried again post by post).
-    for key in posts.iter().filter_map(|p| p.key.as_ref()) {
+    let posts = rooms.iter().flat_map(|(_, posts)| posts.iter());
+    for key in posts.filter_map(|p| p.key.as_ref()) {
         crate::store::idempotency::mark_work(tx.exec(), key)
             .await
             .map_err(|e| Failed::Refused(e.into()))?;
     }
-    let written = write_in(state, &mut tx, project_id, posts, now).await;
+    let written = write_in(state, &mut tx, rooms, now).await;
     let (outcomes, stored) = written.map_err(Failed::Refused)?;
     if stored > 0 {
         state
@@ -352,50 +511,63 @@ async fn write_group(
     Ok(outcomes)
 }
 
-/// [`write_group`]'s statements, in `tx`: the outcomes, and how many messages were written.
+/// [`write_rooms`]'s statements, in `tx`: the outcomes, and how many messages were written.
 async fn write_in(
     state: &AppState,
     tx: &mut Tx,
-    project_id: i64,
-    posts: &[ChatPost],
+    rooms: &[(i64, &[ChatPost])],
     now: chrono::DateTime<chrono::Utc>,
-) -> FlowResult<(Vec<FlowResult<Message>>, usize)> {
-    let Some(project) = projects::find(tx.exec(), project_id).await? else {
-        return Ok((posts.iter().map(|_| Err(not_found())).collect(), 0));
-    };
-    let takes_part = |post: &ChatPost| {
-        let sender = post.message.sender_id;
-        project.company_id == Some(sender) || project.expert_id == Some(sender) || post.admin
-    };
-    let admitted: Vec<&NewMessage> = posts
-        .iter()
-        .filter(|p| takes_part(p))
-        .map(|p| &p.message)
+) -> FlowResult<(Vec<Vec<FlowResult<Message>>>, usize)> {
+    let ids: Vec<i64> = rooms.iter().map(|(id, _)| *id).collect();
+    let projects: HashMap<i64, Project> = projects::find_many(tx.exec(), &ids)
+        .await?
+        .into_iter()
+        .map(|p| (p.id, p))
         .collect();
-    if admitted.is_empty() {
-        return Ok((posts.iter().map(|_| Err(not_found())).collect(), 0));
+    // Its project's company, its selected expert, or an administrator mediating.
+    let takes_part = |project_id: i64, post: &ChatPost| {
+        projects.get(&project_id).is_some_and(|project| {
+            let sender = post.message.sender_id;
+            project.company_id == Some(sender) || project.expert_id == Some(sender) || post.admin
+        })
+    };
+    let admitted: Vec<(i64, &NewMessage)> = rooms
+        .iter()
+        .flat_map(|&(id, posts)| posts.iter().map(move |post| (id, post)))
+        .filter(|&(id, post)| takes_part(id, post))
+        .map(|(id, post)| (id, &post.message))
+        .collect();
+    let stored = chat::insert_all(tx.exec(), &admitted, now).await?;
+    if !stored.is_empty() {
+        let with_messages: Vec<&Project> = projects.values().collect();
+        let mut seen = crate::workflows::chat_digest::Seen::in_rooms(state, &with_messages).await;
+        let mut created = Vec::with_capacity(stored.len());
+        for m in &stored {
+            let project = &projects[&m.project_id];
+            let sender = m.sender_id.unwrap_or_default();
+            let seen = seen.entry(m.project_id).or_default();
+            let emails =
+                crate::workflows::chat_digest::emails_for(state, tx, project, sender, now, seen)
+                    .await?;
+            created.push(event("chat.message_created", m, emails));
+        }
+        events::record_all(tx.exec(), &created, now).await?;
     }
-    let stored = chat::insert_all(tx.exec(), project_id, &admitted, now).await?;
-    let mut seen = crate::workflows::chat_digest::Seen::default();
-    let mut created = Vec::with_capacity(stored.len());
-    for m in &stored {
-        let sender = m.sender_id.unwrap_or_default();
-        let emails =
-            crate::workflows::chat_digest::emails_for(state, tx, &project, sender, now, &mut seen)
-                .await?;
-        created.push(event("chat.message_created", m, emails));
-    }
-    events::record_all(tx.exec(), &created, now).await?;
     let count = stored.len();
     let mut stored = stored.into_iter();
-    let outcomes = posts
+    let outcomes = rooms
         .iter()
-        .map(|p| {
-            if takes_part(p) {
-                stored.next().ok_or_else(not_found)
-            } else {
-                Err(not_found())
-            }
+        .map(|&(id, posts)| {
+            posts
+                .iter()
+                .map(|post| {
+                    if takes_part(id, post) {
+                        stored.next().ok_or_else(not_found)
+                    } else {
+                        Err(not_found())
+                    }
+                })
+                .collect()
         })
         .collect();
     Ok((outcomes, count))

@@ -37,6 +37,43 @@ pub struct Seen {
     claimed: HashSet<i64>,
 }
 
+impl Seen {
+    /// What the posts of each room of `projects` start from: whether each of its parties is
+    /// present, asked for every room in one round trip (without the cache, each counts as
+    /// absent: no frame reaches anyone either, so the e-mail is the way).
+    pub async fn in_rooms(state: &AppState, projects: &[&Project]) -> HashMap<i64, Seen> {
+        let parties: Vec<(i64, i64)> = projects
+            .iter()
+            .flat_map(|p| {
+                [p.company_id, p.expert_id]
+                    .into_iter()
+                    .flatten()
+                    .map(move |user_id| (p.id, user_id))
+            })
+            .collect();
+        let asked: Vec<(String, i64)> = parties
+            .iter()
+            .map(|(project_id, user_id)| (chat_room(*project_id), *user_id))
+            .collect();
+        let present = state
+            .realtime
+            .are_present(&asked)
+            .await
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, rooms = projects.len(), "chat presence unknown");
+                vec![false; asked.len()]
+            });
+        let mut seen: HashMap<i64, Seen> =
+            projects.iter().map(|p| (p.id, Seen::default())).collect();
+        for ((project_id, user_id), present) in parties.into_iter().zip(present) {
+            if let Some(room) = seen.get_mut(&project_id) {
+                room.present.insert(user_id, present);
+            }
+        }
+        seen
+    }
+}
+
 /// The `email` entries a new message by `sender_id` causes (for the event of the message).
 /// The posts of one group ask in turn with the same `seen`, in the transaction that stores
 /// them all: each gets the e-mails it would have had alone.

@@ -1,6 +1,7 @@
 //! A chat room's group commit: the posts waiting for the room's actor are stored together (one
 //! statement, one commit), in the order they reached the room, each answered its message
-//! after that commit and fanned out in the store's order; `/metrics` counts the commits.
+//! after that commit and fanned out in the store's order; the groups of several rooms waiting
+//! at once share one commit; `/metrics` counts the commits.
 
 use std::time::Duration;
 
@@ -312,4 +313,167 @@ async fn a_post_that_cannot_be_stored_fails_alone_and_the_rest_of_its_group_is_s
         ids,
         "the others stored once each"
     );
+}
+
+/// Holds the commit the rooms share until `rooms` groups wait for it (10 s at most), then lets
+/// it go: those groups are then written by one turn.
+async fn share_commit_when_waiting(state: &AppState, rooms: usize) {
+    let turn = state.chat_commits.turn.lock().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while state.chat_commits.waiting.len() < rooms && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(
+        state.chat_commits.waiting.len(),
+        rooms,
+        "every room's group waits"
+    );
+    drop(turn);
+}
+
+/// Posts `per_room` messages to each room, as its company (except where `author` says
+/// otherwise), with each room's posts in one group and every room's group waiting for the
+/// same commit; the answers, room by room, in post order.
+async fn post_in_rooms_at_once(
+    m: &Market,
+    rooms: &[crate::escrow::Deal],
+    per_room: usize,
+    author: impl Fn(usize, usize) -> Option<Caller>,
+) -> Vec<Vec<marketplace::workflows::error::FlowResult<marketplace::store::chat::Message>>> {
+    let state = &m.app.state;
+    let holds = futures_util::future::join_all(
+        rooms
+            .iter()
+            .map(|d| hold_until_waiting(state, d.project_id, per_room)),
+    );
+    let posts = futures_util::future::join_all(rooms.iter().enumerate().map(|(r, d)| {
+        let author = &author;
+        futures_util::future::join_all((0..per_room).map(move |n| {
+            let who = author(r, n).unwrap_or(Caller {
+                id: d.company.id,
+                admin: false,
+                company: true,
+                expert: false,
+            });
+            let text = ChatText::parse(format!("room {r} post {n}")).unwrap();
+            async move { chat::post(state, &who, d.project_id, text).await }
+        }))
+    }));
+    // Polled first, so the commit is held before any group can reach it.
+    let ((), held, answers) =
+        futures_util::join!(share_commit_when_waiting(state, rooms.len()), holds, posts);
+    for h in held {
+        h.unwrap();
+    }
+    answers
+}
+
+#[actix_web::test]
+async fn groups_of_several_rooms_waiting_at_once_share_one_commit_each_in_its_order() {
+    let m = Market::open().await;
+    let mut rooms = Vec::new();
+    for name in ["north", "south", "east"] {
+        rooms.push(deal(&m, name, [100.0, 100.0, 100.0]).await);
+    }
+    let mut listener = connect(
+        &m.app,
+        &format!("/api/ws/chat/{}", rooms[1].project_id),
+        &rooms[1].company.access_token,
+    )
+    .await;
+    const PER_ROOM: usize = 6;
+    let (commits_before, stored_before) =
+        (metric(&m.app, COMMITS).await, metric(&m.app, STORED).await);
+
+    let answers = post_in_rooms_at_once(&m, &rooms, PER_ROOM, |_, _| None).await;
+
+    // One commit for the three rooms' groups.
+    assert_eq!(metric(&m.app, COMMITS).await - commits_before, 1.0);
+    assert_eq!(
+        metric(&m.app, STORED).await - stored_before,
+        (rooms.len() * PER_ROOM) as f64
+    );
+    for (r, (d, answers)) in rooms.iter().zip(answers).enumerate() {
+        let ids: Vec<i64> = answers
+            .into_iter()
+            .enumerate()
+            .map(|(n, answer)| {
+                let message = answer.unwrap_or_else(|e| panic!("room {r} post {n}: {e}"));
+                assert_eq!(message.project_id, d.project_id);
+                assert_eq!(message.content, format!("room {r} post {n}"));
+                message.id
+            })
+            .collect();
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "room {r} in order: {ids:?}"
+        );
+        let stored = history(&m, d.project_id).await;
+        assert_eq!(
+            stored.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+            ids,
+            "room {r}"
+        );
+        assert_eq!(
+            m.count(
+                "SELECT COUNT(*) FROM events WHERE kind = 'chat.message_created' AND aggregate_id = $1",
+                d.project_id
+            )
+            .await,
+            PER_ROOM as i64
+        );
+    }
+    // A room's frames, published together, arrive one by one in its order, and only its own.
+    for n in 0..PER_ROOM {
+        let frame = next_frame(&mut listener).await;
+        assert_eq!(frame["type"], "message.created");
+        assert_eq!(frame["data"]["content"], format!("room 1 post {n}"));
+        assert_eq!(frame["data"]["project_id"], rooms[1].project_id);
+    }
+}
+
+#[actix_web::test]
+async fn a_room_whose_group_cannot_be_stored_fails_alone_in_a_shared_commit() {
+    let m = Market::open().await;
+    let mut rooms = Vec::new();
+    for name in ["west", "ghosted", "river"] {
+        rooms.push(deal(&m, name, [100.0, 100.0, 100.0]).await);
+    }
+    const PER_ROOM: usize = 4;
+    // An administrator's account that no longer exists, posting third in the second room:
+    // admitted as a mediator, refused by the store, so the shared commit fails and each
+    // room is tried alone (the second post by post).
+    let ghost = Caller {
+        id: 999_999_999,
+        admin: true,
+        company: false,
+        expert: false,
+    };
+    let answers = post_in_rooms_at_once(&m, &rooms, PER_ROOM, |r, n| {
+        (r == 1 && n == 2).then_some(ghost)
+    })
+    .await;
+
+    for (r, (d, answers)) in rooms.iter().zip(answers).enumerate() {
+        let mut ids = Vec::new();
+        for (n, answer) in answers.into_iter().enumerate() {
+            if r == 1 && n == 2 {
+                assert!(answer.is_err(), "the ghost's post is refused");
+                continue;
+            }
+            let message = answer.unwrap_or_else(|e| panic!("room {r} post {n}: {e}"));
+            assert_eq!(message.content, format!("room {r} post {n}"));
+            ids.push(message.id);
+        }
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "room {r} in order: {ids:?}"
+        );
+        let stored = history(&m, d.project_id).await;
+        assert_eq!(
+            stored.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+            ids,
+            "room {r}"
+        );
+    }
 }

@@ -82,9 +82,9 @@ async fn chat_group(app: &TestApp, room: i64, sender: i64, size: usize) -> Vec<i
             file: None,
         })
         .collect();
-    let refs: Vec<&NewMessage> = group.iter().collect();
+    let refs: Vec<(i64, &NewMessage)> = group.iter().map(|m| (room, m)).collect();
     let mut conn = app.db.conn().await.unwrap();
-    let stored = chat::insert_all(conn.exec(), room, &refs, app.clock.now()).await;
+    let stored = chat::insert_all(conn.exec(), &refs, app.clock.now()).await;
     stored.unwrap().iter().map(|m| m.id).collect()
 }
 

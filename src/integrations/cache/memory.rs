@@ -127,6 +127,15 @@ impl Cache for MemoryCache {
             .map(|entry| entry.value.clone()))
     }
 
+    async fn get_all(&self, keys: &[String]) -> Result<Vec<Option<String>>, CacheError> {
+        let mut entries = lock(&self.entries);
+        let now = Instant::now();
+        Ok(keys
+            .iter()
+            .map(|key| entries.live_mut(key, now).map(|entry| entry.value.clone()))
+            .collect())
+    }
+
     async fn set(&self, key: &str, value: &str, ttl: Duration) -> Result<(), CacheError> {
         let ttl = whole_millis(ttl)?;
         let now = Instant::now();

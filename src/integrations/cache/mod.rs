@@ -49,6 +49,10 @@ pub trait Cache: Send + Sync + 'static {
     /// The value stored under `key`, or `None` when absent or expired.
     async fn get(&self, key: &str) -> Result<Option<String>, CacheError>;
 
+    /// The values of `keys`, in their order (`None` where absent or expired), in one round
+    /// trip.
+    async fn get_all(&self, keys: &[String]) -> Result<Vec<Option<String>>, CacheError>;
+
     /// Stores `value` under `key` for `ttl`, replacing any previous value and TTL.
     async fn set(&self, key: &str, value: &str, ttl: Duration) -> Result<(), CacheError>;
 

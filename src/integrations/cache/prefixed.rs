@@ -35,6 +35,10 @@ impl Cache for Prefixed {
     async fn get(&self, key: &str) -> Result<Option<String>, CacheError> {
         self.inner.get(&self.key(key)).await
     }
+    async fn get_all(&self, keys: &[String]) -> Result<Vec<Option<String>>, CacheError> {
+        let keys: Vec<String> = keys.iter().map(|k| self.key(k)).collect();
+        self.inner.get_all(&keys).await
+    }
     async fn set(&self, key: &str, value: &str, ttl: Duration) -> Result<(), CacheError> {
         self.inner.set(&self.key(key), value, ttl).await
     }

@@ -151,6 +151,13 @@ impl Cache for RedisCache {
         self.query("get", redis::cmd("GET").arg(key)).await
     }
 
+    async fn get_all(&self, keys: &[String]) -> Result<Vec<Option<String>>, CacheError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.query("mget", redis::cmd("MGET").arg(keys)).await
+    }
+
     async fn set(&self, key: &str, value: &str, ttl: Duration) -> Result<(), CacheError> {
         let ttl = millis(ttl)?;
         let command = redis::cmd("SET")

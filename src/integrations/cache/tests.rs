@@ -51,6 +51,20 @@ mod behaviour {
         cache.delete(&key).await.expect("delete");
     }
 
+    pub async fn get_all_answers_each_key_in_order(cache: &dyn Cache) {
+        let (a, b, absent) = (unique("all-a"), unique("all-b"), unique("all-absent"));
+        cache.set(&a, "one", LONG_TTL).await.expect("set a");
+        cache.set(&b, "two", LONG_TTL).await.expect("set b");
+        let keys = [b.clone(), absent, a.clone(), b.clone()];
+        assert_eq!(
+            cache.get_all(&keys).await.expect("get_all"),
+            [Some("two"), None, Some("one"), Some("two")].map(|v| v.map(str::to_owned))
+        );
+        assert!(cache.get_all(&[]).await.expect("none").is_empty());
+        cache.delete(&a).await.expect("delete a");
+        cache.delete(&b).await.expect("delete b");
+    }
+
     pub async fn entries_expire_after_their_ttl(cache: &dyn Cache) {
         let short = unique("expiry-short");
         let long = unique("expiry-long");
@@ -367,6 +381,7 @@ macro_rules! for_every_backend {
 
 for_every_backend!(
     set_then_get_returns_the_value,
+    get_all_answers_each_key_in_order,
     entries_expire_after_their_ttl,
     set_if_absent_sets_only_when_absent,
     set_if_absent_has_exactly_one_winner_among_20_callers,
