@@ -370,6 +370,9 @@ async fn serve(
     // Whether the client reads what it is sent (false once it is closed for not reading).
     let mut keeps_up = true;
     let mut budgets = FrameBudgets::default();
+    // The socket's messages waiting for their commits, answered (an error frame when one is
+    // not stored) in the order they were sent.
+    let mut posting = futures_util::stream::FuturesOrdered::<Posting>::new();
     let mut draining = state.readiness.watch();
     if let Some(greeting) = greeting
         && session.text(greeting).await.is_err()
@@ -412,7 +415,17 @@ async fn serve(
                     break;
                 }
             },
-            message = stream.recv() => match message {
+            // A message waiting for its commit does not hold up the frames going out.
+            Some(stored) = futures_util::StreamExt::next(&mut posting), if !posting.is_empty() => {
+                if let Err(error) = stored {
+                    let frame = refusal_frame(error, &socket, chat_project.unwrap_or_default());
+                    if session.text(frame).await.is_err() {
+                        break;
+                    }
+                }
+            }
+            // Past `POSTS_IN_FLIGHT` waiting, the client's frames wait in the connection.
+            message = stream.recv(), if posting.len() < POSTS_IN_FLIGHT => match message {
                 Some(Ok(Message::Ping(bytes))) => {
                     if session.pong(&bytes).await.is_err() {
                         break;
@@ -423,10 +436,17 @@ async fn serve(
                     awaiting_pong = false;
                 }
                 Some(Ok(Message::Text(text))) => {
-                    let answer =
+                    let handled =
                         Box::pin(handle_text(state, &socket, &mut budgets, chat_project, &text))
                             .await;
-                    let Some(answer) = answer else { continue };
+                    let answer = match handled {
+                        Handled::Done => continue,
+                        Handled::Posted(stored) => {
+                            posting.push_back(stored);
+                            continue;
+                        }
+                        Handled::Answer(answer) => answer,
+                    };
                     if session.text(answer.frame).await.is_err() {
                         break;
                     }
@@ -545,6 +565,28 @@ struct FrameBudgets {
     refused: RefusedFrames,
 }
 
+/// Messages one socket may have waiting for their commits at once.
+const POSTS_IN_FLIGHT: usize = 32;
+
+/// A message of the socket in its room's line: nothing to answer once stored, else the error.
+type Posting = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ApiError>>>>;
+
+/// What a client's text frame comes to.
+enum Handled {
+    /// Nothing to answer.
+    Done,
+    /// A frame to answer now.
+    Answer(Answer),
+    /// A message in its room's line, answered only if it is not stored.
+    Posted(Posting),
+}
+
+impl From<String> for Handled {
+    fn from(frame: String) -> Self {
+        Handled::Answer(frame.into())
+    }
+}
+
 /// A frame to answer a client's frame with; `over_budget` when it refuses a message past the
 /// account's chat budget.
 struct Answer {
@@ -577,12 +619,12 @@ async fn handle_text(
     budgets: &mut FrameBudgets,
     chat_project: Option<i64>,
     text: &str,
-) -> Option<Answer> {
+) -> Handled {
     let Some(project_id) = chat_project else {
-        return Some(error_frame("this socket only receives").into());
+        return error_frame("this socket only receives").into();
     };
     let Ok(frame) = serde_json::from_str::<ClientFrame>(text) else {
-        return Some(error_frame("expected {\"type\": \"message\" | \"typing\", …}").into());
+        return error_frame("expected {\"type\": \"message\" | \"typing\", …}").into();
     };
     let caller = socket.caller();
     match frame.kind.as_str() {
@@ -592,21 +634,24 @@ async fn handle_text(
                 if over_budget {
                     state.sockets.frame_refused(FrameRefusal::ChatBudget);
                 }
-                return Some(Answer {
+                return Handled::Answer(Answer {
                     frame: refusal_frame(error, socket, project_id),
                     over_budget,
                 });
             }
             // The same type as REST's body: the same refusal, and nothing unchecked stored.
-            let posted = match ChatText::parse(frame.content.unwrap_or_default()) {
-                Ok(content) => chat::post(state, &caller, project_id, content)
-                    .await
-                    .map_err(ApiError::from),
-                Err(e) => Err(ApiError::invalid_field("content", e.to_string())),
-            };
-            posted
-                .err()
-                .map(|error| refusal_frame(error, socket, project_id).into())
+            match ChatText::parse(frame.content.unwrap_or_default()) {
+                Ok(content) => {
+                    let stored = chat::post(state, &caller, project_id, content);
+                    Handled::Posted(Box::pin(async move {
+                        stored.await.map(|_| ()).map_err(ApiError::from)
+                    }))
+                }
+                Err(e) => {
+                    let error = ApiError::invalid_field("content", e.to_string());
+                    refusal_frame(error, socket, project_id).into()
+                }
+            }
         }
         "typing" => {
             let now = state.clock.now().timestamp_millis();
@@ -617,9 +662,9 @@ async fn handle_text(
                 }
                 Take::Refused { .. } => state.sockets.frame_refused(FrameRefusal::Typing),
             }
-            None
+            Handled::Done
         }
-        _ => Some(error_frame("unknown frame type").into()),
+        _ => error_frame("unknown frame type").into(),
     }
 }
 

@@ -177,67 +177,74 @@ async fn push_message(state: &AppState, kind: &str, m: &Message) {
 /// The most posts one commit of a room stores.
 pub const GROUP: usize = 64;
 
-/// Posts a message; REST and WebSocket alike hand it text they parsed as a [`ChatText`].
-pub async fn post(
+/// Posts a message; REST and WebSocket alike hand it text they parsed as a [`ChatText`]. The
+/// message takes its place in its room's line before this returns (see [`in_line`]), so a
+/// socket may wait for several of its messages at once and they keep the order it sent them.
+pub fn post(
     state: &AppState,
     caller: &Caller,
     project_id: i64,
     content: ChatText,
-) -> FlowResult<Message> {
+) -> impl Future<Output = FlowResult<Message>> + 'static + use<> {
     let message = NewMessage {
         sender_id: caller.id,
         content: content.into_string(),
         file: None,
     };
-    in_line(state, caller, project_id, message).await
+    in_line(state, caller, project_id, message)
 }
 
-/// Puts the message in its room's line and has the room's actor store what waits there (this
-/// message among them), then answers it as stored, or why not.
-async fn in_line(
+/// Puts the message in its room's line and asks the room's actor to store what waits there,
+/// both before it returns: the message's place among the room's posts is taken now, and a
+/// future dropped unpolled still has it stored. The future answers the message as stored, or
+/// why not.
+fn in_line(
     state: &AppState,
     caller: &Caller,
     project_id: i64,
     message: NewMessage,
-) -> FlowResult<Message> {
+) -> impl Future<Output = FlowResult<Message>> + 'static + use<> {
     let (answer, answered) = oneshot::channel();
     let post = ChatPost {
         message,
         admin: caller.admin,
         key: crate::store::idempotency::current(),
     };
-    let Some(ticket) = state
+    let queued = state
         .chat_posts
         .push(project_id, Asked { item: post, answer })
-    else {
-        tracing::warn!(project_id, "chat room line full; the post is refused");
-        return Err(FlowError::unavailable(
-            "The chat room is busy; send the message again",
-        ));
-    };
-    let st = state.clone();
-    let stored = state
-        .chat_rooms
-        .call(project_id, move || async move {
-            store_waiting(&st, project_id, ticket).await;
-        })
-        .await;
-    if let Err(e) = stored {
-        // The job did not end normally: a post still in the line is taken back (nothing was
-        // stored); one already taken is answered by its group (with an error if that group
-        // is what failed).
-        if state.chat_posts.withdraw(project_id, ticket).is_some() {
-            return Err(e.into());
+        .map(|ticket| {
+            let st = state.clone();
+            let stored = state.chat_rooms.call(project_id, move || async move {
+                store_waiting(&st, project_id, ticket).await;
+            });
+            (ticket, stored)
+        });
+    let state = state.clone();
+    async move {
+        let Some((ticket, stored)) = queued else {
+            tracing::warn!(project_id, "chat room line full; the post is refused");
+            return Err(FlowError::unavailable(
+                "The chat room is busy; send the message again",
+            ));
+        };
+        if let Err(e) = stored.await {
+            // The job did not end normally: a post still in the line is taken back (nothing
+            // was stored); one already taken is answered by its group (with an error if that
+            // group is what failed).
+            if state.chat_posts.withdraw(project_id, ticket).is_some() {
+                return Err(e.into());
+            }
         }
-    }
-    match answered.await {
-        Ok(Ok(message)) => Ok(message),
-        Ok(Err(e)) => Err(e
-            .downcast::<FlowError>()
-            .unwrap_or_else(FlowError::Internal)),
-        Err(_) => Err(FlowError::Internal(anyhow::anyhow!(
-            "the chat room stopped before storing the message"
-        ))),
+        match answered.await {
+            Ok(Ok(message)) => Ok(message),
+            Ok(Err(e)) => Err(e
+                .downcast::<FlowError>()
+                .unwrap_or_else(FlowError::Internal)),
+            Err(_) => Err(FlowError::Internal(anyhow::anyhow!(
+                "the chat room stopped before storing the message"
+            ))),
+        }
     }
 }
 

@@ -477,3 +477,54 @@ async fn a_room_whose_group_cannot_be_stored_fails_alone_in_a_shared_commit() {
         );
     }
 }
+
+#[actix_web::test]
+async fn a_socket_whose_messages_wait_for_their_commit_still_receives_frames_and_keeps_their_order()
+{
+    let m = Market::open().await;
+    let d = deal(&m, "patient", [100.0, 100.0, 100.0]).await;
+    let room = format!("/api/ws/chat/{}", d.project_id);
+    let mut poster = connect(&m.app, &room, &d.company.access_token).await;
+    let mut typist = connect(&m.app, &room, &d.expert.access_token).await;
+    let count = || {
+        m.count(
+            "SELECT COUNT(*) FROM chat_messages WHERE project_id = $1",
+            d.project_id,
+        )
+    };
+
+    // The commit the rooms share is held: the poster's messages wait for it.
+    let turn = m.app.state.chat_commits.turn.lock().await;
+    for n in 0..3 {
+        let frame = j!({"type": "message", "content": format!("patient {n}")});
+        poster.send(Message::text(frame.to_string())).await.unwrap();
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while m.app.state.chat_commits.waiting.is_empty() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        !m.app.state.chat_commits.waiting.is_empty(),
+        "a group waits"
+    );
+    // Meanwhile the room's other frames reach the poster.
+    let typing = j!({"type": "typing"});
+    typist
+        .send(Message::text(typing.to_string()))
+        .await
+        .unwrap();
+    let frame = next_frame(&mut poster).await;
+    assert_eq!(frame["type"], "typing");
+    assert_eq!(frame["data"]["user_id"], d.expert.id);
+    assert_eq!(count().await, 0, "nothing stored while the commit is held");
+
+    drop(turn);
+    for n in 0..3 {
+        let frame = next_frame(&mut poster).await;
+        assert_eq!(frame["type"], "message.created");
+        assert_eq!(frame["data"]["content"], format!("patient {n}"));
+    }
+    let stored = history(&m, d.project_id).await;
+    let contents: Vec<&str> = stored.iter().map(|(_, c)| c.as_str()).collect();
+    assert_eq!(contents, ["patient 0", "patient 1", "patient 2"]);
+}
