@@ -170,6 +170,38 @@ where
         self.statements.get_or_init(|| Statements::of(&self.table))
     }
 
+    /// The engine's plan of a claim at `now` ([`Queue::claim`]), as text: what an operator
+    /// (and a test) reads to see that a claim reads the due rows alone, not the whole table.
+    pub async fn claim_plan(
+        &'static self,
+        ex: Exec<'_>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<String> {
+        let claim = self.statements().claim.as_str();
+        let lines: Vec<String> = match ex {
+            Exec::Postgres(c) => {
+                let sql = format!("EXPLAIN {claim}");
+                sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+                    .bind(now)
+                    .bind(now)
+                    .bind(50_i64)
+                    .fetch_all(c)
+                    .await?
+            }
+            Exec::Sqlite(c) => {
+                let sql = format!("EXPLAIN QUERY PLAN {claim}");
+                let rows: Vec<(i64, i64, i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                    .bind(now)
+                    .bind(now)
+                    .bind(50_i64)
+                    .fetch_all(c)
+                    .await?;
+                rows.into_iter().map(|(_, _, _, detail)| detail).collect()
+            }
+        };
+        Ok(lines.join("\n"))
+    }
+
     /// Claims up to `limit` due rows, in the queue's order, until `lease_until`, in one
     /// statement; answers them by id. The update checks again that each row is due, so of
     /// several claimers (other instances) exactly one claims each attempt.

@@ -54,7 +54,7 @@ pub fn alike(events: &[&Event], outcome: Result<(), String>) -> Vec<anyhow::Resu
 /// its consumers to get through `BATCH` events (a lease that runs out only repeats idempotent
 /// work), short enough that a crashed dispatcher's events wait little.
 const LEASE: Duration = Duration::seconds(60);
-const BATCH: i64 = 50;
+const BATCH: i64 = 200;
 
 #[derive(Clone)]
 pub struct Dispatcher {

@@ -977,3 +977,40 @@ async fn expert_directory_totals_follow_verification_and_activity() {
         .unwrap();
     assert_eq!(check("back and folded").await, [2, 1, 1]);
 }
+
+/// The outbox dispatcher's claim reads the events not yet dispatched by an index of theirs,
+/// however many dispatched ones are kept (30 days of them by default), on both engines.
+/// Without `idx_events_undispatched`, PostgreSQL walked the primary key from the oldest event
+/// and filtered out every dispatched one (34 ms a claim at 300,000 events).
+#[actix_web::test]
+async fn the_outbox_claim_reads_only_the_events_not_yet_dispatched() {
+    use marketplace::store::events;
+    let app = spawn_app().await;
+    let now = app.clock.now();
+    let mut conn = app.db.conn().await.unwrap();
+    // 20,000 dispatched events, then 2,000 due in a year (left alone by the running
+    // dispatcher, which reads the service's clock), planned as if that year had passed.
+    marketplace::on_exec!(conn.exec(), c => sqlx::query(
+        "WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 22000)
+         INSERT INTO events (kind, aggregate, aggregate_id, created_at, available_at, dispatched_at)
+         SELECT 'outbox.test', 'user', 0, $1, $2, CASE WHEN n <= 20000 THEN $1 END FROM g")
+        .bind(now)
+        .bind(now + Duration::days(365))
+        .execute(c)
+        .await
+        .map(drop))
+    .unwrap();
+    marketplace::on_exec!(conn.exec(), c => sqlx::query("ANALYZE").execute(c).await.map(drop))
+        .unwrap();
+    let later = now + Duration::days(400);
+    let plan = events::OUTBOX.claim_plan(conn.exec(), later).await.unwrap();
+    for whole_table in ["events_pkey", "Seq Scan", "SCAN events"] {
+        assert!(!plan.contains(whole_table), "{plan}");
+    }
+    assert!(
+        plan.contains("idx_events_undispatched") || plan.contains("idx_events_pending"),
+        "{plan}"
+    );
+    drop(conn);
+    app.stop().await;
+}
