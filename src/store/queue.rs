@@ -22,7 +22,8 @@ pub struct Table {
     /// When a row is due next: its due time, or the end of its lease while claimed.
     pub due: &'static str,
     /// The condition of a row not done yet (`sent_at IS NULL`); `None` when every row is
-    /// (done rows are deleted).
+    /// (done rows are deleted). One comparison of one column: the SQLite claim writes it
+    /// after a unary `+`.
     pub pending: Option<&'static str>,
     /// The order rows are claimed in (oldest first).
     pub order: &'static str,
@@ -66,7 +67,8 @@ pub struct Queue<Row> {
 
 /// The statements of one queue, written once from its [`Table`].
 struct Statements {
-    claim: String,
+    /// The claim, per engine: (PostgreSQL, SQLite).
+    claim: (String, String),
     claim_row: String,
     /// Up to the `IN (` of a statement whose id list is written per call.
     done: Option<String>,
@@ -82,14 +84,34 @@ impl Statements {
         // `<pending> AND `, or nothing when every row is pending.
         let pending_and = t.pending.map(|p| format!("{p} AND ")).unwrap_or_default();
         Self {
-            claim: format!(
-                "UPDATE {name} SET {due} = $1
-                 WHERE id IN (SELECT id FROM {name} WHERE {pending_and}{due} <= $2
-                              ORDER BY {order} LIMIT $3)
-                   AND {pending_and}{due} <= $2
-                 RETURNING {columns}",
-                order = t.order,
-                columns = t.columns,
+            // The rows to claim are chosen first, then found by id; the update checks again
+            // that each is due (of several claimers, one claims each row). Each engine is told
+            // to find them by id: left to itself, PostgreSQL read every due row of the table
+            // through the due condition and matched each against the chosen ones (a nested
+            // loop, 14,000 rows × 200 a claim when the outbox had fallen behind), and SQLite
+            // read the due rows through their index likewise. On PostgreSQL the chosen ids
+            // are one array, read once; on SQLite the unary `+` keeps the due condition off
+            // the indexes, so the rowid is what is searched.
+            claim: (
+                format!(
+                    "UPDATE {name} SET {due} = $1
+                     WHERE id = ANY(ARRAY(SELECT id FROM {name} WHERE {pending_and}{due} <= $2
+                                          ORDER BY {order} LIMIT $3))
+                       AND {pending_and}{due} <= $2
+                     RETURNING {columns}",
+                    order = t.order,
+                    columns = t.columns,
+                ),
+                format!(
+                    "UPDATE {name} SET {due} = $1
+                     WHERE id IN (SELECT id FROM {name} WHERE {pending_and}{due} <= $2
+                                  ORDER BY {order} LIMIT $3)
+                       AND {plus_pending_and}+{due} <= $2
+                     RETURNING {columns}",
+                    order = t.order,
+                    columns = t.columns,
+                    plus_pending_and = t.pending.map(|p| format!("+{p} AND ")).unwrap_or_default(),
+                ),
             ),
             claim_row: format!(
                 "UPDATE {name} SET {due} = $1 WHERE id = $2 AND {pending_and}{due} = $3"
@@ -177,10 +199,10 @@ where
         ex: Exec<'_>,
         now: DateTime<Utc>,
     ) -> StoreResult<String> {
-        let claim = self.statements().claim.as_str();
+        let (postgres, sqlite) = &self.statements().claim;
         let lines: Vec<String> = match ex {
             Exec::Postgres(c) => {
-                let sql = format!("EXPLAIN {claim}");
+                let sql = format!("EXPLAIN {postgres}");
                 sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
                     .bind(now)
                     .bind(now)
@@ -189,7 +211,7 @@ where
                     .await?
             }
             Exec::Sqlite(c) => {
-                let sql = format!("EXPLAIN QUERY PLAN {claim}");
+                let sql = format!("EXPLAIN QUERY PLAN {sqlite}");
                 let rows: Vec<(i64, i64, i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
                     .bind(now)
                     .bind(now)
@@ -212,7 +234,11 @@ where
         lease_until: DateTime<Utc>,
         limit: i64,
     ) -> StoreResult<Vec<Row>> {
-        let sql = self.statements().claim.as_str();
+        let (postgres, sqlite) = &self.statements().claim;
+        let sql = match ex {
+            Exec::Postgres(_) => postgres.as_str(),
+            Exec::Sqlite(_) => sqlite.as_str(),
+        };
         let mut claimed = on_exec!(ex, c => sqlx::query_as::<_, Row>(sql)
             .bind(lease_until)
             .bind(now)
