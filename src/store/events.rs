@@ -99,21 +99,26 @@ pub async fn record_all(
     if events.is_empty() {
         return Ok(());
     }
-    // Selected from `VALUES` (column1, … on both engines), in the order given.
+    // Selected from `VALUES` (column1, … on both engines) in the order of their position; the
+    // list is padded to a power of two with rows the statement leaves out (no position), so a
+    // handful of texts stay prepared whatever the number of events (`super::list_len`).
     let sql = format!(
         "INSERT INTO events (kind, aggregate, aggregate_id, payload, created_at, available_at, attempts)
-         SELECT v.column1, v.column2, v.column3, v.column4, $1, $1, 0 FROM (VALUES {}) AS v",
-        super::value_rows(2, events.len(), 4)
+         SELECT v.column2, v.column3, v.column4, v.column5, $1, $1, 0 FROM (VALUES {}) AS v
+         WHERE v.column1 IS NOT NULL ORDER BY v.column1",
+        super::value_rows(2, super::list_len(events.len()), 5)
     );
     on_exec!(ex, c => {
         // Placeholders only: the values are bound.
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.as_str())).bind(now);
-        for event in events {
+        for position in 0..super::list_len(events.len()) {
+            let event = events.get(position);
             query = query
-                .bind(event.kind)
-                .bind(event.aggregate)
-                .bind(event.aggregate_id)
-                .bind(Json(&event.payload));
+                .bind(event.map(|_| position as i64))
+                .bind(event.map(|e| e.kind))
+                .bind(event.map(|e| e.aggregate))
+                .bind(event.and_then(|e| e.aggregate_id))
+                .bind(event.map(|e| Json(&e.payload)));
         }
         query.execute(c).await.map(|_| ())
     })?;
