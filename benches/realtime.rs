@@ -1,7 +1,8 @@
 //! Real-time benchmarks against the release server run as its own process (so its memory is
 //! its own): the resident memory of 10,000 idle notification sockets, the fan-out latency of
 //! a chat room of 50 sockets receiving 200 messages a second (REST post → every member's
-//! frame), and the push latency of a notification (`POST /api/notifications/test` → frame).
+//! frame; `BENCH_POST_OVER=socket`: posted as frames on the members' own sockets), and the
+//! push latency of a notification (`POST /api/notifications/test` → frame).
 //!
 //! It measures and prints; it asserts nothing about speed. Run it with
 //! `cargo bench --bench realtime` (SQLite); with `BENCH_DATABASE_URL` and `REDIS_URL` it runs
@@ -81,10 +82,10 @@ fn main() {
         .expect("runtime");
     runtime.block_on(async {
         println!("load average before: {}", load_average());
-        if env_text("BENCH_SKIP_SQLITE").is_none() {
-            if let Err(e) = run_engine(None, &config).await {
-                println!("SQLite run failed: {e:#}");
-            }
+        if env_text("BENCH_SKIP_SQLITE").is_none()
+            && let Err(e) = run_engine(None, &config).await
+        {
+            println!("SQLite run failed: {e:#}");
         }
         if let Some(admin) = &config.postgres_admin_url {
             match FreshPostgres::create(admin).await {

@@ -79,6 +79,20 @@ async fn history(m: &Market, project_id: i64) -> Vec<(i64, String)> {
     items
 }
 
+/// `ids` increase, and are the room's whole history in that order, each once.
+async fn assert_history_is(m: &Market, project_id: i64, ids: &[i64], what: &str) {
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "{what}: in order {ids:?}"
+    );
+    let stored = history(m, project_id).await;
+    assert_eq!(
+        stored.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+        ids,
+        "{what}"
+    );
+}
+
 const COMMITS: &str = "realtime_chat_commits_total";
 const STORED: &str = "realtime_chat_messages_stored_total";
 
@@ -224,16 +238,7 @@ async fn posts_waiting_together_are_stored_in_the_order_they_reached_the_room_an
         assert_eq!(message.content, format!("in line {n}"));
         ids.push(message.id);
     }
-    assert!(
-        ids.windows(2).all(|w| w[0] < w[1]),
-        "in line order: {ids:?}"
-    );
-    let stored = history(&m, d.project_id).await;
-    assert_eq!(
-        stored.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
-        ids,
-        "stored once each"
-    );
+    assert_history_is(&m, d.project_id, &ids, "stored once each").await;
     let commits = metric(&m.app, COMMITS).await - commits_before;
     assert!(commits < (POSTS - 1) as f64, "{commits} commits");
     // Each stored message recorded its event, as a post alone does.
@@ -303,16 +308,7 @@ async fn a_post_that_cannot_be_stored_fails_alone_and_the_rest_of_its_group_is_s
         assert_eq!(message.content, format!("group {n}"));
         ids.push(message.id);
     }
-    assert!(
-        ids.windows(2).all(|w| w[0] < w[1]),
-        "in line order: {ids:?}"
-    );
-    let stored = history(&m, d.project_id).await;
-    assert_eq!(
-        stored.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
-        ids,
-        "the others stored once each"
-    );
+    assert_history_is(&m, d.project_id, &ids, "the others stored once each").await;
 }
 
 /// Holds the commit the rooms share until `rooms` groups wait for it (10 s at most), then lets
@@ -404,16 +400,7 @@ async fn groups_of_several_rooms_waiting_at_once_share_one_commit_each_in_its_or
                 message.id
             })
             .collect();
-        assert!(
-            ids.windows(2).all(|w| w[0] < w[1]),
-            "room {r} in order: {ids:?}"
-        );
-        let stored = history(&m, d.project_id).await;
-        assert_eq!(
-            stored.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
-            ids,
-            "room {r}"
-        );
+        assert_history_is(&m, d.project_id, &ids, &format!("room {r}")).await;
         assert_eq!(
             m.count(
                 "SELECT COUNT(*) FROM events WHERE kind = 'chat.message_created' AND aggregate_id = $1",
@@ -465,16 +452,7 @@ async fn a_room_whose_group_cannot_be_stored_fails_alone_in_a_shared_commit() {
             assert_eq!(message.content, format!("room {r} post {n}"));
             ids.push(message.id);
         }
-        assert!(
-            ids.windows(2).all(|w| w[0] < w[1]),
-            "room {r} in order: {ids:?}"
-        );
-        let stored = history(&m, d.project_id).await;
-        assert_eq!(
-            stored.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
-            ids,
-            "room {r}"
-        );
+        assert_history_is(&m, d.project_id, &ids, &format!("room {r}")).await;
     }
 }
 
