@@ -113,6 +113,17 @@ run_target() {
   if [ "$CEILING" = 1 ]; then ceiling "$database" "$user" "$project"; fi
 }
 
+# What the figures were measured on: two sittings 3× apart (issue #32) are compared only
+# with this beside them.
+echo "machine: $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo) × $(nproc)," \
+  "$(awk '/MemTotal/ {printf "%d GiB", $2 / 1048576}' /proc/meminfo), Linux $(uname -r)," \
+  "load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "PostgreSQL: $(psql "$PG/postgres" -Atc 'SHOW server_version') with" \
+  "$(psql "$PG/postgres" -Atc "SELECT string_agg(name || '=' || current_setting(name), ' ' ORDER BY name)
+       FROM pg_settings WHERE name IN ('shared_buffers', 'work_mem', 'effective_cache_size',
+         'synchronous_commit', 'max_connections', 'jit', 'random_page_cost', 'fsync')");" \
+  "Redis $(redis-cli -u "$REDIS" INFO server 2>/dev/null | awk -F: '/^redis_version/ {print $2}' | tr -d '\r')"
+
 DB="bench_$$"
 psql "$PG/postgres" -qc "CREATE DATABASE $DB" >/dev/null
 trap 'cleanup; psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1' EXIT

@@ -81,6 +81,7 @@ fn main() {
         .build()
         .expect("runtime");
     runtime.block_on(async {
+        println!("machine: {}", support::machine());
         println!("load average before: {}", load_average());
         if env_text("BENCH_SKIP_SQLITE").is_none()
             && let Err(e) = run_engine(None, &config).await

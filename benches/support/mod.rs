@@ -26,6 +26,31 @@ pub fn env_text(name: &str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
+/// The machine a figure was measured on, for the line a bench prints first: CPU model and
+/// cores, memory and kernel, from /proc (each `unknown` where unreadable).
+pub fn machine() -> String {
+    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    let cpuinfo = read("/proc/cpuinfo");
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .and_then(|rest| rest.split_once(':'))
+        .map_or("unknown", |(_, model)| model.trim());
+    let cores = cpuinfo
+        .lines()
+        .filter(|l| l.starts_with("processor"))
+        .count();
+    let memory_gib = read("/proc/meminfo")
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or("unknown".to_owned(), |kib| {
+            format!("{} GiB", kib / 1024 / 1024)
+        });
+    let kernel = read("/proc/sys/kernel/osrelease");
+    format!("{model} × {cores}, {memory_gib}, Linux {}", kernel.trim())
+}
+
 /// The load average (1, 5, 15 minutes) from /proc, or `unknown`.
 pub fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
