@@ -440,7 +440,8 @@ async fn fan_out(
         Arc::new((0..total).map(|_| Mutex::new(None)).collect());
     let latencies = Arc::new(Mutex::new(Vec::with_capacity(total * config.room_members)));
     let refused = Arc::new(AtomicUsize::new(0));
-    let mut readers = Vec::new();
+    // The sockets' reading tasks, and over sockets their writing tasks.
+    let mut tasks = Vec::new();
     // Over sockets: each member's frames go through a task that writes them, in room order
     // (member `m` of room `r` is `senders[r * members + m]`).
     let mut senders = Vec::new();
@@ -459,7 +460,7 @@ async fn fan_out(
             let (mut sink, socket) = socket.split();
             let (send, mut to_send) = tokio::sync::mpsc::unbounded_channel::<String>();
             senders.push(send);
-            readers.push(tokio::spawn(async move {
+            tasks.push(tokio::spawn(async move {
                 while let Some(text) = to_send.recv().await {
                     if futures_util::SinkExt::send(&mut sink, Message::text(text))
                         .await
@@ -474,7 +475,7 @@ async fn fan_out(
             futures_util::future::Either::Right(socket)
         };
         let (sent_at, latencies, refused) = (sent_at.clone(), latencies.clone(), refused.clone());
-        readers.push(keep_reading(socket, move |text| {
+        tasks.push(keep_reading(socket, move |text| {
             let arrived = Instant::now();
             // Read into borrowed fields, not a `Value`: at 100,000 frames a second the
             // client's parsing is a share of the two cores the server runs on.
@@ -548,8 +549,8 @@ async fn fan_out(
     while latencies.lock().unwrap().len() < expected && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    for reader in readers {
-        reader.abort();
+    for task in tasks {
+        task.abort();
     }
     let mut all = latencies.lock().unwrap().clone();
     all.sort();

@@ -244,16 +244,8 @@ impl Realtime {
         Ok(())
     }
 
-    /// Whether `user_id` has a socket in `room` on any instance.
-    pub async fn is_present(&self, room: &str, user_id: i64) -> Result<bool, CacheError> {
-        Ok(self
-            .cache
-            .get(&presence_key(room, user_id))
-            .await?
-            .is_some())
-    }
-
-    /// [`Realtime::is_present`] for each `(room, user)`, in their order, in one round trip.
+    /// Whether each `user_id` has a socket in its `room` on any instance, in their order, in
+    /// one round trip.
     pub async fn are_present(&self, who: &[(String, i64)]) -> Result<Vec<bool>, CacheError> {
         let keys: Vec<String> = who
             .iter()

@@ -192,6 +192,15 @@ where
         self.statements.get_or_init(|| Statements::of(&self.table))
     }
 
+    /// The claim's text for the engine of `ex`.
+    fn claim_statement(&'static self, ex: &Exec<'_>) -> &'static str {
+        let (postgres, sqlite) = &self.statements().claim;
+        match ex {
+            Exec::Postgres(_) => postgres,
+            Exec::Sqlite(_) => sqlite,
+        }
+    }
+
     /// The engine's plan of a claim at `now` ([`Queue::claim`]), as text: what an operator
     /// (and a test) reads to see that a claim reads the due rows alone, not the whole table.
     pub async fn claim_plan(
@@ -199,10 +208,10 @@ where
         ex: Exec<'_>,
         now: DateTime<Utc>,
     ) -> StoreResult<String> {
-        let (postgres, sqlite) = &self.statements().claim;
+        let claim = self.claim_statement(&ex);
         let lines: Vec<String> = match ex {
             Exec::Postgres(c) => {
-                let sql = format!("EXPLAIN {postgres}");
+                let sql = format!("EXPLAIN {claim}");
                 sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
                     .bind(now)
                     .bind(now)
@@ -211,7 +220,7 @@ where
                     .await?
             }
             Exec::Sqlite(c) => {
-                let sql = format!("EXPLAIN QUERY PLAN {sqlite}");
+                let sql = format!("EXPLAIN QUERY PLAN {claim}");
                 let rows: Vec<(i64, i64, i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
                     .bind(now)
                     .bind(now)
@@ -234,11 +243,7 @@ where
         lease_until: DateTime<Utc>,
         limit: i64,
     ) -> StoreResult<Vec<Row>> {
-        let (postgres, sqlite) = &self.statements().claim;
-        let sql = match ex {
-            Exec::Postgres(_) => postgres.as_str(),
-            Exec::Sqlite(_) => sqlite.as_str(),
-        };
+        let sql = self.claim_statement(&ex);
         let mut claimed = on_exec!(ex, c => sqlx::query_as::<_, Row>(sql)
             .bind(lease_until)
             .bind(now)

@@ -148,30 +148,37 @@ async fn record(
     Ok(())
 }
 
-/// Sends a frame to the project's room (every instance); a lost frame is found by the
-/// client's next read over REST, so it never fails the change itself.
-async fn push(state: &AppState, project_id: i64, kind: &str, data: serde_json::Value) {
-    let frame = json!({"type": kind, "data": data}).to_string();
-    if let Err(e) = state.realtime.publish(&chat_room(project_id), &frame).await {
-        tracing::warn!(error = %e, project_id, "chat frame not pushed");
+/// Sends `frames` to the project's room (every instance), in order; a lost frame is found by
+/// the client's next read over REST, so it never fails the change itself.
+async fn publish(state: &AppState, project_id: i64, frames: &[String]) {
+    if let Err(e) = state
+        .realtime
+        .publish_all(&chat_room(project_id), frames)
+        .await
+    {
+        tracing::warn!(error = %e, project_id, "chat frames not pushed");
     }
+}
+
+/// A frame of the room: `{type, data}`.
+fn frame(kind: &str, data: serde_json::Value) -> String {
+    json!({"type": kind, "data": data}).to_string()
+}
+
+async fn push(state: &AppState, project_id: i64, kind: &str, data: serde_json::Value) {
+    publish(state, project_id, &[frame(kind, data)]).await;
 }
 
 /// The frame of a change `kind` of message `m`.
 fn message_frame(kind: &str, m: &Message) -> String {
-    let data = serde_json::to_value(MessageView::from(m.clone())).unwrap_or_default();
-    json!({"type": kind, "data": data}).to_string()
+    frame(
+        kind,
+        serde_json::to_value(MessageView::from(m.clone())).unwrap_or_default(),
+    )
 }
 
 async fn push_message(state: &AppState, kind: &str, m: &Message) {
-    let frame = message_frame(kind, m);
-    if let Err(e) = state
-        .realtime
-        .publish(&chat_room(m.project_id), &frame)
-        .await
-    {
-        tracing::warn!(error = %e, project_id = m.project_id, "chat frame not pushed");
-    }
+    publish(state, m.project_id, &[message_frame(kind, m)]).await;
 }
 
 /// The most posts one commit of a room stores.
@@ -285,13 +292,7 @@ async fn store_group(state: &AppState, project_id: i64, group: Vec<Waiting>) {
         .flatten()
         .map(|m| message_frame("message.created", m))
         .collect();
-    if let Err(e) = state
-        .realtime
-        .publish_all(&chat_room(project_id), &frames)
-        .await
-    {
-        tracing::warn!(error = %e, project_id, "chat frames not pushed");
-    }
+    publish(state, project_id, &frames).await;
     for (outcome, answer) in outcomes.into_iter().zip(answers) {
         // The poster may have stopped waiting; the message is stored all the same.
         let _ = answer.send(outcome.map_err(anyhow::Error::from));

@@ -1,6 +1,6 @@
 //! New-chat-message e-mails: a participant (the project's company or expert) who is not
 //! connected to the room on any instance gets an e-mail, at most one per room per
-//! `CHAT_EMAIL_DIGEST_MINUTES`. Presence is the cache's (`Realtime::is_present`, refreshed at
+//! `CHAT_EMAIL_DIGEST_MINUTES`. Presence is the cache's (`Realtime::are_present`, refreshed at
 //! every ping); the once-per-window rule is the database's (`store::chat_digests::claim`), in
 //! the transaction that stores the message, so the e-mail goes with a message that exists.
 
@@ -85,7 +85,6 @@ pub async fn emails_for(
     now: DateTime<Utc>,
     seen: &mut Seen,
 ) -> FlowResult<Vec<Value>> {
-    let room = chat_room(p.id);
     let window_start = now - state.settings.chat_email_digest;
     let mut emails = Vec::new();
     let mut sender_name = None;
@@ -93,22 +92,8 @@ pub async fn emails_for(
         let Some(user_id) = user_id.filter(|id| *id != sender_id) else {
             continue;
         };
-        let present = match seen.present.get(&user_id) {
-            Some(present) => *present,
-            None => {
-                let present = match state.realtime.is_present(&room, user_id).await {
-                    Ok(present) => present,
-                    // Without the cache no frame reaches anyone either: the e-mail is the way.
-                    Err(e) => {
-                        tracing::warn!(error = %e, project_id = p.id, "chat presence unknown");
-                        false
-                    }
-                };
-                seen.present.insert(user_id, present);
-                present
-            }
-        };
-        if present {
+        // Asked for every party of the room by `Seen::in_rooms`.
+        if seen.present.get(&user_id).copied().unwrap_or(false) {
             continue;
         }
         // Claimed by an earlier post of this group at `now`: a second claim in the same
