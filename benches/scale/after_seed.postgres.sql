@@ -99,3 +99,18 @@ SELECT 'listed_experts', CASE WHEN p.is_verified THEN 'true' ELSE 'false' END, 0
   FROM profiles p JOIN users u ON u.id = p.user_id
  WHERE p.profile_type = 'experto' AND u.is_active = TRUE
  GROUP BY 2;
+-- Migration 0030: projects by word, type and status; listed experts by skill and verification.
+INSERT INTO tallies (name, key, user_id, n, total)
+SELECT 'project_words', w.lexeme || ' ' || p.project_type || ' ' || p.status, 0, COUNT(*), 0
+  FROM projects p, unnest(p.text_words) AS w
+ GROUP BY 2
+UNION ALL
+SELECT 'experts_by_skill',
+       s.skill_id || ':' || CASE WHEN p.is_verified THEN 'true' ELSE 'false' END, 0, COUNT(*), 0
+  FROM profile_skills s JOIN profiles p ON p.id = s.profile_id JOIN users u ON u.id = p.user_id
+ WHERE p.profile_type = 'experto' AND u.is_active = TRUE
+ GROUP BY 2
+UNION ALL
+SELECT 'profiles', profile_type || ':' || CASE WHEN is_verified THEN 'true' ELSE 'false' END
+                   || ':' || verification_status, 0, COUNT(*), 0
+  FROM profiles GROUP BY 2;

@@ -56,3 +56,14 @@ SELECT 'listed_experts', CASE WHEN p.is_verified THEN 'true' ELSE 'false' END, 0
   FROM profiles p JOIN users u ON u.id = p.user_id
  WHERE p.profile_type = 'experto' AND u.is_active = TRUE
  GROUP BY 2;
+-- Migration 0030: listed experts by skill and verification.
+INSERT INTO tallies (name, key, user_id, n, total)
+SELECT 'experts_by_skill',
+       s.skill_id || ':' || CASE WHEN p.is_verified THEN 'true' ELSE 'false' END, 0, COUNT(*), 0
+  FROM profile_skills s JOIN profiles p ON p.id = s.profile_id JOIN users u ON u.id = p.user_id
+ WHERE p.profile_type = 'experto' AND u.is_active = 1
+ GROUP BY 2
+UNION ALL
+SELECT 'profiles', profile_type || ':' || CASE WHEN is_verified THEN 'true' ELSE 'false' END
+                   || ':' || verification_status, 0, COUNT(*), 0
+  FROM profiles GROUP BY 2;

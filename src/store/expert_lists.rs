@@ -2,7 +2,8 @@
 //! users' expert profiles, verified first, then newest, a page at a time through
 //! `store::listing`. A skill starts from `profile_skills`; words are searched in the name,
 //! bio and main area (PostgreSQL's full-text index, SQLite's FTS5, case and accents folded)
-//! or in the expert's skill names (migration 0017).
+//! or in the expert's skill names (migration 0017). The totals of the whole directory and of
+//! one skill's experts are kept by the writes (migrations 0027 and 0030).
 
 use super::listing::{self, Keyed, ListQuery, Order, Sql, Tier, Total};
 use super::profiles::{ExpertFilter, Profile};
@@ -99,23 +100,38 @@ pub fn experts(engine: &Exec<'_>, f: &ExpertFilter) -> ListQuery {
             }
         });
     }
-    // The whole directory, or only its verified or unverified part: the count the writes
-    // keep (migration 0027).
+    // The whole directory or one skill's experts, or only their verified or unverified
+    // part: the counts the writes keep (migrations 0027 and 0030).
     let searched = f.q.as_deref().is_some_and(|q| !q.trim().is_empty());
-    let unfiltered =
-        f.skill.is_none() && f.level.is_none() && f.availability.is_none() && !searched;
-    let total = match (unfiltered, f.verified) {
-        (true, None) => tallies::total(Tally::ListedExperts, None),
-        (true, Some(verified)) => tallies::total(Tally::ListedExperts, Some(&verified.to_string())),
-        _ => listing::count_rows(FROM, &filter, &sql),
+    let kept = f.level.is_none() && f.availability.is_none() && !searched;
+    let tally = |verified: Option<bool>| match &f.skill {
+        None => tallies::total(
+            Tally::ListedExperts,
+            verified.map(|v| v.to_string()).as_deref(),
+        ),
+        Some(slug) => tallies::total_of(Tally::ExpertsBySkill, |sql| {
+            let skill = sql.arg(slug.as_str());
+            let key = |sql: &mut Sql, verified: bool| {
+                format!(
+                    "(SELECT CAST(id AS TEXT) FROM skills WHERE slug = {skill}) || {}",
+                    sql.arg(format!(":{verified}"))
+                )
+            };
+            match verified {
+                Some(v) => vec![key(sql, v)],
+                None => vec![key(sql, true), key(sql, false)],
+            }
+        }),
+    };
+    let total = if kept {
+        tally(f.verified)
+    } else {
+        listing::count_rows(FROM, &filter, &sql)
     };
     // A list of one verification is one tier.
     let order = match f.verified {
         Some(_) => newest(),
-        None if unfiltered => verified_first(tallies::total(
-            Tally::ListedExperts,
-            Some(&true.to_string()),
-        )),
+        None if kept => verified_first(tally(Some(true))),
         None => {
             let mut verified = filter.clone();
             verified.push(VERIFIED.to_owned());

@@ -43,6 +43,14 @@ pub enum Tally {
     /// (reviews past their blind window that the reveal job has not announced yet are added
     /// by [`top_by_mean_rating`]).
     ExpertRatings,
+    /// Projects by word of their text, type and status: key `<word> <type> <status>`
+    /// (PostgreSQL only, from the full-text vectors: migration 0030).
+    ProjectWords,
+    /// Listed experts by skill and verification: key `<skill id>:<true|false>` (migration
+    /// 0030).
+    ExpertsBySkill,
+    /// Every profile, by `<type>:<is_verified>:<verification status>` (migration 0030).
+    Profiles,
 }
 
 impl Tally {
@@ -61,6 +69,9 @@ impl Tally {
             Tally::ListedExperts => "listed_experts",
             Tally::ProfilesByVerification => "profiles_by_verification",
             Tally::ExpertRatings => "expert_ratings",
+            Tally::ProjectWords => "project_words",
+            Tally::ExpertsBySkill => "experts_by_skill",
+            Tally::Profiles => "profiles",
         }
     }
 }
@@ -90,10 +101,29 @@ pub async fn by_key(ex: Exec<'_>, tally: Tally) -> StoreResult<Vec<Keyed>> {
 /// A list's total from a keyed tally: the count of `key`, or of every key with `None` (0
 /// when it counts nothing).
 pub fn total(tally: Tally, key: Option<&str>) -> Total {
+    match key {
+        Some(key) => total_of(tally, |sql| vec![sql.arg(key)]),
+        None => summed(Sql::default(), tally, None),
+    }
+}
+
+/// A list's total from a keyed tally: the count of the keys `keys` answers, SQL expressions
+/// over the values it binds (0 without a key).
+pub fn total_of(tally: Tally, keys: impl FnOnce(&mut Sql) -> Vec<String>) -> Total {
     let mut sql = Sql::default();
+    let keys = keys(&mut sql);
+    if keys.is_empty() {
+        return Total::Known(0);
+    }
+    let keys = format!("key IN ({})", keys.join(", "));
+    summed(sql, tally, Some(&keys))
+}
+
+/// The sum of a tally's counts, folded and not, over the keys passing `keys`.
+fn summed(mut sql: Sql, tally: Tally, keys: Option<&str>) -> Total {
     let mut filter = format!("name = {}", sql.arg(tally.as_str()));
-    if let Some(key) = key {
-        filter.push_str(&format!(" AND key = {}", sql.arg(key)));
+    if let Some(keys) = keys {
+        filter.push_str(&format!(" AND {keys}"));
     }
     Total::Query(sql.with_text(&format!(
         "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM (

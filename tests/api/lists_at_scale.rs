@@ -1029,3 +1029,328 @@ async fn the_outbox_claim_reads_only_the_events_it_claims() {
     drop(conn);
     app.stop().await;
 }
+
+/// A one-word search's total (PostgreSQL: from the projects by word the writes keep; SQLite:
+/// counted) is the number of its matches for every viewer and filter, through changes of
+/// text, status, type, deletions and folds: each total equals the items listed.
+#[actix_web::test]
+async fn search_totals_follow_text_status_type_and_deletes() {
+    let app = spawn_app().await;
+    let company = register(&app, "wordcounter", &["empresa"]).await;
+    let outsider = register(&app, "wordoutsider", &["experto"]).await;
+    let (_, admin_token) = crate::helpers::admin(&app, "word_admin").await;
+    let titled = project(
+        &app,
+        company.id,
+        "Kubernetes migration",
+        "",
+        ProjectStatus::PublishedCurated,
+    )
+    .await;
+    let described = project(
+        &app,
+        company.id,
+        "Data platform",
+        "Runs on kubernetes clusters",
+        ProjectStatus::PublishedCurated,
+    )
+    .await;
+    project(
+        &app,
+        company.id,
+        "Website",
+        "Plain pages",
+        ProjectStatus::PublishedCurated,
+    )
+    .await;
+    let draft = project(
+        &app,
+        company.id,
+        "Kubernetes draft",
+        "",
+        ProjectStatus::Draft,
+    )
+    .await;
+
+    let total = |path: String, token: Option<String>| {
+        let app = &app;
+        async move {
+            let mut request = app.client.get(app.url(&path));
+            if let Some(token) = token {
+                request = request.bearer_auth(token);
+            }
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status(), 200, "{path}");
+            let body = json(response).await;
+            let items = body["items"].as_array().unwrap().len() as i64;
+            let total = body["total"].as_i64().unwrap();
+            assert_eq!(items, total, "{path}: {body}");
+            total
+        }
+    };
+    let counts = |word: &'static str| {
+        let (company, outsider, admin) = (
+            company.access_token.clone(),
+            outsider.access_token.clone(),
+            admin_token.clone(),
+        );
+        let total = &total;
+        async move {
+            let word = urlencode(word);
+            (
+                total(format!("/api/projects/public?search={word}"), None).await,
+                total(format!("/api/projects?search={word}"), Some(company)).await,
+                total(format!("/api/projects?search={word}"), Some(outsider)).await,
+                total(
+                    format!("/api/admin/projects?search={word}"),
+                    Some(admin.clone()),
+                )
+                .await,
+                total(
+                    format!("/api/admin/projects?search={word}&status=draft"),
+                    Some(admin),
+                )
+                .await,
+            )
+        }
+    };
+    assert_eq!(counts("kubernetes").await, (2, 3, 2, 3, 1));
+    assert_eq!(counts("KUBÉRNETES").await, (2, 3, 2, 3, 1));
+    assert_eq!(counts("kubernetes migration").await, (1, 1, 1, 1, 0));
+    assert_eq!(counts("cluster").await, (0, 0, 0, 0, 0));
+
+    let exec = |sql: &'static str, id: i64| {
+        let app = &app;
+        async move {
+            let mut conn = app.db.conn().await.unwrap();
+            marketplace::on_exec!(conn.exec(), c => sqlx::query(sql).bind(id).execute(c).await.map(drop))
+                .unwrap();
+        }
+    };
+    exec(
+        "UPDATE projects SET status = 'bidding' WHERE id = $1",
+        titled,
+    )
+    .await;
+    assert_eq!(counts("kubernetes").await, (2, 3, 2, 3, 1));
+    exec(
+        "UPDATE projects SET description = 'Runs on bare metal' WHERE id = $1",
+        described,
+    )
+    .await;
+    assert_eq!(counts("kubernetes").await, (1, 2, 1, 2, 1));
+    exec(
+        "UPDATE projects SET status = 'published_curated' WHERE id = $1",
+        draft,
+    )
+    .await;
+    assert_eq!(counts("kubernetes").await, (2, 2, 2, 2, 0));
+    app.state
+        .jobs
+        .trigger(marketplace::workflows::tallies::FOLD_JOB)
+        .await
+        .unwrap();
+    // Private: no longer listed, still the company's own.
+    exec(
+        "UPDATE projects SET project_type = 'private' WHERE id = $1",
+        titled,
+    )
+    .await;
+    assert_eq!(counts("kubernetes").await, (1, 2, 1, 2, 0));
+    exec("DELETE FROM projects WHERE id = $1", draft).await;
+    assert_eq!(counts("kubernetes").await, (0, 1, 0, 1, 0));
+    project(
+        &app,
+        company.id,
+        "Cluster upgrade",
+        "Kubernetes, again",
+        ProjectStatus::Bidding,
+    )
+    .await;
+    assert_eq!(counts("kubernetes").await, (1, 2, 1, 2, 0));
+    app.stop().await;
+}
+
+/// A skill's experts (`/api/skills/{slug}/experts`, the directory filtered by skill and by
+/// verification): each total, kept by the writes, equals a count of the rows and the items
+/// listed, through changes of skills, verification, activity and a fold.
+#[actix_web::test]
+async fn skill_directory_totals_follow_skills_verification_and_activity() {
+    let m = crate::market::Market::open().await;
+    let first = m.member("skilledone", "experto", false, false).await;
+    let second = m.member("skilledtwo", "experto", false, false).await;
+    m.member("skilledthree", "experto", false, false).await;
+    m.member("skillcompany", "empresa", false, false).await;
+    let app = &m.app;
+    let check = |step: &'static str| async move {
+        let mut totals = Vec::new();
+        for slug in ["rust", "go"] {
+            for (query, condition) in [
+                ("", ""),
+                ("&verified=true", " AND p.is_verified = TRUE"),
+                ("&verified=false", " AND p.is_verified = FALSE"),
+            ] {
+                let mut conn = app.db.conn().await.unwrap();
+                let sql = format!(
+                    "SELECT COUNT(*) FROM profiles p JOIN users u ON u.id = p.user_id
+                       JOIN profile_skills ps ON ps.profile_id = p.id
+                       JOIN skills s ON s.id = ps.skill_id
+                      WHERE p.profile_type = 'experto' AND u.is_active = TRUE
+                        AND s.slug = '{slug}'{condition}"
+                );
+                let counted: i64 = marketplace::on_exec!(conn.exec(), c =>
+                        sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).fetch_one(c).await)
+                .unwrap();
+                let mut paths = vec![format!("/api/profiles/experts?skill={slug}{query}")];
+                if query.is_empty() {
+                    paths.push(format!("/api/skills/{slug}/experts"));
+                }
+                for path in paths {
+                    let response = app.get(&path).await;
+                    if response.status() == 404 && counted == 0 && path.starts_with("/api/skills/")
+                    {
+                        continue;
+                    }
+                    let body = json(response).await;
+                    assert_eq!(body["total"], counted, "{step} {path}: {body}");
+                    assert_eq!(
+                        body["items"].as_array().unwrap().len() as i64,
+                        counted,
+                        "{step} {path}"
+                    );
+                }
+                totals.push(counted);
+            }
+        }
+        totals
+    };
+    assert_eq!(check("registered").await, [3, 0, 3, 0, 0, 0]);
+    let exec = |sql: &'static str, id: i64| async move {
+        let mut conn = app.db.conn().await.unwrap();
+        marketplace::on_exec!(conn.exec(), c =>
+                sqlx::query(sql).bind(id).execute(c).await.map(drop))
+        .unwrap();
+    };
+    exec(
+        "UPDATE profiles SET is_verified = TRUE WHERE user_id = $1",
+        first.id,
+    )
+    .await;
+    assert_eq!(check("verified").await, [3, 1, 2, 0, 0, 0]);
+    let profile: i64 = {
+        let mut conn = app.db.conn().await.unwrap();
+        marketplace::on_exec!(conn.exec(), c =>
+            sqlx::query_scalar("SELECT id FROM profiles WHERE user_id = $1")
+                .bind(second.id)
+                .fetch_one(c)
+                .await)
+        .unwrap()
+    };
+    let response = m
+        .send(
+            &second,
+            reqwest::Method::PUT,
+            &format!("/api/profiles/{profile}"),
+            Some(serde_json::json!({"skills": ["Go", "SQL"]})),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(check("skills changed").await, [2, 1, 1, 1, 0, 1]);
+    exec("UPDATE users SET is_active = FALSE WHERE id = $1", first.id).await;
+    assert_eq!(check("deactivated").await, [1, 0, 1, 1, 0, 1]);
+    app.state
+        .jobs
+        .trigger(marketplace::workflows::tallies::FOLD_JOB)
+        .await
+        .unwrap();
+    exec("UPDATE users SET is_active = TRUE WHERE id = $1", first.id).await;
+    exec(
+        "UPDATE profiles SET is_verified = TRUE WHERE user_id = $1",
+        second.id,
+    )
+    .await;
+    assert_eq!(check("back, folded, verified").await, [2, 1, 1, 1, 1, 0]);
+}
+
+/// The administrators' profile list without a search: each total, kept by the writes, equals
+/// a count of the rows and the items listed, for every filter, through changes of
+/// verification and type and a fold.
+#[actix_web::test]
+async fn admin_profile_totals_follow_verification_and_type() {
+    let m = crate::market::Market::open().await;
+    let first = m.member("kindone", "experto", false, false).await;
+    m.member("kindtwo", "experto", false, false).await;
+    let company = m.member("kindcompany", "empresa", false, false).await;
+    let app = &m.app;
+    let token = m.admin_token.clone();
+    let check = |step: &'static str| {
+        let token = token.clone();
+        async move {
+            let mut totals = Vec::new();
+            for (query, condition) in [
+                ("", "TRUE"),
+                ("profile_type=experto", "p.profile_type = 'experto'"),
+                ("is_verified=true", "p.is_verified = TRUE"),
+                (
+                    "profile_type=empresa&is_verified=false&verification_status=pending",
+                    "p.profile_type = 'empresa' AND NOT p.is_verified \
+                     AND p.verification_status = 'pending'",
+                ),
+                (
+                    "verification_status=verified",
+                    "p.verification_status = 'verified'",
+                ),
+            ] {
+                let mut conn = app.db.conn().await.unwrap();
+                let sql = format!("SELECT COUNT(*) FROM profiles p WHERE {condition}");
+                let counted: i64 = marketplace::on_exec!(conn.exec(), c =>
+                        sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).fetch_one(c).await)
+                .unwrap();
+                let response = app
+                    .client
+                    .get(app.url(&format!("/api/admin/profiles?{query}")))
+                    .bearer_auth(&token)
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(response.status(), 200, "{step} {query}");
+                let body = json(response).await;
+                assert_eq!(body["total"], counted, "{step} {query}: {body}");
+                assert_eq!(
+                    body["items"].as_array().unwrap().len() as i64,
+                    counted,
+                    "{step} {query}"
+                );
+                totals.push(counted);
+            }
+            totals
+        }
+    };
+    assert_eq!(check("registered").await, [3, 2, 0, 1, 0]);
+    let exec = |sql: &'static str, id: i64| async move {
+        let mut conn = app.db.conn().await.unwrap();
+        marketplace::on_exec!(conn.exec(), c =>
+                sqlx::query(sql).bind(id).execute(c).await.map(drop))
+        .unwrap();
+    };
+    exec(
+        "UPDATE profiles SET is_verified = TRUE, verification_status = 'verified' WHERE user_id = $1",
+        first.id,
+    )
+    .await;
+    assert_eq!(check("verified").await, [3, 2, 1, 1, 1]);
+    app.state
+        .jobs
+        .trigger(marketplace::workflows::tallies::FOLD_JOB)
+        .await
+        .unwrap();
+    exec(
+        "UPDATE profiles SET verification_status = 'pre_evaluated' WHERE user_id = $1",
+        company.id,
+    )
+    .await;
+    assert_eq!(
+        check("folded, company pre-evaluated").await,
+        [3, 2, 1, 0, 1]
+    );
+}
