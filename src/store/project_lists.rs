@@ -1,9 +1,9 @@
 //! The project lists: the public marketplace, what a user may see, their own projects and
 //! the administrators' list, each newest first (a search: title matches first), a page at a
 //! time through `store::listing`. Their totals come from `project_counts` (kept by triggers
-//! on every write) for the fixed filters, for a one-word search on PostgreSQL from the
-//! projects by word that the writes keep (`Tally::ProjectWords`, migration 0030), and from a
-//! count of the rows that match otherwise.
+//! on every write) for the fixed filters, for a search from the projects by word that the
+//! writes keep (PostgreSQL, one word: `Tally::ProjectWords`, migration 0030) or from the FTS5
+//! index alone (SQLite, no other filter), and from a count of the rows that match otherwise.
 //! Text is searched by word: PostgreSQL's full-text index over the folded text, SQLite's FTS5
 //! table (both fold case and accents); the tables and triggers are migration 0016's.
 
@@ -225,9 +225,9 @@ struct Filters {
     /// The projects' types and statuses the fixed filters leave.
     types: Vec<ProjectType>,
     statuses: Vec<ProjectStatus>,
-    /// The word of a one-word search with no filter past type and status, on PostgreSQL:
-    /// `Tally::ProjectWords` answers its total.
-    word: Option<String>,
+    /// A search's words when it has no filter past type and status: its total is then had
+    /// without reading its matches (see [`Filters::search_total`]).
+    words: Option<Vec<String>>,
 }
 
 impl Filters {
@@ -241,7 +241,7 @@ impl Filters {
             in_title: None,
             types: vec![ProjectType::Private, ProjectType::Curated],
             statuses: ProjectStatus::ALL.to_vec(),
-            word: None,
+            words: None,
         };
         if let Some(status) = status {
             f.statuses = vec![status];
@@ -265,7 +265,7 @@ impl Filters {
         let placeholder = self.sql.arg(value);
         self.filter.push(condition.replace("{}", &placeholder));
         self.counted = false;
-        self.word = None;
+        self.words = None;
     }
 
     /// Narrows to a word search; `false` when the search has no word (it matches nothing).
@@ -276,10 +276,9 @@ impl Filters {
         let Some(found) = text_search(engine, &mut self.sql, search) else {
             return false;
         };
-        if let ([word], Exec::Postgres(_), true) =
-            (listing::words(search).as_slice(), engine, self.counted)
-        {
-            self.word = Some((*word).to_owned());
+        if self.counted {
+            let words = listing::words(search).into_iter().map(str::to_owned);
+            self.words = Some(words.collect());
         }
         self.filter.push(found.matches);
         self.in_title = Some(found.in_title);
@@ -287,16 +286,36 @@ impl Filters {
         true
     }
 
-    /// A one-word search's total from the projects by word the writes keep, over the types
-    /// and statuses the filters leave (the public listings only with `listed_only`); `None`
-    /// when the tally cannot answer it.
-    fn word_total(&self, listed_only: bool) -> Option<Total> {
-        let word = self.word.as_deref()?;
+    /// A search's total without reading its matches, over the types and statuses the filters
+    /// leave (the public listings only with `listed_only`), or `None`:
+    /// - PostgreSQL, one word: from the projects by word the writes keep
+    ///   (`Tally::ProjectWords`);
+    /// - SQLite, every project (no filter but the search): from the FTS5 index alone, which
+    ///   counts its matches without reading a row of `projects` (1.2 ms for a word in a
+    ///   quarter of the projects at M, 24 ms joined to them).
+    fn search_total(&self, engine: &Exec<'_>, listed_only: bool) -> Option<Total> {
+        let words = self.words.as_deref()?;
+        match (engine, words) {
+            (Exec::Postgres(_), [word]) => Some(self.word_total(word, listed_only)),
+            (Exec::Sqlite(_), words) if !listed_only && self.fixed.is_empty() => {
+                let mut sql = Sql::default();
+                let words: Vec<&str> = words.iter().map(String::as_str).collect();
+                let all = listing::fts5_query(&mut sql, &words, None);
+                Some(Total::Query(sql.with_text(&format!(
+                    "SELECT COUNT(*) FROM projects_fts WHERE projects_fts MATCH {all}"
+                ))))
+            }
+            _ => None,
+        }
+    }
+
+    /// A one-word search's total from `Tally::ProjectWords` (PostgreSQL).
+    fn word_total(&self, word: &str, listed_only: bool) -> Total {
         let types = self
             .types
             .iter()
             .filter(|t| !listed_only || **t == ProjectType::Curated);
-        Some(tallies::total_of(Tally::ProjectWords, |sql| {
+        tallies::total_of(Tally::ProjectWords, |sql| {
             let w = sql.arg(word);
             let mut keys = Vec::new();
             for kind in types {
@@ -309,7 +328,7 @@ impl Filters {
                 }
             }
             keys
-        }))
+        })
     }
 }
 
@@ -339,8 +358,8 @@ pub fn visible(engine: &Exec<'_>, viewer: Viewer, f: &ProjectFilter) -> ListQuer
     if !q.search(engine, f.search.as_deref()) {
         return ListQuery::nothing(newest());
     }
-    let all_words = q.word_total(false);
-    let listed_words = q.word_total(true);
+    let all_words = q.search_total(engine, false);
+    let listed_words = q.search_total(engine, true);
     let Filters {
         mut sql,
         mut filter,
@@ -418,7 +437,7 @@ pub fn admin(engine: &Exec<'_>, f: &AdminProjectFilter) -> ListQuery {
     }
     let total = if q.counted {
         counted(&q.fixed, &q.fixed_args)
-    } else if let Some(words) = q.word_total(false) {
+    } else if let Some(words) = q.search_total(engine, false) {
         words
     } else {
         count(&q.filter, &q.sql)
