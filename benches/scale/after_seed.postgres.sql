@@ -114,3 +114,15 @@ UNION ALL
 SELECT 'profiles', profile_type || ':' || CASE WHEN is_verified THEN 'true' ELSE 'false' END
                    || ':' || verification_status, 0, COUNT(*), 0
   FROM profiles GROUP BY 2;
+-- Migration 0032: each user's projects and applications.
+INSERT INTO tallies (name, key, user_id, n, total)
+SELECT 'projects_by_party', role || ':' || status, user_id, COUNT(*), 0 FROM (
+    SELECT 'mine' AS role, status, company_id AS user_id FROM projects
+    UNION ALL
+    SELECT 'mine', status, expert_id FROM projects WHERE expert_id <> company_id
+    UNION ALL
+    SELECT 'expert', status, expert_id FROM projects WHERE expert_id IS NOT NULL) x
+ GROUP BY role, status, user_id
+UNION ALL
+SELECT 'applications_by_expert', status, expert_id, COUNT(*), 0
+  FROM applications GROUP BY status, expert_id;

@@ -198,14 +198,22 @@ pub async fn counts_for_expert(
     ex: Exec<'_>,
     expert_id: i64,
 ) -> StoreResult<Vec<(ApplicationStatus, i64)>> {
-    Ok(
-        on_exec!(ex, c => sqlx::query_as::<_, (ApplicationStatus, i64)>(
-        "SELECT status, COUNT(*) FROM applications WHERE expert_id = $1 GROUP BY status",
+    // Kept by the writes (migration 0032), as the expert's projects are.
+    let keys: Vec<String> = ApplicationStatus::ALL
+        .iter()
+        .map(|s| s.as_str().to_owned())
+        .collect();
+    let counts = super::tallies::by_key_of(
+        ex,
+        super::tallies::Tally::ApplicationsByExpert,
+        expert_id,
+        &keys,
     )
-    .bind(expert_id)
-    .fetch_all(c)
-    .await)?,
-    )
+    .await?;
+    Ok(counts
+        .into_iter()
+        .filter_map(|k| Some((ApplicationStatus::parse(&k.key)?, k.n)))
+        .collect())
 }
 
 /// `pending` → `needs_revision` with the company's feedback.

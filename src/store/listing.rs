@@ -233,7 +233,7 @@ pub enum Total {
 }
 
 impl Total {
-    async fn read(&self, mut ex: Exec<'_>) -> StoreResult<i64> {
+    pub async fn read(&self, mut ex: Exec<'_>) -> StoreResult<i64> {
         match self {
             Self::Query(sql) => sql.fetch_count(ex).await,
             Self::Known(n) => Ok(*n),

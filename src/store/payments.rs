@@ -6,6 +6,7 @@ use serde_json::Value;
 use sqlx::types::Json;
 
 use super::listing::{self, Sql};
+use super::tallies::{self, Tally};
 use super::{Exec, StoreResult};
 use crate::domain::payment::{PaymentStatus, PayoutStatus};
 use crate::on_exec;
@@ -701,11 +702,21 @@ pub async fn list(
 ) -> StoreResult<(Vec<Payment>, i64)> {
     let (filter, mut sql) = conditions(f);
     let filter = listing::where_clause(&filter);
-    let total = sql
-        .clone()
-        .with_text(&format!("SELECT COUNT(*) FROM payments y {filter}"))
-        .fetch_count(ex.re())
-        .await?;
+    // Every payment, or one status: the count the writes keep (migration 0023; counting
+    // 1.5 million payments at L took 43 ms).
+    let by_status_only = f.company_id.is_none()
+        && f.expert_id.is_none()
+        && f.project_id.is_none()
+        && f.payout_status.is_none();
+    let total = if by_status_only {
+        tallies::total(Tally::Payments, f.status.map(PaymentStatus::as_str))
+    } else {
+        listing::Total::Query(
+            sql.clone()
+                .with_text(&format!("SELECT COUNT(*) FROM payments y {filter}")),
+        )
+    };
+    let total = total.read(ex.re()).await?;
     let (limit, offset) = (sql.arg(limit), sql.arg(offset));
     let items = sql
         .with_text(&format!(

@@ -405,7 +405,8 @@ pub fn visible(engine: &Exec<'_>, viewer: Viewer, f: &ProjectFilter) -> ListQuer
     list(filter, sql, in_title, total)
 }
 
-/// A user's own projects: as company (owner) or as the assigned expert, newest first.
+/// A user's own projects: as company (owner) or as the assigned expert, newest first; their
+/// total kept by the writes (`Tally::ProjectsByParty`, migration 0032).
 pub fn mine(user_id: i64, status: Option<ProjectStatus>) -> ListQuery {
     let mut sql = Sql::default();
     let u = sql.arg(user_id);
@@ -413,7 +414,12 @@ pub fn mine(user_id: i64, status: Option<ProjectStatus>) -> ListQuery {
     if let Some(status) = status {
         filter.push(format!("p.status = {}", sql.arg(status.as_str())));
     }
-    let total = count(&filter, &sql);
+    let statuses = status.map_or(ProjectStatus::ALL.to_vec(), |s| vec![s]);
+    let keys: Vec<String> = statuses
+        .iter()
+        .map(|s| format!("mine:{}", s.as_str()))
+        .collect();
+    let total = tallies::user_total(Tally::ProjectsByParty, user_id, &keys);
     list(filter, sql, None, total)
 }
 

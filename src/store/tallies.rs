@@ -51,6 +51,11 @@ pub enum Tally {
     ExpertsBySkill,
     /// Every profile, by `<type>:<is_verified>:<verification status>` (migration 0030).
     Profiles,
+    /// Per user: `mine:<status>`, the projects the user owns or is the expert of (once each),
+    /// and `expert:<status>`, those the user is the expert of (migration 0032).
+    ProjectsByParty,
+    /// Per expert: applications by status (migration 0032).
+    ApplicationsByExpert,
 }
 
 impl Tally {
@@ -72,6 +77,8 @@ impl Tally {
             Tally::ProjectWords => "project_words",
             Tally::ExpertsBySkill => "experts_by_skill",
             Tally::Profiles => "profiles",
+            Tally::ProjectsByParty => "projects_by_party",
+            Tally::ApplicationsByExpert => "applications_by_expert",
         }
     }
 }
@@ -86,16 +93,47 @@ pub struct Keyed {
 
 /// A keyed tally (by status, role, ...), keys in order; keys counting nothing left out.
 pub async fn by_key(ex: Exec<'_>, tally: Tally) -> StoreResult<Vec<Keyed>> {
-    Ok(on_exec!(ex, c => sqlx::query_as::<_, Keyed>(
+    keyed(ex, tally, None).await
+}
+
+/// One user's figures of a per-user tally under `keys` (named: its index leads with the key),
+/// in order; keys counting nothing left out.
+pub async fn by_key_of(
+    ex: Exec<'_>,
+    tally: Tally,
+    user_id: i64,
+    keys: &[String],
+) -> StoreResult<Vec<Keyed>> {
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    keyed(ex, tally, Some((user_id, keys))).await
+}
+
+async fn keyed(
+    ex: Exec<'_>,
+    tally: Tally,
+    user: Option<(i64, &[String])>,
+) -> StoreResult<Vec<Keyed>> {
+    let mut sql = Sql::default();
+    let mut filter = format!("name = {}", sql.arg(tally.as_str()));
+    if let Some((user_id, keys)) = user {
+        let keys: Vec<String> = keys.iter().map(|k| sql.arg(k.as_str())).collect();
+        filter.push_str(&format!(
+            " AND key IN ({}) AND user_id = {}",
+            keys.join(", "),
+            sql.arg(user_id)
+        ));
+    }
+    sql.with_text(&format!(
         "SELECT key, CAST(SUM(n) AS BIGINT) AS n, CAST(SUM(total) AS BIGINT) AS total FROM (
-             SELECT key, n, total FROM tallies WHERE name = $1
+             SELECT key, n, total FROM tallies WHERE {filter}
              UNION ALL
-             SELECT key, n, total FROM tally_deltas WHERE name = $1) x
-         GROUP BY key HAVING SUM(n) <> 0 ORDER BY key",
-    )
-    .bind(tally.as_str())
-    .fetch_all(c)
-    .await)?)
+             SELECT key, n, total FROM tally_deltas WHERE {filter}) x
+         GROUP BY key HAVING SUM(n) <> 0 ORDER BY key"
+    ))
+    .fetch_all(ex)
+    .await
 }
 
 /// A list's total from a keyed tally: the count of `key`, or of every key with `None` (0
@@ -103,7 +141,7 @@ pub async fn by_key(ex: Exec<'_>, tally: Tally) -> StoreResult<Vec<Keyed>> {
 pub fn total(tally: Tally, key: Option<&str>) -> Total {
     match key {
         Some(key) => total_of(tally, |sql| vec![sql.arg(key)]),
-        None => summed(Sql::default(), tally, None),
+        None => summed(Sql::default(), tally, None, None),
     }
 }
 
@@ -116,14 +154,29 @@ pub fn total_of(tally: Tally, keys: impl FnOnce(&mut Sql) -> Vec<String>) -> Tot
         return Total::Known(0);
     }
     let keys = format!("key IN ({})", keys.join(", "));
-    summed(sql, tally, Some(&keys))
+    summed(sql, tally, Some(&keys), None)
 }
 
-/// The sum of a tally's counts, folded and not, over the keys passing `keys`.
-fn summed(mut sql: Sql, tally: Tally, keys: Option<&str>) -> Total {
+/// A list's total from one user's keys `keys` of a per-user tally (0 without a key).
+pub fn user_total(tally: Tally, user_id: i64, keys: &[String]) -> Total {
+    if keys.is_empty() {
+        return Total::Known(0);
+    }
+    let mut sql = Sql::default();
+    let keys: Vec<String> = keys.iter().map(|k| sql.arg(k.as_str())).collect();
+    let keys = format!("key IN ({})", keys.join(", "));
+    summed(sql, tally, Some(&keys), Some(user_id))
+}
+
+/// The sum of a tally's counts, folded and not, over the keys passing `keys` (and one
+/// user's).
+fn summed(mut sql: Sql, tally: Tally, keys: Option<&str>, user_id: Option<i64>) -> Total {
     let mut filter = format!("name = {}", sql.arg(tally.as_str()));
     if let Some(keys) = keys {
         filter.push_str(&format!(" AND {keys}"));
+    }
+    if let Some(user_id) = user_id {
+        filter.push_str(&format!(" AND user_id = {}", sql.arg(user_id)));
     }
     Total::Query(sql.with_text(&format!(
         "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM (

@@ -47,6 +47,22 @@ async fn project(
     id
 }
 
+/// Folds the tallies' deltas into their totals now, as the job does.
+async fn fold(app: &TestApp) {
+    app.state
+        .jobs
+        .trigger(marketplace::workflows::tallies::FOLD_JOB)
+        .await
+        .unwrap();
+}
+
+/// Runs `sql` on the test's database with `id` bound as `$1`.
+async fn run(app: &TestApp, sql: &'static str, id: i64) {
+    let mut conn = app.db.conn().await.unwrap();
+    marketplace::on_exec!(conn.exec(), c => sqlx::query(sql).bind(id).execute(c).await.map(drop))
+        .unwrap();
+}
+
 async fn listed(app: &TestApp, company: i64, n: usize) -> Vec<i64> {
     let mut ids = Vec::new();
     for i in 0..n {
@@ -348,14 +364,7 @@ async fn totals_follow_inserts_moves_and_deletes() {
     };
     assert_eq!(counts().await, (3, 4, 3, 4, 0));
 
-    let exec = |sql: &'static str, id: i64| {
-        let app = &app;
-        async move {
-            let mut conn = app.db.conn().await.unwrap();
-            marketplace::on_exec!(conn.exec(), c => sqlx::query(sql).bind(id).execute(c).await.map(drop))
-                .unwrap();
-        }
-    };
+    let exec = |sql: &'static str, id: i64| run(&app, sql, id);
     exec(
         "UPDATE projects SET status = 'bidding' WHERE id = $1",
         public[0],
@@ -873,6 +882,7 @@ async fn admin_user_totals_follow_every_change_of_role_and_status() {
         }
     };
     assert_eq!(check("registered").await, [4, 2, 2, 1, 4, 0, 0, 0]);
+    // `$2` is the service clock's now.
     let exec = |sql: &'static str, id: i64| {
         let app = &app;
         async move {
@@ -908,11 +918,7 @@ async fn admin_user_totals_follow_every_change_of_role_and_status() {
     assert_eq!(check("deleted").await, [4, 1, 2, 1, 3, 0, 0, 1]);
     exec("UPDATE users SET deleted_at = NULL, suspended_at = NULL, is_active = TRUE, updated_at = $2 WHERE id = $1", b.id).await;
     assert_eq!(check("restored").await, [4, 1, 2, 1, 4, 0, 0, 0]);
-    app.state
-        .jobs
-        .trigger(marketplace::workflows::tallies::FOLD_JOB)
-        .await
-        .unwrap();
+    fold(&app).await;
     assert_eq!(check("folded").await, [4, 1, 2, 1, 4, 0, 0, 0]);
     app.stop().await;
 }
@@ -950,12 +956,7 @@ async fn expert_directory_totals_follow_verification_and_activity() {
         totals
     };
     assert_eq!(check("registered").await, [3, 0, 3]);
-    let exec = |sql: &'static str, id: i64| async move {
-        let mut conn = app.db.conn().await.unwrap();
-        marketplace::on_exec!(conn.exec(), c =>
-                sqlx::query(sql).bind(id).execute(c).await.map(drop))
-        .unwrap();
-    };
+    let exec = |sql: &'static str, id: i64| run(app, sql, id);
     exec(
         "UPDATE profiles SET is_verified = TRUE WHERE user_id = $1",
         first.id,
@@ -970,11 +971,7 @@ async fn expert_directory_totals_follow_verification_and_activity() {
     .await;
     assert_eq!(check("deactivated").await, [1, 0, 1]);
     exec("UPDATE users SET is_active = TRUE WHERE id = $1", first.id).await;
-    app.state
-        .jobs
-        .trigger(marketplace::workflows::tallies::FOLD_JOB)
-        .await
-        .unwrap();
+    fold(app).await;
     assert_eq!(check("back and folded").await, [2, 1, 1]);
 }
 
@@ -1119,14 +1116,7 @@ async fn search_totals_follow_text_status_type_and_deletes() {
     assert_eq!(counts("kubernetes migration").await, (1, 1, 1, 1, 0));
     assert_eq!(counts("cluster").await, (0, 0, 0, 0, 0));
 
-    let exec = |sql: &'static str, id: i64| {
-        let app = &app;
-        async move {
-            let mut conn = app.db.conn().await.unwrap();
-            marketplace::on_exec!(conn.exec(), c => sqlx::query(sql).bind(id).execute(c).await.map(drop))
-                .unwrap();
-        }
-    };
+    let exec = |sql: &'static str, id: i64| run(&app, sql, id);
     exec(
         "UPDATE projects SET status = 'bidding' WHERE id = $1",
         titled,
@@ -1145,11 +1135,7 @@ async fn search_totals_follow_text_status_type_and_deletes() {
     )
     .await;
     assert_eq!(counts("kubernetes").await, (2, 2, 2, 2, 0));
-    app.state
-        .jobs
-        .trigger(marketplace::workflows::tallies::FOLD_JOB)
-        .await
-        .unwrap();
+    fold(&app).await;
     // Private: no longer listed, still the company's own.
     exec(
         "UPDATE projects SET project_type = 'private' WHERE id = $1",
@@ -1225,12 +1211,7 @@ async fn skill_directory_totals_follow_skills_verification_and_activity() {
         totals
     };
     assert_eq!(check("registered").await, [3, 0, 3, 0, 0, 0]);
-    let exec = |sql: &'static str, id: i64| async move {
-        let mut conn = app.db.conn().await.unwrap();
-        marketplace::on_exec!(conn.exec(), c =>
-                sqlx::query(sql).bind(id).execute(c).await.map(drop))
-        .unwrap();
-    };
+    let exec = |sql: &'static str, id: i64| run(app, sql, id);
     exec(
         "UPDATE profiles SET is_verified = TRUE WHERE user_id = $1",
         first.id,
@@ -1258,11 +1239,7 @@ async fn skill_directory_totals_follow_skills_verification_and_activity() {
     assert_eq!(check("skills changed").await, [2, 1, 1, 1, 0, 1]);
     exec("UPDATE users SET is_active = FALSE WHERE id = $1", first.id).await;
     assert_eq!(check("deactivated").await, [1, 0, 1, 1, 0, 1]);
-    app.state
-        .jobs
-        .trigger(marketplace::workflows::tallies::FOLD_JOB)
-        .await
-        .unwrap();
+    fold(app).await;
     exec("UPDATE users SET is_active = TRUE WHERE id = $1", first.id).await;
     exec(
         "UPDATE profiles SET is_verified = TRUE WHERE user_id = $1",
@@ -1327,23 +1304,14 @@ async fn admin_profile_totals_follow_verification_and_type() {
         }
     };
     assert_eq!(check("registered").await, [3, 2, 0, 1, 0]);
-    let exec = |sql: &'static str, id: i64| async move {
-        let mut conn = app.db.conn().await.unwrap();
-        marketplace::on_exec!(conn.exec(), c =>
-                sqlx::query(sql).bind(id).execute(c).await.map(drop))
-        .unwrap();
-    };
+    let exec = |sql: &'static str, id: i64| run(app, sql, id);
     exec(
         "UPDATE profiles SET is_verified = TRUE, verification_status = 'verified' WHERE user_id = $1",
         first.id,
     )
     .await;
     assert_eq!(check("verified").await, [3, 2, 1, 1, 1]);
-    app.state
-        .jobs
-        .trigger(marketplace::workflows::tallies::FOLD_JOB)
-        .await
-        .unwrap();
+    fold(app).await;
     exec(
         "UPDATE profiles SET verification_status = 'pre_evaluated' WHERE user_id = $1",
         company.id,
@@ -1353,4 +1321,153 @@ async fn admin_profile_totals_follow_verification_and_type() {
         check("folded, company pre-evaluated").await,
         [3, 2, 1, 0, 1]
     );
+}
+
+/// Each user's projects and applications, kept by the writes: a company's and an expert's
+/// own list (`/api/projects/my`, with and without a status) and an expert's statistics
+/// equal a count of the rows through creation, assignment, moves, a fold and deletes.
+#[actix_web::test]
+async fn party_totals_follow_ownership_assignment_and_status() {
+    use marketplace::store::applications::{self, Proposal};
+    let app = spawn_app().await;
+    let company = register(&app, "partycompany", &["empresa"]).await;
+    let other = register(&app, "partyother", &["empresa"]).await;
+    let expert = register(&app, "partyexpert", &["experto"]).await;
+    let draft = project(&app, company.id, "Draft", "", ProjectStatus::Draft).await;
+    let open = project(&app, company.id, "Open", "", ProjectStatus::Bidding).await;
+    let elsewhere = project(&app, other.id, "Elsewhere", "", ProjectStatus::Bidding).await;
+
+    let sql_count = |sql: &'static str, id: i64| {
+        let app = &app;
+        async move {
+            let mut conn = app.db.conn().await.unwrap();
+            marketplace::on_exec!(conn.exec(), c =>
+                sqlx::query_scalar::<_, i64>(sql).bind(id).fetch_one(c).await)
+            .unwrap()
+        }
+    };
+    let my_total = |token: String, query: &'static str| {
+        let app = &app;
+        async move {
+            let body = json(
+                app.client
+                    .get(app.url(&format!("/api/projects/my{query}")))
+                    .bearer_auth(token)
+                    .send()
+                    .await
+                    .unwrap(),
+            )
+            .await;
+            let total = body["total"].as_i64().unwrap();
+            assert_eq!(
+                body["items"].as_array().unwrap().len() as i64,
+                total,
+                "{body}"
+            );
+            total
+        }
+    };
+    let (company_id, expert_id) = (company.id, expert.id);
+    let check = |step: &'static str| {
+        let (company, expert) = (company.access_token.clone(), expert.access_token.clone());
+        let (app, my_total, sql_count) = (&app, &my_total, &sql_count);
+        async move {
+            let mine = "SELECT COUNT(*) FROM projects WHERE company_id = $1 OR expert_id = $1";
+            let bidding = "SELECT COUNT(*) FROM projects
+                            WHERE (company_id = $1 OR expert_id = $1) AND status = 'bidding'";
+            let totals = (
+                my_total(company.clone(), "").await,
+                my_total(company, "?status=bidding").await,
+                my_total(expert.clone(), "").await,
+            );
+            assert_eq!(
+                totals,
+                (
+                    sql_count(mine, company_id).await,
+                    sql_count(bidding, company_id).await,
+                    sql_count(mine, expert_id).await,
+                ),
+                "{step}"
+            );
+            let stats = json(
+                app.client
+                    .get(app.url("/api/expert/stats"))
+                    .bearer_auth(expert)
+                    .send()
+                    .await
+                    .unwrap(),
+            )
+            .await;
+            let assigned = sql_count(
+                "SELECT COUNT(*) FROM projects WHERE expert_id = $1",
+                expert_id,
+            );
+            assert_eq!(
+                stats["projects"]["total"],
+                assigned.await,
+                "{step}: {stats}"
+            );
+            let applied = sql_count(
+                "SELECT COUNT(*) FROM applications WHERE expert_id = $1",
+                expert_id,
+            );
+            assert_eq!(
+                stats["applications"]["total"],
+                applied.await,
+                "{step}: {stats}"
+            );
+            let pending = sql_count(
+                "SELECT COUNT(*) FROM applications WHERE expert_id = $1 AND status = 'pending'",
+                expert_id,
+            );
+            assert_eq!(
+                stats["applications"]["pending"],
+                pending.await,
+                "{step}: {stats}"
+            );
+            (totals, stats["projects"]["completed"].as_i64().unwrap())
+        }
+    };
+    assert_eq!(check("created").await, ((2, 1, 0), 0));
+
+    let proposal = Proposal {
+        cover_letter: "I can do it".to_owned(),
+        proposed_budget_minor: 100_000,
+        milestones: Vec::new(),
+    };
+    for project in [open, elsewhere] {
+        let mut conn = app.db.conn().await.unwrap();
+        applications::insert(conn.exec(), project, expert.id, &proposal, app.clock.now())
+            .await
+            .unwrap();
+    }
+    let exec = |sql: &'static str, id: i64| run(&app, sql, id);
+    assert_eq!(check("applied").await, ((2, 1, 0), 0));
+    exec(
+        "UPDATE applications SET status = 'accepted' WHERE project_id = $1",
+        open,
+    )
+    .await;
+    let assign = format!(
+        "UPDATE projects SET expert_id = {}, status = 'in_progress' WHERE id = $1",
+        expert.id
+    );
+    {
+        let mut conn = app.db.conn().await.unwrap();
+        marketplace::on_exec!(conn.exec(), c =>
+            sqlx::query(sqlx::AssertSqlSafe(assign.clone())).bind(open).execute(c).await.map(drop))
+        .unwrap();
+    }
+    assert_eq!(check("assigned").await, ((2, 0, 1), 0));
+    fold(&app).await;
+    exec(
+        "UPDATE projects SET status = 'completed' WHERE id = $1",
+        open,
+    )
+    .await;
+    assert_eq!(check("completed, folded").await, ((2, 0, 1), 1));
+    exec("DELETE FROM applications WHERE project_id = $1", elsewhere).await;
+    exec("DELETE FROM projects WHERE id = $1", draft).await;
+    assert_eq!(check("deleted").await, ((1, 0, 1), 1));
+    app.stop().await;
 }
