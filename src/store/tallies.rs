@@ -178,12 +178,15 @@ fn summed(mut sql: Sql, tally: Tally, keys: Option<&str>, user_id: Option<i64>) 
     if let Some(user_id) = user_id {
         filter.push_str(&format!(" AND user_id = {}", sql.arg(user_id)));
     }
-    Total::Query(sql.with_text(&format!(
-        "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM (
-             SELECT n FROM tallies WHERE {filter}
-             UNION ALL
-             SELECT n FROM tally_deltas WHERE {filter}) x"
-    )))
+    Total::Query(
+        sql.with_text(&format!(
+            "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM (
+                 SELECT n FROM tallies WHERE {filter}
+                 UNION ALL
+                 SELECT n FROM tally_deltas WHERE {filter}) x"
+        ))
+        .same_plan(),
+    )
 }
 
 /// One user's place in a per-user tally.
