@@ -17,6 +17,9 @@ pub enum Role {
 }
 
 impl Role {
+    /// Every role, in declaration order.
+    pub const ALL: [Role; 3] = [Role::Empresa, Role::Experto, Role::Admin];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Empresa => "empresa",

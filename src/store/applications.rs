@@ -199,21 +199,15 @@ pub async fn counts_for_expert(
     expert_id: i64,
 ) -> StoreResult<Vec<(ApplicationStatus, i64)>> {
     // Kept by the writes (migration 0032), as the expert's projects are.
-    let keys: Vec<String> = ApplicationStatus::ALL
-        .iter()
-        .map(|s| s.as_str().to_owned())
-        .collect();
-    let counts = super::tallies::by_key_of(
+    super::tallies::by_state_of(
         ex,
         super::tallies::Tally::ApplicationsByExpert,
         expert_id,
-        &keys,
+        "",
+        &ApplicationStatus::ALL,
+        ApplicationStatus::as_str,
     )
-    .await?;
-    Ok(counts
-        .into_iter()
-        .filter_map(|k| Some((ApplicationStatus::parse(&k.key)?, k.n)))
-        .collect())
+    .await
 }
 
 /// `pending` → `needs_revision` with the company's feedback.

@@ -700,8 +700,7 @@ pub async fn list(
     limit: i64,
     offset: i64,
 ) -> StoreResult<(Vec<Payment>, i64)> {
-    let (filter, mut sql) = conditions(f);
-    let filter = listing::where_clause(&filter);
+    let (conditions, mut sql) = conditions(f);
     // Every payment, or one status: the count the writes keep (migration 0023; counting
     // 1.5 million payments at L took 43 ms).
     let by_status_only = f.company_id.is_none()
@@ -711,12 +710,10 @@ pub async fn list(
     let total = if by_status_only {
         tallies::total(Tally::Payments, f.status.map(PaymentStatus::as_str))
     } else {
-        listing::Total::Query(
-            sql.clone()
-                .with_text(&format!("SELECT COUNT(*) FROM payments y {filter}")),
-        )
+        listing::count_rows("payments y", &conditions, &sql)
     };
     let total = total.read(ex.re()).await?;
+    let filter = listing::where_clause(&conditions);
     let (limit, offset) = (sql.arg(limit), sql.arg(offset));
     let items = sql
         .with_text(&format!(

@@ -326,10 +326,7 @@ fn admin_conditions(f: &AdminFilter) -> (Vec<String>, Sql) {
 fn kinds_total(f: &AdminFilter) -> Total {
     let types: Vec<&str> = match &f.profile_type {
         Some(kind) => vec![kind.as_str()],
-        None => [Role::Empresa, Role::Experto, Role::Admin]
-            .iter()
-            .map(|r| r.as_str())
-            .collect(),
+        None => Role::ALL.iter().map(|r| r.as_str()).collect(),
     };
     let verified: Vec<bool> = f.is_verified.map_or(vec![true, false], |v| vec![v]);
     let statuses: Vec<VerificationStatus> = f

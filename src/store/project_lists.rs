@@ -415,10 +415,7 @@ pub fn mine(user_id: i64, status: Option<ProjectStatus>) -> ListQuery {
         filter.push(format!("p.status = {}", sql.arg(status.as_str())));
     }
     let statuses = status.map_or(ProjectStatus::ALL.to_vec(), |s| vec![s]);
-    let keys: Vec<String> = statuses
-        .iter()
-        .map(|s| format!("mine:{}", s.as_str()))
-        .collect();
+    let keys = tallies::state_keys("mine:", &statuses, ProjectStatus::as_str);
     let total = tallies::user_total(Tally::ProjectsByParty, user_id, &keys);
     list(filter, sql, None, total)
 }

@@ -189,20 +189,15 @@ pub async fn assigned_counts(
 ) -> StoreResult<Vec<(ProjectStatus, i64)>> {
     // Kept by the writes (migration 0032): the busiest expert's 45,000 projects at L took
     // 160 ms to count.
-    let keys: Vec<String> = ProjectStatus::ALL
-        .iter()
-        .map(|s| format!("expert:{}", s.as_str()))
-        .collect();
-    let counts =
-        super::tallies::by_key_of(ex, super::tallies::Tally::ProjectsByParty, expert_id, &keys)
-            .await?;
-    Ok(counts
-        .into_iter()
-        .filter_map(|k| {
-            let status = ProjectStatus::parse(k.key.strip_prefix("expert:")?)?;
-            Some((status, k.n))
-        })
-        .collect())
+    super::tallies::by_state_of(
+        ex,
+        super::tallies::Tally::ProjectsByParty,
+        expert_id,
+        "expert:",
+        &ProjectStatus::ALL,
+        ProjectStatus::as_str,
+    )
+    .await
 }
 
 /// The editable fields of a project, written only while its state is still `status`.

@@ -93,47 +93,56 @@ pub struct Keyed {
 
 /// A keyed tally (by status, role, ...), keys in order; keys counting nothing left out.
 pub async fn by_key(ex: Exec<'_>, tally: Tally) -> StoreResult<Vec<Keyed>> {
-    keyed(ex, tally, None).await
+    let mut sql = Sql::default();
+    let rows = rows_of(&mut sql, tally, None, None);
+    keyed(ex, sql, &rows).await
 }
 
-/// One user's figures of a per-user tally under `keys` (named: its index leads with the key),
-/// in order; keys counting nothing left out.
-pub async fn by_key_of(
+/// The keys `<prefix><state>` of each of `states`, as a per-user tally names them.
+pub fn state_keys<S: Copy>(prefix: &str, states: &[S], name: fn(S) -> &'static str) -> Vec<String> {
+    states
+        .iter()
+        .map(|s| format!("{prefix}{}", name(*s)))
+        .collect()
+}
+
+/// One user's counts of a per-user tally keyed `<prefix><state>` ([`state_keys`]), for each
+/// of `states` that counts something, in key order.
+pub async fn by_state_of<S: Copy>(
     ex: Exec<'_>,
     tally: Tally,
     user_id: i64,
-    keys: &[String],
-) -> StoreResult<Vec<Keyed>> {
-    if keys.is_empty() {
-        return Ok(Vec::new());
-    }
-    keyed(ex, tally, Some((user_id, keys))).await
+    prefix: &str,
+    states: &[S],
+    name: fn(S) -> &'static str,
+) -> StoreResult<Vec<(S, i64)>> {
+    let keys = state_keys(prefix, states, name);
+    let mut sql = Sql::default();
+    let bound = bind_keys(&mut sql, &keys);
+    let rows = rows_of(&mut sql, tally, Some(&bound), Some(user_id));
+    let counts = keyed(ex, sql, &rows).await?;
+    Ok(counts
+        .into_iter()
+        .filter_map(|k| {
+            let at = keys.iter().position(|key| *key == k.key)?;
+            Some((states[at], k.n))
+        })
+        .collect())
 }
 
-async fn keyed(
-    ex: Exec<'_>,
-    tally: Tally,
-    user: Option<(i64, &[String])>,
-) -> StoreResult<Vec<Keyed>> {
-    let mut sql = Sql::default();
-    let mut filter = format!("name = {}", sql.arg(tally.as_str()));
-    if let Some((user_id, keys)) = user {
-        let keys: Vec<String> = keys.iter().map(|k| sql.arg(k.as_str())).collect();
-        filter.push_str(&format!(
-            " AND key IN ({}) AND user_id = {}",
-            keys.join(", "),
-            sql.arg(user_id)
-        ));
-    }
-    sql.with_text(&format!(
-        "SELECT key, CAST(SUM(n) AS BIGINT) AS n, CAST(SUM(total) AS BIGINT) AS total FROM (
-             SELECT key, n, total FROM tallies WHERE {filter}
+/// The figures of `rows` ([`rows_of`]) by key, in order; keys counting nothing left out.
+/// Prepared once, as [`summed`] is.
+async fn keyed(ex: Exec<'_>, sql: Sql, rows: &str) -> StoreResult<Vec<Keyed>> {
+    sql.same_plan()
+        .with_text(&format!(
+            "SELECT key, CAST(SUM(n) AS BIGINT) AS n, CAST(SUM(total) AS BIGINT) AS total FROM (
+             SELECT key, n, total FROM tallies WHERE {rows}
              UNION ALL
-             SELECT key, n, total FROM tally_deltas WHERE {filter}) x
+             SELECT key, n, total FROM tally_deltas WHERE {rows}) x
          GROUP BY key HAVING SUM(n) <> 0 ORDER BY key"
-    ))
-    .fetch_all(ex)
-    .await
+        ))
+        .fetch_all(ex)
+        .await
 }
 
 /// A list's total from a keyed tally: the count of `key`, or of every key with `None` (0
@@ -141,7 +150,11 @@ async fn keyed(
 pub fn total(tally: Tally, key: Option<&str>) -> Total {
     match key {
         Some(key) => total_of(tally, |sql| vec![sql.arg(key)]),
-        None => summed(Sql::default(), tally, None, None),
+        None => {
+            let mut sql = Sql::default();
+            let rows = rows_of(&mut sql, tally, None, None);
+            summed(sql, &rows)
+        }
     }
 }
 
@@ -153,8 +166,8 @@ pub fn total_of(tally: Tally, keys: impl FnOnce(&mut Sql) -> Vec<String>) -> Tot
     if keys.is_empty() {
         return Total::Known(0);
     }
-    let keys = format!("key IN ({})", keys.join(", "));
-    summed(sql, tally, Some(&keys), None)
+    let rows = rows_of(&mut sql, tally, Some(&keys), None);
+    summed(sql, &rows)
 }
 
 /// A list's total from one user's keys `keys` of a per-user tally (0 without a key).
@@ -163,27 +176,39 @@ pub fn user_total(tally: Tally, user_id: i64, keys: &[String]) -> Total {
         return Total::Known(0);
     }
     let mut sql = Sql::default();
-    let keys: Vec<String> = keys.iter().map(|k| sql.arg(k.as_str())).collect();
-    let keys = format!("key IN ({})", keys.join(", "));
-    summed(sql, tally, Some(&keys), Some(user_id))
+    let bound = bind_keys(&mut sql, keys);
+    let rows = rows_of(&mut sql, tally, Some(&bound), Some(user_id));
+    summed(sql, &rows)
 }
 
-/// The sum of a tally's counts, folded and not, over the keys passing `keys` (and one
-/// user's).
-fn summed(mut sql: Sql, tally: Tally, keys: Option<&str>, user_id: Option<i64>) -> Total {
-    let mut filter = format!("name = {}", sql.arg(tally.as_str()));
+/// Binds each of `keys` and answers their placeholders.
+fn bind_keys(sql: &mut Sql, keys: &[String]) -> Vec<String> {
+    keys.iter().map(|k| sql.arg(k.as_str())).collect()
+}
+
+/// The condition on a tally's rows (folded or not) that a read adds up: the tally's, under
+/// `keys` (SQL expressions over values bound in `sql`) and one user's, when given. By user,
+/// the rows are found through migration 0033's indexes.
+fn rows_of(sql: &mut Sql, tally: Tally, keys: Option<&[String]>, user_id: Option<i64>) -> String {
+    let mut rows = format!("name = {}", sql.arg(tally.as_str()));
     if let Some(keys) = keys {
-        filter.push_str(&format!(" AND {keys}"));
+        rows.push_str(&format!(" AND key IN ({})", keys.join(", ")));
     }
     if let Some(user_id) = user_id {
-        filter.push_str(&format!(" AND user_id = {}", sql.arg(user_id)));
+        rows.push_str(&format!(" AND user_id = {}", sql.arg(user_id)));
     }
+    rows
+}
+
+/// The sum of the counts of `rows` ([`rows_of`]): a lookup of a few keys, whatever their
+/// values, so prepared once ([`Sql::same_plan`]).
+fn summed(sql: Sql, rows: &str) -> Total {
     Total::Query(
         sql.with_text(&format!(
             "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM (
-                 SELECT n FROM tallies WHERE {filter}
+                 SELECT n FROM tallies WHERE {rows}
                  UNION ALL
-                 SELECT n FROM tally_deltas WHERE {filter}) x"
+                 SELECT n FROM tally_deltas WHERE {rows}) x"
         ))
         .same_plan(),
     )

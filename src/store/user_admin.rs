@@ -466,7 +466,7 @@ pub async fn set_roles(
     active: Role,
     now: DateTime<Utc>,
 ) -> StoreResult<()> {
-    for role in [Role::Empresa, Role::Experto, Role::Admin] {
+    for role in Role::ALL {
         if !roles.contains(&role) {
             on_exec!(ex.re(), c => sqlx::query("DELETE FROM user_roles WHERE user_id = $1 AND role = $2")
                 .bind(id)

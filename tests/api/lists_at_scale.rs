@@ -56,6 +56,14 @@ async fn fold(app: &TestApp) {
         .unwrap();
 }
 
+/// The count `sql` answers on the test's database.
+async fn count_of(app: &TestApp, sql: String) -> i64 {
+    let mut conn = app.db.conn().await.unwrap();
+    marketplace::on_exec!(conn.exec(), c =>
+        sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).fetch_one(c).await)
+    .unwrap()
+}
+
 /// Runs `sql` on the test's database with `id` bound as `$1`.
 async fn run(app: &TestApp, sql: &'static str, id: i64) {
     let mut conn = app.db.conn().await.unwrap();
@@ -942,14 +950,11 @@ async fn expert_directory_totals_follow_verification_and_activity() {
             ("?verified=false", " AND p.is_verified = FALSE"),
         ] {
             let body = json(app.get(&format!("/api/profiles/experts{query}")).await).await;
-            let mut conn = app.db.conn().await.unwrap();
             let sql = format!(
                 "SELECT COUNT(*) FROM profiles p JOIN users u ON u.id = p.user_id
                       WHERE p.profile_type = 'experto' AND u.is_active = TRUE{condition}"
             );
-            let counted: i64 = marketplace::on_exec!(conn.exec(), c =>
-                    sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).fetch_one(c).await)
-            .unwrap();
+            let counted = count_of(app, sql).await;
             assert_eq!(body["total"], counted, "{step} {query}: {body}");
             totals.push(counted);
         }
@@ -1176,7 +1181,6 @@ async fn skill_directory_totals_follow_skills_verification_and_activity() {
                 ("&verified=true", " AND p.is_verified = TRUE"),
                 ("&verified=false", " AND p.is_verified = FALSE"),
             ] {
-                let mut conn = app.db.conn().await.unwrap();
                 let sql = format!(
                     "SELECT COUNT(*) FROM profiles p JOIN users u ON u.id = p.user_id
                        JOIN profile_skills ps ON ps.profile_id = p.id
@@ -1184,9 +1188,7 @@ async fn skill_directory_totals_follow_skills_verification_and_activity() {
                       WHERE p.profile_type = 'experto' AND u.is_active = TRUE
                         AND s.slug = '{slug}'{condition}"
                 );
-                let counted: i64 = marketplace::on_exec!(conn.exec(), c =>
-                        sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).fetch_one(c).await)
-                .unwrap();
+                let counted = count_of(app, sql).await;
                 let mut paths = vec![format!("/api/profiles/experts?skill={slug}{query}")];
                 if query.is_empty() {
                     paths.push(format!("/api/skills/{slug}/experts"));
@@ -1278,11 +1280,8 @@ async fn admin_profile_totals_follow_verification_and_type() {
                     "p.verification_status = 'verified'",
                 ),
             ] {
-                let mut conn = app.db.conn().await.unwrap();
                 let sql = format!("SELECT COUNT(*) FROM profiles p WHERE {condition}");
-                let counted: i64 = marketplace::on_exec!(conn.exec(), c =>
-                        sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).fetch_one(c).await)
-                .unwrap();
+                let counted = count_of(app, sql).await;
                 let response = app
                     .client
                     .get(app.url(&format!("/api/admin/profiles?{query}")))
