@@ -79,3 +79,39 @@ SELECT 'projects_by_party', role || ':' || status, user_id, COUNT(*), 0 FROM (
 UNION ALL
 SELECT 'applications_by_expert', status, expert_id, COUNT(*), 0
   FROM applications GROUP BY status, expert_id;
+-- Migration 0034: each expert's invited projects; projects by skill.
+INSERT INTO tallies (name, key, user_id, n, total)
+SELECT 'invitations_by_expert',
+       p.status || ':' || CASE WHEN a.id IS NULL THEN 'false' ELSE 'true' END, i.expert_id,
+       COUNT(*), 0
+  FROM (SELECT project_id, expert_id FROM project_invitations
+        UNION
+        SELECT project_id, expert_id FROM project_legacy_invitees) i
+  JOIN projects p ON p.id = i.project_id
+  LEFT JOIN applications a ON a.project_id = i.project_id AND a.expert_id = i.expert_id
+ GROUP BY 2, 3
+UNION ALL
+SELECT 'projects_by_skill', p.project_type || ' ' || p.status || ' ' || s.skill, 0, COUNT(*), 0
+  FROM project_skills s JOIN projects p ON p.id = s.project_id
+ GROUP BY 2;
+-- Migration 0035: each user's reviews.
+INSERT INTO tallies (name, key, user_id, n, total)
+SELECT 'reviews_by_user', k.key, k.user_id, COUNT(*), 0 FROM (
+    SELECT 'received:' || visibility AS key, reviewee_id AS user_id FROM reviews
+    UNION ALL
+    SELECT 'written:' || visibility, reviewer_id FROM reviews
+    UNION ALL
+    SELECT 'shown:' || rating, reviewee_id FROM reviews
+     WHERE visibility = 'published' AND (revealed_at IS NOT NULL OR announced_at IS NOT NULL)) k
+ WHERE k.user_id IS NOT NULL
+ GROUP BY k.key, k.user_id;
+-- Migration 0036: disputes by status.
+INSERT INTO tallies (name, key, user_id, n, total)
+SELECT 'disputes', status, 0, COUNT(*), 0 FROM disputes GROUP BY status;
+-- Migration 0037: each expert's money held and released.
+INSERT INTO tallies (name, key, user_id, n, total)
+SELECT 'expert_money', status, expert_id, COUNT(*),
+       SUM(CASE WHEN status = 'released' THEN COALESCE(expert_amount_minor, 0) ELSE amount_minor END)
+  FROM payments
+ WHERE status IN ('held', 'released') AND expert_id IS NOT NULL
+ GROUP BY status, expert_id;

@@ -4,7 +4,8 @@
 
 use chrono::{DateTime, Utc};
 
-use super::listing::{self, Keyed, ListQuery, Order, Seek, Sql, Tier};
+use super::listing::{self, Keyed, ListQuery, Order, Seek, Sql, Tier, Total};
+use super::tallies::{self, Tally};
 use super::{Exec, StoreResult};
 use crate::domain::cursor::Cursor;
 use crate::domain::dispute::DisputeStatus;
@@ -319,13 +320,38 @@ const LISTED_FROM: &str = "disputes d JOIN projects p ON p.id = d.project_id";
 const STATUS_RANK: &str = "CASE d.status WHEN 'open' THEN 0 WHEN 'in_review' THEN 1 \
      WHEN 'resolved' THEN 2 ELSE 3 END";
 
-/// Each status's rank (as `STATUS_RANK` gives it) and condition.
-const STATUS_TIERS: [(i64, &str); 4] = [
-    (0, "d.status = 'open'"),
-    (1, "d.status = 'in_review'"),
-    (2, "d.status = 'resolved'"),
-    (3, "d.status NOT IN ('open', 'in_review', 'resolved')"),
+/// Each status's rank (as `STATUS_RANK` gives it).
+const STATUS_TIERS: [(i64, DisputeStatus); 4] = [
+    (0, DisputeStatus::Open),
+    (1, DisputeStatus::InReview),
+    (2, DisputeStatus::Resolved),
+    (3, DisputeStatus::Closed),
 ];
+
+/// How many disputes in `statuses` pass `filter`: without a search, from the disputes by
+/// status the writes keep (`Tally::Disputes`, migration 0036); with one, counted.
+fn total(
+    f: &DisputeFilter<'_>,
+    statuses: &[DisputeStatus],
+    filter: &[String],
+    args: &Sql,
+) -> Total {
+    if searched(f).is_some() {
+        return listing::count_rows(LISTED_FROM, filter, args);
+    }
+    let shown: Vec<DisputeStatus> = statuses
+        .iter()
+        .copied()
+        .filter(|s| f.status.is_none_or(|only| only == *s))
+        .collect();
+    tallies::total_of(Tally::Disputes, |sql| {
+        shown.iter().map(|s| sql.arg(s.as_str())).collect()
+    })
+}
+
+fn searched<'a>(f: &DisputeFilter<'a>) -> Option<&'a str> {
+    f.search.map(str::trim).filter(|s| !s.is_empty())
+}
 
 /// The conditions of the filters `f` has, their values bound.
 fn conditions(f: &DisputeFilter<'_>) -> (Vec<String>, Sql) {
@@ -334,7 +360,7 @@ fn conditions(f: &DisputeFilter<'_>) -> (Vec<String>, Sql) {
     if let Some(status) = f.status {
         filter.push(format!("d.status = {}", sql.arg(status.as_str())));
     }
-    if let Some(search) = f.search.map(str::trim).filter(|s| !s.is_empty()) {
+    if let Some(search) = searched(f) {
         let p = sql.arg(format!("%{}%", super::escape_like(&search.to_lowercase())));
         filter.push(format!(
             "(LOWER(COALESCE(d.title, '')) LIKE {p} ESCAPE '\\'
@@ -372,13 +398,14 @@ pub async fn list(
     size: i64,
 ) -> StoreResult<(Vec<Dispute>, i64)> {
     let (filter, args) = conditions(f);
+    let all = total(f, &DisputeStatus::ALL, &filter, &args);
     let rank = match f.order {
         DisputeOrder::CreatedDesc => None,
         DisputeOrder::StatusDesc => Some(STATUS_RANK),
-        DisputeOrder::CreatedAsc => return oldest(ex, filter, args, "", page, size).await,
+        DisputeOrder::CreatedAsc => return oldest(ex, filter, args, all, "", page, size).await,
         DisputeOrder::StatusAsc => {
             let by_status = format!("{STATUS_RANK} ASC, ");
-            return oldest(ex, filter, args, &by_status, page, size).await;
+            return oldest(ex, filter, args, all, &by_status, page, size).await;
         }
     };
     // By status: one tier per status, latest in the lifecycle first, each counted but the
@@ -388,13 +415,14 @@ pub async fn list(
         Some(_) => STATUS_TIERS
             .iter()
             .rev()
-            .map(|&(rank, condition)| {
+            .map(|&(rank, status)| {
+                let condition = format!("d.status = '{}'", status.as_str());
                 let mut tier = filter.clone();
-                tier.push(condition.to_owned());
+                tier.push(condition.clone());
                 Tier {
                     rank,
-                    condition: condition.to_owned(),
-                    total: (rank > 0).then(|| listing::count_rows(LISTED_FROM, &tier, &args)),
+                    condition,
+                    total: (rank > 0).then(|| total(f, &[status], &tier, &args)),
                 }
             })
             .collect(),
@@ -406,7 +434,7 @@ pub async fn list(
             rank.unwrap_or("0")
         ),
         from: LISTED_FROM,
-        total: listing::count_rows(LISTED_FROM, &filter, &args),
+        total: all,
         filter,
         args,
         order: Order {
@@ -424,16 +452,13 @@ async fn oldest(
     mut ex: Exec<'_>,
     filter: Vec<String>,
     mut sql: Sql,
+    total: Total,
     first: &str,
     page: i64,
     size: i64,
 ) -> StoreResult<(Vec<Dispute>, i64)> {
     let filter = listing::where_clause(&filter);
-    let total = sql
-        .clone()
-        .with_text(&format!("SELECT COUNT(*) FROM {LISTED_FROM} {filter}"))
-        .fetch_count(ex.re())
-        .await?;
+    let total = total.read(ex.re()).await?;
     let offset = sql.arg((page - 1).saturating_mul(size));
     let limit = sql.arg(size);
     let items = sql

@@ -232,19 +232,18 @@ pub async fn fail_pending(
     Ok(done == 1)
 }
 
-/// Sums of an expert's payments: released to them (their amounts after commission) and held
-/// in escrow for them.
+/// What `expert_id` received from released payments and holds in escrow: `(released,
+/// held)`, summed by the writes (`Tally::ExpertMoney`, migration 0037).
 pub async fn expert_totals(ex: Exec<'_>, expert_id: i64) -> StoreResult<(i64, i64)> {
-    let (released, held): (Option<i64>, Option<i64>) = on_exec!(ex, c => sqlx::query_as(
-        "SELECT
-             CAST(SUM(CASE WHEN status = 'released' THEN COALESCE(expert_amount_minor, 0) END) AS BIGINT),
-             CAST(SUM(CASE WHEN status = 'held' THEN amount_minor END) AS BIGINT)
-         FROM payments WHERE expert_id = $1",
-    )
-    .bind(expert_id)
-    .fetch_one(c)
-    .await)?;
-    Ok((released.unwrap_or(0), held.unwrap_or(0)))
+    let (released, held) = (PaymentStatus::Released, PaymentStatus::Held);
+    let keys = tallies::state_keys("", &[released, held], PaymentStatus::as_str);
+    let kept = tallies::of_user(ex, Tally::ExpertMoney, expert_id, &keys).await?;
+    let sum = |status: PaymentStatus| {
+        kept.iter()
+            .find(|k| k.key == status.as_str())
+            .map_or(0, |k| k.total)
+    };
+    Ok((sum(released), sum(held)))
 }
 
 /// Runs a conditional `UPDATE payments …` and tells whether it changed the row.

@@ -1,9 +1,11 @@
 //! The project lists: the public marketplace, what a user may see, their own projects and
 //! the administrators' list, each newest first (a search: title matches first), a page at a
 //! time through `store::listing`. Their totals come from `project_counts` (kept by triggers
-//! on every write) for the fixed filters, for a search from the projects by word that the
+//! on every write) for the fixed filters, for a skill filter from the projects by skill
+//! (`Tally::ProjectsBySkill`, migration 0034), for a search from the projects by word that the
 //! writes keep (PostgreSQL, one word: `Tally::ProjectWords`, migration 0030) or from the FTS5
-//! index alone (SQLite, no other filter), and from a count of the rows that match otherwise.
+//! index alone (SQLite, no other filter), for an expert's invited projects from
+//! `Tally::InvitationsByExpert` (0034), and from a count of the rows that match otherwise.
 //! Text is searched by word: PostgreSQL's full-text index over the folded text, SQLite's FTS5
 //! table (both fold case and accents); the tables and triggers are migration 0016's.
 
@@ -14,7 +16,7 @@ use super::projects::Project;
 use super::tallies::{self, Tally};
 use super::{Exec, StoreResult};
 use crate::domain::cursor::Cursor;
-use crate::domain::project::{ProjectStatus, ProjectType};
+use crate::domain::project::{ProjectStatus, ProjectType, may_apply};
 
 /// Filters of a project list; `None` matches everything.
 #[derive(Debug, Default, Clone)]
@@ -226,8 +228,11 @@ struct Filters {
     types: Vec<ProjectType>,
     statuses: Vec<ProjectStatus>,
     /// A search's words when it has no filter past type and status: its total is then had
-    /// without reading its matches (see [`Filters::search_total`]).
+    /// without reading its matches (see [`Filters::kept_total`]).
     words: Option<Vec<String>>,
+    /// The skill, when it is the one filter past type and status (see
+    /// [`Filters::kept_total`]).
+    skill: Option<String>,
 }
 
 impl Filters {
@@ -242,6 +247,7 @@ impl Filters {
             types: vec![ProjectType::Private, ProjectType::Curated],
             statuses: ProjectStatus::ALL.to_vec(),
             words: None,
+            skill: None,
         };
         if let Some(status) = status {
             f.statuses = vec![status];
@@ -266,6 +272,18 @@ impl Filters {
         self.filter.push(condition.replace("{}", &placeholder));
         self.counted = false;
         self.words = None;
+        self.skill = None;
+    }
+
+    /// Narrows to the projects requiring `skill` (as `project_skills` holds it, lower-cased).
+    fn skill(&mut self, skill: &str) {
+        let alone = self.counted;
+        let skill = skill.to_lowercase();
+        self.other(
+            "p.id IN (SELECT project_id FROM project_skills WHERE skill = {})",
+            skill.as_str(),
+        );
+        self.skill = alone.then_some(skill);
     }
 
     /// Narrows to a word search; `false` when the search has no word (it matches nothing).
@@ -283,20 +301,35 @@ impl Filters {
         self.filter.push(found.matches);
         self.in_title = Some(found.in_title);
         self.counted = false;
+        self.skill = None;
         true
     }
 
-    /// A search's total without reading its matches, over the types and statuses the filters
-    /// leave (the public listings only with `listed_only`), or `None`:
+    /// The total of a search or of a skill filter without reading its matches, over the
+    /// types and statuses the filters leave (the public listings only with `listed_only`), or
+    /// `None`:
+    /// - a skill, the one filter past type and status: from the projects by skill the writes
+    ///   keep (`Tally::ProjectsBySkill`);
     /// - PostgreSQL, one word: from the projects by word the writes keep
     ///   (`Tally::ProjectWords`);
     /// - SQLite, every project (no filter but the search): from the FTS5 index alone, which
     ///   counts its matches without reading a row of `projects` (1.2 ms for a word in a
     ///   quarter of the projects at M, 24 ms joined to them).
-    fn search_total(&self, engine: &Exec<'_>, listed_only: bool) -> Option<Total> {
+    fn kept_total(&self, engine: &Exec<'_>, listed_only: bool) -> Option<Total> {
+        if let Some(skill) = &self.skill {
+            let key = |sql: &mut Sql, skill: &str, kind: &str| {
+                format!("{} || {skill}", sql.arg(format!("{kind} ")))
+            };
+            return Some(self.tally_total(Tally::ProjectsBySkill, listed_only, skill, key));
+        }
         let words = self.words.as_deref()?;
         match (engine, words) {
-            (Exec::Postgres(_), [word]) => Some(self.word_total(word, listed_only)),
+            (Exec::Postgres(_), [word]) => {
+                let key = |sql: &mut Sql, word: &str, kind: &str| {
+                    format!("fold_text({word}) || {}", sql.arg(format!(" {kind}")))
+                };
+                Some(self.tally_total(Tally::ProjectWords, listed_only, word, key))
+            }
             (Exec::Sqlite(_), words) if !listed_only && self.fixed.is_empty() => {
                 let mut sql = Sql::default();
                 let words: Vec<&str> = words.iter().map(String::as_str).collect();
@@ -309,22 +342,30 @@ impl Filters {
         }
     }
 
-    /// A one-word search's total from `Tally::ProjectWords` (PostgreSQL).
-    fn word_total(&self, word: &str, listed_only: bool) -> Total {
+    /// A total from a tally keyed by `value` (a word, a skill) and a project's type and
+    /// status: the sum of the keys `key` writes from `value`'s placeholder and each
+    /// `<type> <status>` the filters leave (the public listings only with `listed_only`).
+    fn tally_total(
+        &self,
+        tally: Tally,
+        listed_only: bool,
+        value: &str,
+        key: impl Fn(&mut Sql, &str, &str) -> String,
+    ) -> Total {
         let types = self
             .types
             .iter()
             .filter(|t| !listed_only || **t == ProjectType::Curated);
-        tallies::total_of(Tally::ProjectWords, |sql| {
-            let w = sql.arg(word);
+        tallies::total_of(tally, |sql| {
+            let value = sql.arg(value);
             let mut keys = Vec::new();
             for kind in types {
                 for status in &self.statuses {
                     if listed_only && !status.is_public_listing() {
                         continue;
                     }
-                    let suffix = sql.arg(format!(" {} {}", kind.as_str(), status.as_str()));
-                    keys.push(format!("fold_text({w}) || {suffix}"));
+                    let kind = format!("{} {}", kind.as_str(), status.as_str());
+                    keys.push(key(sql, &value, &kind));
                 }
             }
             keys
@@ -341,10 +382,7 @@ impl Filters {
 pub fn visible(engine: &Exec<'_>, viewer: Viewer, f: &ProjectFilter) -> ListQuery {
     let mut q = Filters::new(f.status, f.project_type.as_deref());
     if let Some(skill) = f.skill.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
-        q.other(
-            "p.id IN (SELECT project_id FROM project_skills WHERE skill = {})",
-            skill.to_lowercase(),
-        );
+        q.skill(skill);
     }
     if let Some(min) = f.min_budget_minor {
         q.other("p.budget_minor >= {}", min);
@@ -358,8 +396,8 @@ pub fn visible(engine: &Exec<'_>, viewer: Viewer, f: &ProjectFilter) -> ListQuer
     if !q.search(engine, f.search.as_deref()) {
         return ListQuery::nothing(newest());
     }
-    let all_words = q.search_total(engine, false);
-    let listed_words = q.search_total(engine, true);
+    let all_kept = q.kept_total(engine, false);
+    let listed_kept = q.kept_total(engine, true);
     let Filters {
         mut sql,
         mut filter,
@@ -371,14 +409,14 @@ pub fn visible(engine: &Exec<'_>, viewer: Viewer, f: &ProjectFilter) -> ListQuer
     } = q;
     let total = match viewer {
         Viewer::Admin if by_counts => counted(&fixed, &fixed_args),
-        Viewer::Admin => all_words.unwrap_or_else(|| count(&filter, &sql)),
+        Viewer::Admin => all_kept.unwrap_or_else(|| count(&filter, &sql)),
         Viewer::Anonymous => {
             filter.push(LISTED.to_owned());
             fixed.push(LISTED_COUNTS.to_owned());
             if by_counts {
                 counted(&fixed, &fixed_args)
             } else {
-                listed_words.unwrap_or_else(|| count(&filter, &sql))
+                listed_kept.unwrap_or_else(|| count(&filter, &sql))
             }
         }
         Viewer::User(user_id) => {
@@ -390,7 +428,7 @@ pub fn visible(engine: &Exec<'_>, viewer: Viewer, f: &ProjectFilter) -> ListQuer
                 fixed.push(LISTED_COUNTS.to_owned());
                 Some(counted(&fixed, &fixed_args))
             } else {
-                listed_words
+                listed_kept
             };
             match listed {
                 Some(listed) => {
@@ -440,7 +478,7 @@ pub fn admin(engine: &Exec<'_>, f: &AdminProjectFilter) -> ListQuery {
     }
     let total = if q.counted {
         counted(&q.fixed, &q.fixed_args)
-    } else if let Some(words) = q.search_total(engine, false) {
+    } else if let Some(words) = q.kept_total(engine, false) {
         words
     } else {
         count(&q.filter, &q.sql)
@@ -448,45 +486,138 @@ pub fn admin(engine: &Exec<'_>, f: &AdminProjectFilter) -> ListQuery {
     list(q.filter, q.sql, q.in_title, total)
 }
 
-/// The projects `expert_id` is invited to, formally or in the legacy list (each once).
-fn invited_to(sql: &mut Sql, expert_id: i64) -> String {
-    let u = sql.arg(expert_id);
+/// Which of an expert's invited projects a list shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Invited {
+    /// Every project they are invited to, formally or in the legacy list (each once).
+    All,
+    /// Those they may still apply to and have not, by the applying rules
+    /// (`domain::project::may_apply`): invited to a project in a state taking invited
+    /// experts' proposals, or the target of a private one.
+    Available,
+}
+
+/// How many projects an expert is invited to (formally or in the legacy list), kept by the
+/// writes (`Tally::InvitationsByExpert`, migration 0034).
+pub async fn invitation_count(ex: Exec<'_>, expert_id: i64) -> StoreResult<i64> {
+    invited_total(Invited::All, expert_id).read(ex).await
+}
+
+/// The states in which invited experts may apply.
+fn open_to_invited() -> Vec<ProjectStatus> {
+    ProjectStatus::ALL
+        .into_iter()
+        .filter(|s| may_apply(*s, true, false).is_ok())
+        .collect()
+}
+
+/// The total of an `Invited` list: the invited projects from `Tally::InvitationsByExpert`
+/// (every state, or those open to invited experts and not applied to), plus for `Available`
+/// the private projects targeting the expert, counted (a few).
+fn invited_total(which: Invited, expert_id: i64) -> Total {
+    let keys = |statuses: &[ProjectStatus], applied: &[bool]| -> Vec<String> {
+        let states = tallies::state_keys("", statuses, ProjectStatus::as_str);
+        applied
+            .iter()
+            .flat_map(|a| states.iter().map(move |k| format!("{k}:{a}")))
+            .collect()
+    };
+    match which {
+        Invited::All => tallies::user_total(
+            Tally::InvitationsByExpert,
+            expert_id,
+            &keys(&ProjectStatus::ALL, &[false, true]),
+        ),
+        Invited::Available => {
+            let mut sql = Sql::default();
+            let u = sql.arg(expert_id);
+            let targeted = vec![targeted(&u), not_applied(&u)];
+            Total::Sum(vec![
+                tallies::user_total(
+                    Tally::InvitationsByExpert,
+                    expert_id,
+                    &keys(&open_to_invited(), &[false]),
+                ),
+                count(&targeted, &sql),
+            ])
+        }
+    }
+}
+
+fn targeted(u: &str) -> String {
+    format!("p.status = 'published_private' AND p.target_expert_id = {u}")
+}
+
+fn not_applied(u: &str) -> String {
     format!(
-        "p.id IN (SELECT project_id FROM project_invitations WHERE expert_id = {u}
-            UNION SELECT project_id FROM project_legacy_invitees WHERE expert_id = {u})"
+        "NOT EXISTS (SELECT 1 FROM applications a WHERE a.project_id = p.id AND a.expert_id = {u})"
     )
 }
 
-/// Projects an expert is invited to (formally or in the legacy list), newest first.
-pub fn invitations_of(expert_id: i64) -> ListQuery {
-    let mut sql = Sql::default();
-    let filter = vec![invited_to(&mut sql, expert_id)];
-    let total = count(&filter, &sql);
-    list(filter, sql, None, total)
-}
-
-/// Projects an expert may still apply to and has not: curated listings and projects pending
-/// publication they are invited to, and private ones they are the target of; newest first.
-pub fn available_to(expert_id: i64) -> ListQuery {
+/// An expert's invited projects (`which`), newest first, for a page ending at row `window`.
+///
+/// Two ways to find them, chosen by their total (read first, from the tally) against every
+/// project's: from the expert's invitations, each project looked up and all of them sorted
+/// (cost: the total), or walking every project newest first and testing each for an
+/// invitation (cost: `window` × projects ÷ total rows walked). The busiest expert at L is
+/// invited to 45,000 projects of a million: their first page is found within a few hundred
+/// rows, where looking up and sorting the 45,000 took 80 ms at M; an expert invited to a few
+/// has them looked up.
+pub async fn invited(
+    mut ex: Exec<'_>,
+    which: Invited,
+    expert_id: i64,
+    window: i64,
+) -> StoreResult<ListQuery> {
+    // Each walked row is tested by a lookup; PostgreSQL would otherwise read every
+    // invitation of the expert into a hash first, which `OFFSET 0` keeps it from doing.
+    let probe = if matches!(ex, Exec::Postgres(_)) {
+        " OFFSET 0"
+    } else {
+        ""
+    };
+    let total = invited_total(which, expert_id).read(ex.re()).await?;
+    let projects = counted(&[], &Sql::default()).read(ex).await?;
+    let walk = total.saturating_mul(total) > window.saturating_mul(projects);
     let mut sql = Sql::default();
     let u = sql.arg(expert_id);
-    let filter = vec![
+    let invitation = if walk {
         format!(
-            "p.id IN (SELECT id FROM projects
-                      WHERE target_expert_id = {u} AND status = 'published_private'
-                      UNION SELECT project_id FROM project_invitations WHERE expert_id = {u}
-                      UNION SELECT project_id FROM project_legacy_invitees WHERE expert_id = {u})"
-        ),
+            "(EXISTS (SELECT 1 FROM project_invitations i
+                       WHERE i.project_id = p.id AND i.expert_id = {u}{probe})
+              OR EXISTS (SELECT 1 FROM project_legacy_invitees l
+                          WHERE l.expert_id = {u} AND l.project_id = p.id{probe}))"
+        )
+    } else {
         format!(
-            "((p.status = 'published_private' AND p.target_expert_id = {u})
-              OR p.status IN ('published_curated', 'bidding', 'published', 'pending_publication'))"
-        ),
-        format!(
-            "NOT EXISTS (SELECT 1 FROM applications a WHERE a.project_id = p.id AND a.expert_id = {u})"
-        ),
-    ];
-    let total = count(&filter, &sql);
-    list(filter, sql, None, total)
+            "p.id IN (SELECT project_id FROM project_invitations WHERE expert_id = {u}
+                UNION SELECT project_id FROM project_legacy_invitees WHERE expert_id = {u})"
+        )
+    };
+    let filter = match which {
+        Invited::All => vec![invitation],
+        Invited::Available => {
+            let open = open_to_invited()
+                .iter()
+                .map(|s| format!("'{}'", s.as_str()))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let targeted = targeted(&u);
+            let candidates = if walk {
+                format!("(({targeted}) OR (p.status IN ({open}) AND {invitation}))")
+            } else {
+                format!(
+                    "p.id IN (SELECT id FROM projects
+                              WHERE target_expert_id = {u} AND status = 'published_private'
+                              UNION SELECT project_id FROM project_invitations WHERE expert_id = {u}
+                              UNION SELECT project_id FROM project_legacy_invitees WHERE expert_id = {u})
+                     AND (({targeted}) OR p.status IN ({open}))"
+                )
+            };
+            vec![candidates, not_applied(&u)]
+        }
+    };
+    Ok(list(filter, sql, None, Total::Known(total)))
 }
 
 /// Reads one page of `query`: the projects, the cursor of the last when more follow, and the

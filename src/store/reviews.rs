@@ -7,6 +7,8 @@
 
 use chrono::{DateTime, Utc};
 
+use super::listing::{self, Sql, Total};
+use super::tallies::{self, Tally};
 use super::{Exec, StoreResult};
 use crate::domain::reputation::ReviewVisibility;
 use crate::on_exec;
@@ -110,6 +112,10 @@ pub enum UserSide {
 
 /// A user's reviews, newest first: published ones, plus hidden ones for administrators
 /// (`with_hidden`) or their own author (`viewer_id`). Answers the page and the total.
+///
+/// Each side is read newest first from its own index and the two merged, so a page reads
+/// `offset + limit` reviews of each side, never all of them; the total is kept by the writes
+/// (`Tally::ReviewsByUser`), plus the viewer's own hidden reviews, counted (a few).
 pub async fn of_user(
     mut ex: Exec<'_>,
     user_id: i64,
@@ -119,37 +125,60 @@ pub async fn of_user(
     limit: i64,
     offset: i64,
 ) -> StoreResult<(Vec<Review>, i64)> {
-    let (author, reviewee) = match side {
-        UserSide::Author => (true, false),
-        UserSide::Reviewee => (false, true),
-        UserSide::Either => (true, true),
+    let sides: &[(&str, &str)] = match side {
+        UserSide::Author => &[("written:", "reviewer_id")],
+        UserSide::Reviewee => &[("received:", "reviewee_id")],
+        UserSide::Either => &[("written:", "reviewer_id"), ("received:", "reviewee_id")],
     };
-    let items = on_exec!(ex.re(), c => sqlx::query_as::<_, Review>(select_reviews!(
-        "WHERE (($2 AND r.reviewer_id = $1) OR ($3 AND r.reviewee_id = $1)) ",
-        "AND (r.visibility = 'published' OR $4 OR r.reviewer_id = $5) ",
-        "ORDER BY r.created_at DESC, r.id DESC LIMIT $6 OFFSET $7"
-    ))
-    .bind(user_id)
-    .bind(author)
-    .bind(reviewee)
-    .bind(with_hidden)
-    .bind(viewer_id.unwrap_or(0))
-    .bind(limit)
-    .bind(offset)
-    .fetch_all(c)
-    .await)?;
-    let total = on_exec!(ex, c => sqlx::query_scalar(
-        "SELECT COUNT(*) FROM reviews r
-         WHERE (($2 AND r.reviewer_id = $1) OR ($3 AND r.reviewee_id = $1))
-         AND (r.visibility = 'published' OR $4 OR r.reviewer_id = $5)",
-    )
-    .bind(user_id)
-    .bind(author)
-    .bind(reviewee)
-    .bind(with_hidden)
-    .bind(viewer_id.unwrap_or(0))
-    .fetch_one(c)
-    .await)?;
+    let mut sql = Sql::default();
+    let u = sql.arg(user_id);
+    let viewer = viewer_id.filter(|_| !with_hidden).map(|v| sql.arg(v));
+    let shown = match (with_hidden, &viewer) {
+        (true, _) => "TRUE".to_owned(),
+        (false, Some(v)) => format!("(r.visibility = 'published' OR r.reviewer_id = {v})"),
+        (false, None) => "r.visibility = 'published'".to_owned(),
+    };
+    let window = limit + offset;
+    let parts: Vec<String> = sides
+        .iter()
+        .map(|(_, column)| {
+            format!(
+                "SELECT * FROM ({} WHERE r.{column} = {u} AND {shown}
+                  ORDER BY r.created_at DESC, r.id DESC LIMIT {window}) {}",
+                select_reviews!(),
+                column.trim_end_matches("_id")
+            )
+        })
+        .collect();
+    let page = sql.clone().with_text(&format!(
+        "SELECT * FROM ({}) r ORDER BY r.created_at DESC, r.id DESC LIMIT {limit} OFFSET {offset}",
+        parts.join(" UNION ALL ")
+    ));
+    let items = page.fetch_all::<Review>(ex.re()).await?;
+
+    let visibilities: &[ReviewVisibility] = if with_hidden {
+        &ReviewVisibility::ALL
+    } else {
+        &[ReviewVisibility::Published]
+    };
+    let keys: Vec<String> = sides
+        .iter()
+        .flat_map(|(prefix, _)| tallies::state_keys(prefix, visibilities, ReviewVisibility::as_str))
+        .collect();
+    let mut total = vec![tallies::user_total(Tally::ReviewsByUser, user_id, &keys)];
+    if let Some(v) = viewer {
+        let on_side: Vec<String> = sides
+            .iter()
+            .map(|(_, column)| format!("r.{column} = {u}"))
+            .collect();
+        let own_hidden = vec![
+            format!("r.reviewer_id = {v}"),
+            "r.visibility = 'hidden'".to_owned(),
+            format!("({})", on_side.join(" OR ")),
+        ];
+        total.push(listing::count_rows("reviews r", &own_hidden, &sql));
+    }
+    let total = Total::Sum(total).read(ex).await?;
     Ok((items, total))
 }
 
@@ -306,22 +335,48 @@ pub async fn moderation_of(ex: Exec<'_>, review_id: i64) -> StoreResult<Vec<Mode
     .await)?)
 }
 
-/// How many shown reviews `user_id` received at each rating: `(rating, count)`.
+/// How many shown reviews `user_id` received at each rating: `(rating, count)`. Kept by the
+/// writes (`Tally::ReviewsByUser`, `shown:<rating>`) up to the reviews past their blind
+/// window that the reveal job has not announced yet, which are added (a few).
 pub async fn distribution(
-    ex: Exec<'_>,
+    mut ex: Exec<'_>,
     user_id: i64,
     now: DateTime<Utc>,
 ) -> StoreResult<Vec<(i64, i64)>> {
-    Ok(on_exec!(ex, c => sqlx::query_as(concat!(
-        "SELECT r.rating, COUNT(*) FROM reviews r WHERE r.reviewee_id = $2 AND ",
-        "r.visibility = 'published' AND (r.revealed_at IS NOT NULL OR r.blind_until <= $1) ",
-        "GROUP BY r.rating"
+    let kept = tallies::by_state_of(
+        ex.re(),
+        Tally::ReviewsByUser,
+        user_id,
+        "shown:",
+        &RATINGS,
+        |r| r,
+    )
+    .await?;
+    let unannounced: Vec<(i64, i64)> = on_exec!(ex, c => sqlx::query_as(concat!(
+        "SELECT r.rating, COUNT(*) FROM reviews r WHERE r.reviewee_id = $2 ",
+        "AND r.announced_at IS NULL AND r.revealed_at IS NULL AND r.blind_until <= $1 ",
+        "AND r.visibility = 'published' GROUP BY r.rating"
     ))
     .bind(now)
     .bind(user_id)
     .fetch_all(c)
-    .await)?)
+    .await)?;
+    let mut counts: Vec<(i64, i64)> = Vec::new();
+    let kept = kept
+        .into_iter()
+        .filter_map(|(r, n)| Some((r.parse().ok()?, n)));
+    for (rating, n) in kept.chain(unannounced) {
+        match counts.iter_mut().find(|(r, _)| *r == rating) {
+            Some((_, sum)) => *sum += n,
+            None => counts.push((rating, n)),
+        }
+    }
+    counts.sort_unstable();
+    Ok(counts)
 }
+
+/// The ratings a review may give, as `Tally::ReviewsByUser` keys them.
+const RATINGS: [&str; 5] = ["1", "2", "3", "4", "5"];
 
 /// The latest shown reviews `user_id` received.
 pub async fn recent_shown(

@@ -56,6 +56,21 @@ pub enum Tally {
     ProjectsByParty,
     /// Per expert: applications by status (migration 0032).
     ApplicationsByExpert,
+    /// Per expert: the projects they are invited to (formally or in the legacy list, once
+    /// each), by `<project status>:<true|false>`, `true` once they applied (migration 0034).
+    InvitationsByExpert,
+    /// Projects by `<type> <status> <skill>`, the skill as `project_skills` holds it
+    /// (migration 0034).
+    ProjectsBySkill,
+    /// Per user: `received:<visibility>` and `written:<visibility>` reviews, and
+    /// `shown:<rating>`, the published reviews received that are revealed or announced
+    /// (migration 0035).
+    ReviewsByUser,
+    /// Disputes by status (migration 0036).
+    Disputes,
+    /// Per expert: `held` payments and their amount, `released` ones and what the expert
+    /// received (migration 0037).
+    ExpertMoney,
 }
 
 impl Tally {
@@ -79,6 +94,11 @@ impl Tally {
             Tally::Profiles => "profiles",
             Tally::ProjectsByParty => "projects_by_party",
             Tally::ApplicationsByExpert => "applications_by_expert",
+            Tally::InvitationsByExpert => "invitations_by_expert",
+            Tally::ProjectsBySkill => "projects_by_skill",
+            Tally::ReviewsByUser => "reviews_by_user",
+            Tally::Disputes => "disputes",
+            Tally::ExpertMoney => "expert_money",
         }
     }
 }
@@ -117,10 +137,7 @@ pub async fn by_state_of<S: Copy>(
     name: fn(S) -> &'static str,
 ) -> StoreResult<Vec<(S, i64)>> {
     let keys = state_keys(prefix, states, name);
-    let mut sql = Sql::default();
-    let bound = bind_keys(&mut sql, &keys);
-    let rows = rows_of(&mut sql, tally, Some(&bound), Some(user_id));
-    let counts = keyed(ex, sql, &rows).await?;
+    let counts = of_user(ex, tally, user_id, &keys).await?;
     Ok(counts
         .into_iter()
         .filter_map(|k| {
@@ -128,6 +145,20 @@ pub async fn by_state_of<S: Copy>(
             Some((states[at], k.n))
         })
         .collect())
+}
+
+/// One user's figures of a per-user tally under `keys`, by key, in order; keys counting
+/// nothing left out.
+pub async fn of_user(
+    ex: Exec<'_>,
+    tally: Tally,
+    user_id: i64,
+    keys: &[String],
+) -> StoreResult<Vec<Keyed>> {
+    let mut sql = Sql::default();
+    let bound = bind_keys(&mut sql, keys);
+    let rows = rows_of(&mut sql, tally, Some(&bound), Some(user_id));
+    keyed(ex, sql, &rows).await
 }
 
 /// The figures of `rows` ([`rows_of`]) by key, in order; keys counting nothing left out.

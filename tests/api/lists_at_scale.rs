@@ -1470,3 +1470,738 @@ async fn party_totals_follow_ownership_assignment_and_status() {
     assert_eq!(check("deleted").await, ((1, 0, 1), 1));
     app.stop().await;
 }
+
+/// A list's total as `token` reads it at `path`, checked against the items listed.
+async fn listed_total(app: &TestApp, path: &str, token: Option<&str>) -> i64 {
+    let mut request = app.client.get(app.url(path));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.unwrap();
+    assert_eq!(response.status(), 200, "{path}");
+    let body = json(response).await;
+    let total = body["total"].as_i64().unwrap();
+    assert_eq!(
+        body["items"].as_array().unwrap().len() as i64,
+        total,
+        "{path}: {body}"
+    );
+    total
+}
+
+/// An expert's invitations, available projects and statistics (`Tally::InvitationsByExpert`,
+/// kept by the writes): each total equals a count of the rows and the items listed, through
+/// formal and legacy invitations of the same pair, applications, a change of status together
+/// with the legacy list, a targeted private project, deletions and a fold.
+#[actix_web::test]
+async fn invitation_totals_follow_invitations_applications_status_and_deletes() {
+    use marketplace::store::applications::{self, Proposal};
+    let app = spawn_app().await;
+    let company = register(&app, "invitingcompany", &["empresa"]).await;
+    let expert = register(&app, "invitedexpert", &["experto"]).await;
+    let mut made = Vec::new();
+    for status in [
+        ProjectStatus::PublishedCurated,
+        ProjectStatus::Bidding,
+        ProjectStatus::PendingPublication,
+        ProjectStatus::Draft,
+        ProjectStatus::PublishedPrivate,
+        ProjectStatus::InProgress,
+    ] {
+        made.push(project(&app, company.id, status.as_str(), "", status).await);
+    }
+    let [listed, bidding, pending, draft, private, running] = made[..] else {
+        unreachable!()
+    };
+
+    let exec = |sql: String, id: i64| {
+        let app = &app;
+        async move {
+            let mut conn = app.db.conn().await.unwrap();
+            marketplace::on_exec!(conn.exec(), c =>
+                sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).execute(c).await.map(drop))
+            .unwrap();
+        }
+    };
+    let invite = |project: i64| {
+        let app = &app;
+        let expert = expert.id;
+        async move {
+            let mut conn = app.db.conn().await.unwrap();
+            let now = app.clock.now();
+            assert!(
+                projects::invite(conn.exec(), project, expert, None, "admin", None, now)
+                    .await
+                    .unwrap()
+            );
+        }
+    };
+    let legacy = |project: i64, experts: Vec<i64>| {
+        let app = &app;
+        async move {
+            let mut conn = app.db.conn().await.unwrap();
+            let now = app.clock.now();
+            projects::set_invited_experts(conn.exec(), project, &experts, now)
+                .await
+                .unwrap();
+        }
+    };
+    let e = expert.id;
+    let check = |step: &'static str| {
+        let (app, token) = (&app, expert.access_token.clone());
+        async move {
+            let invited = listed_total(app, "/api/expert/invitations", Some(&token)).await;
+            let available = listed_total(app, "/api/expert/available-projects", Some(&token)).await;
+            // Pages of one: the first ones walk every project (many invited against few
+            // projects), the later ones look the invitations up; together, the whole list.
+            for path in ["/api/expert/invitations", "/api/expert/available-projects"] {
+                let get = |path: String| {
+                    let token = token.clone();
+                    async move {
+                        let response = app.client.get(app.url(&path)).bearer_auth(token);
+                        ids(&json(response.send().await.unwrap()).await)
+                    }
+                };
+                let whole = get(format!("{path}?size=100")).await;
+                let mut paged = Vec::new();
+                for page in 1..=whole.len() {
+                    paged.extend(get(format!("{path}?size=1&page={page}")).await);
+                }
+                assert_eq!(paged, whole, "{step}: {path}");
+            }
+            let pairs = format!(
+                "SELECT COUNT(*) FROM (SELECT project_id FROM project_invitations WHERE expert_id = {e}
+                  UNION SELECT project_id FROM project_legacy_invitees WHERE expert_id = {e}) x"
+            );
+            assert_eq!(invited, count_of(app, pairs).await, "{step}");
+            let open = format!(
+                "SELECT COUNT(*) FROM projects p
+                  WHERE ((p.status IN ('published_curated', 'bidding', 'published', 'pending_publication')
+                          AND (p.id IN (SELECT project_id FROM project_invitations WHERE expert_id = {e})
+                               OR p.id IN (SELECT project_id FROM project_legacy_invitees WHERE expert_id = {e})))
+                         OR (p.status = 'published_private' AND p.target_expert_id = {e}))
+                    AND NOT EXISTS (SELECT 1 FROM applications a
+                                     WHERE a.project_id = p.id AND a.expert_id = {e})"
+            );
+            assert_eq!(available, count_of(app, open).await, "{step}");
+            let stats = json(
+                app.client
+                    .get(app.url("/api/expert/stats"))
+                    .bearer_auth(&token)
+                    .send()
+                    .await
+                    .unwrap(),
+            )
+            .await;
+            assert_eq!(stats["invitations"], invited, "{step}: {stats}");
+            (invited, available)
+        }
+    };
+    assert_eq!(check("none").await, (0, 0));
+
+    for p in [listed, pending, draft, running] {
+        invite(p).await;
+    }
+    // The legacy list names `listed` again (counted once) and `bidding`.
+    legacy(listed, vec![e]).await;
+    legacy(bidding, vec![e]).await;
+    assert_eq!(check("invited").await, (5, 3));
+
+    // Targeted and formally invited: one project, available once.
+    exec(
+        format!("UPDATE projects SET target_expert_id = {e} WHERE id = $1"),
+        private,
+    )
+    .await;
+    invite(private).await;
+    assert_eq!(check("targeted").await, (6, 4));
+
+    let proposal = Proposal {
+        cover_letter: "I can do it".to_owned(),
+        proposed_budget_minor: 100_000,
+        milestones: Vec::new(),
+    };
+    for p in [listed, private] {
+        let mut conn = app.db.conn().await.unwrap();
+        applications::insert(conn.exec(), p, expert.id, &proposal, app.clock.now())
+            .await
+            .unwrap();
+    }
+    assert_eq!(check("applied").await, (6, 2));
+    fold(&app).await;
+
+    // A status and the legacy list changed in one statement: the draft is published and
+    // named in its legacy list; the pending project leaves for the draft state.
+    exec(
+        format!(
+            "UPDATE projects SET status = 'published_curated', invited_experts = '[{e}]' WHERE id = $1"
+        ),
+        draft,
+    )
+    .await;
+    exec(
+        "UPDATE projects SET status = 'draft' WHERE id = $1".to_owned(),
+        pending,
+    )
+    .await;
+    assert_eq!(check("moved").await, (6, 2));
+
+    // Out of the legacy list, still formally invited; out of both.
+    legacy(listed, Vec::new()).await;
+    assert_eq!(check("legacy dropped").await, (6, 2));
+    exec(
+        format!("DELETE FROM project_invitations WHERE expert_id = {e} AND project_id = $1"),
+        draft,
+    )
+    .await;
+    assert_eq!(check("formal dropped, legacy kept").await, (6, 2));
+    legacy(bidding, Vec::new()).await;
+    assert_eq!(check("bidding dropped").await, (5, 1));
+
+    exec(
+        format!("DELETE FROM applications WHERE expert_id = {e} AND project_id = $1"),
+        listed,
+    )
+    .await;
+    assert_eq!(check("withdrawn").await, (5, 2));
+    fold(&app).await;
+    exec("DELETE FROM projects WHERE id = $1".to_owned(), listed).await;
+    exec("DELETE FROM projects WHERE id = $1".to_owned(), draft).await;
+    assert_eq!(check("deleted").await, (3, 0));
+    app.stop().await;
+}
+
+/// A skill filter's total (`Tally::ProjectsBySkill`, kept by the writes), for each kind of
+/// viewer, equals the items listed and a count of the rows, through changes of skills, status
+/// and type, deletions and a fold.
+#[actix_web::test]
+async fn skill_totals_follow_skills_status_type_and_deletes() {
+    let app = spawn_app().await;
+    let company = register(&app, "skillcompany", &["empresa"]).await;
+    let outsider = register(&app, "skilloutsider", &["experto"]).await;
+    let (_, admin_token) = crate::helpers::admin(&app, "skill_admin").await;
+    // Each project requires Rust and Kubernetes.
+    let first = project(
+        &app,
+        company.id,
+        "First",
+        "",
+        ProjectStatus::PublishedCurated,
+    )
+    .await;
+    let second = project(&app, company.id, "Second", "", ProjectStatus::Bidding).await;
+    let draft = project(&app, company.id, "Draft", "", ProjectStatus::Draft).await;
+
+    let counts = |skill: &'static str| {
+        let (app, company, outsider, admin) = (
+            &app,
+            company.access_token.clone(),
+            outsider.access_token.clone(),
+            admin_token.clone(),
+        );
+        async move {
+            let total = |path: String, token: Option<String>| async move {
+                listed_total(app, &path, token.as_deref()).await
+            };
+            let totals = (
+                total(format!("/api/projects/public?skill={skill}"), None).await,
+                total(format!("/api/projects?skill={skill}"), Some(company)).await,
+                total(format!("/api/projects?skill={skill}"), Some(outsider)).await,
+                total(format!("/api/projects?skill={skill}"), Some(admin.clone())).await,
+                total(
+                    format!("/api/projects?skill={skill}&status=draft"),
+                    Some(admin),
+                )
+                .await,
+            );
+            let listed = format!(
+                "SELECT COUNT(*) FROM projects p JOIN project_skills s ON s.project_id = p.id
+                  WHERE s.skill = '{}' AND p.project_type = 'curated'
+                    AND p.status IN ('published_curated', 'bidding', 'published', 'open')",
+                skill.to_lowercase()
+            );
+            assert_eq!(totals.0, count_of(app, listed).await, "{skill}");
+            totals
+        }
+    };
+    assert_eq!(counts("rust").await, (2, 3, 2, 3, 1));
+    assert_eq!(counts("KUBERNETES").await, (2, 3, 2, 3, 1));
+    assert_eq!(counts("python").await, (0, 0, 0, 0, 0));
+
+    let exec = |sql: &'static str, id: i64| run(&app, sql, id);
+    exec(
+        r#"UPDATE projects SET skills_required = '["Python", "rust", "RUST"]' WHERE id = $1"#,
+        second,
+    )
+    .await;
+    assert_eq!(counts("rust").await, (2, 3, 2, 3, 1));
+    assert_eq!(counts("kubernetes").await, (1, 2, 1, 2, 1));
+    assert_eq!(counts("python").await, (1, 1, 1, 1, 0));
+    fold(&app).await;
+    // Skills and status in one statement.
+    exec(
+        r#"UPDATE projects SET skills_required = '["Python"]', status = 'bidding' WHERE id = $1"#,
+        draft,
+    )
+    .await;
+    assert_eq!(counts("python").await, (2, 2, 2, 2, 0));
+    assert_eq!(counts("rust").await, (2, 2, 2, 2, 0));
+    // Private: no longer listed, still the company's own.
+    exec(
+        "UPDATE projects SET project_type = 'private' WHERE id = $1",
+        first,
+    )
+    .await;
+    assert_eq!(counts("rust").await, (1, 2, 1, 2, 0));
+    exec("DELETE FROM projects WHERE id = $1", second).await;
+    assert_eq!(counts("rust").await, (0, 1, 0, 1, 0));
+    assert_eq!(counts("python").await, (1, 1, 1, 1, 0));
+    app.stop().await;
+}
+
+/// A user's reviews and their statistics (`Tally::ReviewsByUser`, kept by the writes): each
+/// list's total, for the public, an administrator and the author of a hidden review, equals the
+/// items listed and a count of the rows; the statistics count the shown reviews received,
+/// through a reveal, an announcement, the blind window passing on the clock, hiding, an edit,
+/// a deletion and a fold.
+#[actix_web::test]
+async fn review_totals_follow_visibility_reveal_clock_and_deletes() {
+    use marketplace::store::reviews::{self, NewReview};
+    let app = spawn_app().await;
+    let company = register(&app, "reviewingcompany", &["empresa"]).await;
+    let other = register(&app, "othercompany", &["empresa"]).await;
+    let expert = register(&app, "reviewedexpert", &["experto"]).await;
+    let (_, admin_token) = crate::helpers::admin(&app, "review_admin").await;
+    let mut tokens = (company.access_token.clone(), admin_token);
+    let mut projects = Vec::new();
+    for (owner, title) in [
+        (company.id, "One"),
+        (company.id, "Two"),
+        (company.id, "Three"),
+    ] {
+        projects.push(project(&app, owner, title, "", ProjectStatus::Completed).await);
+    }
+    let elsewhere = project(&app, other.id, "Four", "", ProjectStatus::Completed).await;
+    let review = |project: i64, reviewer: i64, reviewee: i64, rating: i64, days: i64| {
+        let app = &app;
+        async move {
+            let mut conn = app.db.conn().await.unwrap();
+            let now = app.clock.now();
+            let new = NewReview {
+                project_id: project,
+                reviewer_id: reviewer,
+                reviewee_id: reviewee,
+                reviewer_role: if reviewer == expert.id {
+                    "experto"
+                } else {
+                    "empresa"
+                },
+                rating,
+                comment: "A fair review of the work",
+                blind_until: now + Duration::days(days),
+            };
+            reviews::insert(conn.exec(), &new, now).await.unwrap()
+        }
+    };
+    let sealed = review(projects[0], company.id, expert.id, 5, 14).await;
+    let past = review(projects[1], company.id, expert.id, 4, -1).await;
+    let announced = review(elsewhere, other.id, expert.id, 2, -1).await;
+    review(projects[0], expert.id, company.id, 3, 14).await;
+    let hidden = review(projects[2], company.id, expert.id, 1, -1).await;
+    let exec = |sql: &'static str, id: i64| run(&app, sql, id);
+    exec(
+        "UPDATE reviews SET announced_at = created_at WHERE id = $1",
+        announced,
+    )
+    .await;
+    exec(
+        "UPDATE reviews SET visibility = 'hidden' WHERE id = $1",
+        hidden,
+    )
+    .await;
+
+    let e = expert.id;
+    let check = |step: &'static str, (company, admin): (String, String)| {
+        let app = &app;
+        async move {
+            let list = |query: &'static str, token: Option<String>| async move {
+                let path = format!("/api/reviews/user/{e}{query}");
+                listed_total(app, &path, token.as_deref()).await
+            };
+            let totals = (
+                list("", None).await,
+                list("?role=reviewee", None).await,
+                list("?role=author", None).await,
+                list("", Some(admin)).await,
+                list("", Some(company)).await,
+            );
+            let either = format!("(r.reviewer_id = {e} OR r.reviewee_id = {e})");
+            let published = format!(
+                "SELECT COUNT(*) FROM reviews r WHERE {either} AND r.visibility = 'published'"
+            );
+            assert_eq!(totals.0, count_of(app, published).await, "{step}");
+            let all = format!("SELECT COUNT(*) FROM reviews r WHERE {either}");
+            assert_eq!(totals.3, count_of(app, all).await, "{step}");
+            let stats = json(app.get(&format!("/api/reviews/stats/{e}")).await).await;
+            let distribution: Vec<i64> = (1..=5)
+                .map(|r| stats["distribution"][r.to_string()].as_i64().unwrap())
+                .collect();
+            assert_eq!(
+                stats["total_reviews"].as_i64().unwrap(),
+                distribution.iter().sum::<i64>(),
+                "{step}: {stats}"
+            );
+            (totals, distribution)
+        }
+    };
+    // Shown: the review past its window (unannounced) and the announced one.
+    assert_eq!(
+        check("written", tokens.clone()).await,
+        ((4, 3, 1, 5, 5), vec![0, 1, 0, 1, 0])
+    );
+    {
+        let mut conn = app.db.conn().await.unwrap();
+        reviews::reveal_project(conn.exec(), projects[0], app.clock.now())
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        check("revealed", tokens.clone()).await,
+        ((4, 3, 1, 5, 5), vec![0, 1, 0, 1, 1])
+    );
+    exec(
+        "UPDATE reviews SET announced_at = created_at WHERE id = $1",
+        past,
+    )
+    .await;
+    assert_eq!(
+        check("announced", tokens.clone()).await,
+        ((4, 3, 1, 5, 5), vec![0, 1, 0, 1, 1])
+    );
+    fold(&app).await;
+
+    let late = review(projects[1], other.id, expert.id, 1, 14).await;
+    assert_eq!(
+        check("sealed", tokens.clone()).await,
+        ((5, 4, 1, 6, 6), vec![0, 1, 0, 1, 1])
+    );
+    app.clock.advance(Duration::days(15));
+    // Their sessions ended with the days passed.
+    let login = |name: &'static str| crate::helpers::login(&app, name, crate::helpers::PASSWORD);
+    tokens = (login("reviewingcompany").await, login("review_admin").await);
+    assert_eq!(
+        check("window passed", tokens.clone()).await,
+        ((5, 4, 1, 6, 6), vec![1, 1, 0, 1, 1])
+    );
+    exec(
+        "UPDATE reviews SET visibility = 'hidden' WHERE id = $1",
+        past,
+    )
+    .await;
+    exec("UPDATE reviews SET rating = 3 WHERE id = $1", sealed).await;
+    assert_eq!(
+        check("hidden, edited", tokens.clone()).await,
+        ((4, 3, 1, 6, 6), vec![1, 1, 1, 0, 0])
+    );
+    exec("DELETE FROM reviews WHERE id = $1", late).await;
+    exec("DELETE FROM reviews WHERE id = $1", hidden).await;
+    assert_eq!(
+        check("deleted", tokens.clone()).await,
+        ((3, 2, 1, 4, 4), vec![0, 1, 1, 0, 0])
+    );
+    app.stop().await;
+}
+
+/// An invitation and an application of the same expert and project racing (PostgreSQL; SQLite
+/// has one writer): whichever comes second waits on the project's row that the first one's
+/// trigger locked, then sees the first; the expert's kept count holds the pair once, applied,
+/// in either order.
+#[actix_web::test]
+async fn an_invitation_and_an_application_racing_are_counted_once() {
+    let app = spawn_app().await;
+    let marketplace::store::Db::Postgres(pool) = app.db.clone() else {
+        app.stop().await;
+        return;
+    };
+    let company = register(&app, "racingcompany", &["empresa"]).await;
+    let expert = register(&app, "racingexpert", &["experto"]).await;
+    let invitation = "INSERT INTO project_invitations (project_id, expert_id, source, created_at)
+                      VALUES ($1, $2, 'admin', now())";
+    let application = "INSERT INTO applications
+                           (project_id, expert_id, proposed_budget_minor, created_at, updated_at)
+                       VALUES ($1, $2, 100000, now(), now())";
+    for (step, (first, second)) in [(invitation, application), (application, invitation)]
+        .into_iter()
+        .enumerate()
+    {
+        let project = project(&app, company.id, "Raced", "", ProjectStatus::Bidding).await;
+        let mut tx = pool.begin().await.unwrap();
+        sqlx::query(first)
+            .bind(project)
+            .bind(expert.id)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        let racing = {
+            let pool = pool.clone();
+            let expert = expert.id;
+            tokio::spawn(async move {
+                sqlx::query(second)
+                    .bind(project)
+                    .bind(expert)
+                    .execute(&pool)
+                    .await
+            })
+        };
+        // The second statement is waiting on a lock before the first commits.
+        let mut waited = false;
+        for _ in 0..2_000 {
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM pg_stat_activity
+                  WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            )
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            if waiting > 0 {
+                waited = true;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        assert!(waited, "order {step}: the second write never waited");
+        tx.commit().await.unwrap();
+        racing.await.unwrap().unwrap();
+        let counted: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT key, CAST(SUM(n) AS BIGINT) FROM (
+                 SELECT key, n FROM tallies WHERE name = 'invitations_by_expert' AND user_id = $1
+                 UNION ALL
+                 SELECT key, n FROM tally_deltas WHERE name = 'invitations_by_expert' AND user_id = $1) x
+              GROUP BY key HAVING SUM(n) <> 0 ORDER BY key",
+        )
+        .bind(expert.id)
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        assert_eq!(
+            counted,
+            vec![("bidding:true".to_owned(), step as i64 + 1)],
+            "order {step}"
+        );
+    }
+    let token = expert.access_token.as_str();
+    assert_eq!(
+        listed_total(&app, "/api/expert/invitations", Some(token)).await,
+        2
+    );
+    assert_eq!(
+        listed_total(&app, "/api/expert/available-projects", Some(token)).await,
+        0
+    );
+    app.stop().await;
+}
+
+/// The administrators' dispute list (`Tally::Disputes`, kept by the writes): its total and, by
+/// status, each page's items, in every order and status filter, agree with a count of the
+/// rows through status changes, a fold and a deletion; a search is counted.
+#[actix_web::test]
+async fn dispute_totals_follow_status_changes_in_every_order() {
+    use marketplace::store::disputes::{self, NewDispute};
+    let app = spawn_app().await;
+    let company = register(&app, "disputingcompany", &["empresa"]).await;
+    let (_, admin_token) = crate::helpers::admin(&app, "dispute_admin").await;
+    let mut ids = Vec::new();
+    for reason in [
+        "Late delivery",
+        "Wrong scope",
+        "Missing files",
+        "Late again",
+    ] {
+        let p = project(&app, company.id, reason, "", ProjectStatus::InProgress).await;
+        let mut conn = app.db.conn().await.unwrap();
+        let new = NewDispute {
+            project_id: p,
+            payment_id: None,
+            raised_by: company.id,
+            title: None,
+            reason,
+            description: None,
+            dispute_type: None,
+            priority: None,
+            evidence: None,
+            requested_resolution: None,
+            contact_preference: None,
+        };
+        ids.push(
+            disputes::insert(conn.exec(), &new, app.clock.now())
+                .await
+                .unwrap(),
+        );
+    }
+    let check = |step: &'static str| {
+        let (app, admin) = (&app, admin_token.clone());
+        async move {
+            let mut totals = Vec::new();
+            for status in ["", "&status=open", "&status=in_review", "&status=closed"] {
+                let value = status.rsplit('=').next().filter(|_| !status.is_empty());
+                let sql = match value {
+                    Some(v) => format!("SELECT COUNT(*) FROM disputes WHERE status = '{v}'"),
+                    None => "SELECT COUNT(*) FROM disputes".to_owned(),
+                };
+                let expected = count_of(app, sql).await;
+                for order in [
+                    "created_at&sort_order=desc",
+                    "created_at&sort_order=asc",
+                    "status&sort_order=desc",
+                    "status&sort_order=asc",
+                ] {
+                    // Pages of one: the tiers of the order by status are each had from the
+                    // tally, and every dispute comes once.
+                    let mut seen = BTreeSet::new();
+                    for page in 1..=expected.max(1) {
+                        let path = format!(
+                            "/api/admin/disputes?size=1&page={page}&sort_by={order}{status}"
+                        );
+                        let body = json(
+                            app.client
+                                .get(app.url(&path))
+                                .bearer_auth(&admin)
+                                .send()
+                                .await
+                                .unwrap(),
+                        )
+                        .await;
+                        assert_eq!(body["total"].as_i64().unwrap(), expected, "{step}: {path}");
+                        for item in body["items"].as_array().unwrap() {
+                            assert!(seen.insert(item["id"].as_i64().unwrap()), "{step}: {path}");
+                        }
+                    }
+                    assert_eq!(seen.len() as i64, expected, "{step}: {order}{status}");
+                }
+                totals.push(expected);
+            }
+            let searched = listed_total(app, "/api/admin/disputes?search=late", Some(&admin)).await;
+            (totals, searched)
+        }
+    };
+    assert_eq!(check("raised").await, (vec![4, 4, 0, 0], 2));
+    let exec = |sql: &'static str, id: i64| run(&app, sql, id);
+    exec(
+        "UPDATE disputes SET status = 'in_review' WHERE id = $1",
+        ids[0],
+    )
+    .await;
+    exec(
+        "UPDATE disputes SET status = 'closed' WHERE id = $1",
+        ids[1],
+    )
+    .await;
+    assert_eq!(check("moved").await, (vec![4, 2, 1, 1], 2));
+    fold(&app).await;
+    exec(
+        "UPDATE disputes SET status = 'closed' WHERE id = $1",
+        ids[0],
+    )
+    .await;
+    exec("DELETE FROM disputes WHERE id = $1", ids[2]).await;
+    assert_eq!(check("closed, deleted").await, (vec![3, 1, 0, 2], 2));
+    app.stop().await;
+}
+
+/// An expert's money in their statistics (`Tally::ExpertMoney`, kept by the writes): what they
+/// received from released payments and what is held for them in escrow equal sums of the
+/// rows, through holds, releases, a change of amount, a refund, a fold and a deletion.
+#[actix_web::test]
+async fn expert_money_follows_holds_releases_and_refunds() {
+    use marketplace::store::payments::{self, NewPayment};
+    let app = spawn_app().await;
+    let company = register(&app, "payingcompany", &["empresa"]).await;
+    let expert = register(&app, "paidexpert", &["experto"]).await;
+    let other = register(&app, "otherpaidexpert", &["experto"]).await;
+    let p = project(&app, company.id, "Paid", "", ProjectStatus::InProgress).await;
+    let mut ids = Vec::new();
+    for (to, amount) in [
+        (expert.id, 10_000),
+        (expert.id, 25_050),
+        (expert.id, 7_000),
+        (other.id, 99_900),
+    ] {
+        let mut conn = app.db.conn().await.unwrap();
+        let new = NewPayment {
+            project_id: p,
+            milestone_id: None,
+            company_id: Some(company.id),
+            expert_id: Some(to),
+            amount_minor: amount,
+            currency: "eur",
+        };
+        ids.push(
+            payments::insert_pending(conn.exec(), &new, app.clock.now())
+                .await
+                .unwrap(),
+        );
+    }
+    let e = expert.id;
+    let check = |step: &'static str| {
+        let (app, token) = (&app, expert.access_token.clone());
+        async move {
+            let stats = json(
+                app.client
+                    .get(app.url("/api/expert/stats"))
+                    .bearer_auth(&token)
+                    .send()
+                    .await
+                    .unwrap(),
+            )
+            .await;
+            let sum = |status: &str, column: &str| {
+                format!(
+                    "SELECT CAST(COALESCE(SUM(COALESCE({column}, 0)), 0) AS BIGINT) FROM payments
+                      WHERE expert_id = {e} AND status = '{status}'"
+                )
+            };
+            let released = count_of(app, sum("released", "expert_amount_minor")).await;
+            let held = count_of(app, sum("held", "amount_minor")).await;
+            let euros = |minor: i64| minor as f64 / 100.0;
+            assert_eq!(
+                stats["earnings"]["released"],
+                euros(released),
+                "{step}: {stats}"
+            );
+            assert_eq!(
+                stats["earnings"]["in_escrow"],
+                euros(held),
+                "{step}: {stats}"
+            );
+            (released, held)
+        }
+    };
+    assert_eq!(check("pending").await, (0, 0));
+    let exec = |sql: &'static str, id: i64| run(&app, sql, id);
+    for id in &ids {
+        exec("UPDATE payments SET status = 'held' WHERE id = $1", *id).await;
+    }
+    assert_eq!(check("held").await, (0, 42_050));
+    exec(
+        "UPDATE payments SET status = 'released', commission_minor = 1000, expert_amount_minor = 9000
+          WHERE id = $1",
+        ids[0],
+    )
+    .await;
+    assert_eq!(check("released").await, (9_000, 32_050));
+    fold(&app).await;
+    exec(
+        "UPDATE payments SET amount_minor = 30000 WHERE id = $1",
+        ids[1],
+    )
+    .await;
+    exec(
+        "UPDATE payments SET status = 'refunded' WHERE id = $1",
+        ids[2],
+    )
+    .await;
+    assert_eq!(check("changed, refunded").await, (9_000, 30_000));
+    exec("DELETE FROM payments WHERE id = $1", ids[1]).await;
+    assert_eq!(check("deleted").await, (9_000, 0));
+    app.stop().await;
+}

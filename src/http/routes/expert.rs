@@ -90,7 +90,7 @@ pub async fn stats(state: web::Data<AppState>, auth: AuthUser) -> ApiResult<Http
         .map(|(_, n)| n)
         .sum();
     let (released, held) = payments::expert_totals(conn.exec(), id).await?;
-    let invitation_count = project_lists::invitations_of(id).count(conn.exec()).await?;
+    let invitation_count = project_lists::invitation_count(conn.exec(), id).await?;
     Ok(HttpResponse::Ok().json(ExpertStats {
         applications: ApplicationStats {
             total: counts.iter().map(|(_, n)| n).sum(),
@@ -179,13 +179,15 @@ async fn project_list(
     let page = query.validate()?;
     let c = caller(auth);
     let mut conn = state.db.conn().await?;
-    let listed = match which {
-        ProjectList::Available => Some(project_lists::available_to(c.id)),
-        ProjectList::Invited => Some(project_lists::invitations_of(c.id)),
+    let invited = match which {
+        ProjectList::Available => Some(project_lists::Invited::Available),
+        ProjectList::Invited => Some(project_lists::Invited::All),
         ProjectList::Assigned => None,
     };
-    let (items, total) = match listed {
-        Some(query) => {
+    let (items, total) = match invited {
+        Some(which) => {
+            let window = page.offset() + page.limit();
+            let query = project_lists::invited(conn.exec(), which, c.id, window).await?;
             let seek = crate::store::listing::Seek::Page(page.page);
             let (items, _, total) =
                 project_lists::page(conn.exec(), query, seek, page.size).await?;
