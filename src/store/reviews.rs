@@ -138,7 +138,7 @@ pub async fn of_user(
         (false, Some(v)) => format!("(r.visibility = 'published' OR r.reviewer_id = {v})"),
         (false, None) => "r.visibility = 'published'".to_owned(),
     };
-    let window = limit + offset;
+    let window = limit.saturating_add(offset);
     let parts: Vec<String> = sides
         .iter()
         .map(|(_, column)| {

@@ -1668,6 +1668,21 @@ async fn invitation_totals_follow_invitations_applications_status_and_deletes() 
     exec("DELETE FROM projects WHERE id = $1".to_owned(), listed).await;
     exec("DELETE FROM projects WHERE id = $1".to_owned(), draft).await;
     assert_eq!(check("deleted").await, (3, 0));
+    // The last page a client may ask for: nothing on it, the total as ever.
+    for path in ["/api/expert/invitations", "/api/expert/available-projects"] {
+        let path = format!("{path}?size=100&page={}", i64::MAX);
+        let response = app
+            .client
+            .get(app.url(&path))
+            .bearer_auth(&expert.access_token);
+        let body = json(response.send().await.unwrap()).await;
+        assert_eq!(body["items"], serde_json::json!([]), "{path}: {body}");
+        assert_eq!(
+            body["total"],
+            if path.contains("available") { 0 } else { 3 },
+            "{path}"
+        );
+    }
     app.stop().await;
 }
 
@@ -1909,6 +1924,11 @@ async fn review_totals_follow_visibility_reveal_clock_and_deletes() {
         check("deleted", tokens.clone()).await,
         ((3, 2, 1, 4, 4), vec![0, 1, 1, 0, 0])
     );
+    // The last page a client may ask for: nothing on it, the total as ever.
+    let path = format!("/api/reviews/user/{e}?size=100&page={}", i64::MAX);
+    let body = json(app.get(&path).await).await;
+    assert_eq!(body["items"], serde_json::json!([]), "{body}");
+    assert_eq!(body["total"], 3, "{body}");
     app.stop().await;
 }
 

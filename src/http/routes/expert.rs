@@ -186,7 +186,7 @@ async fn project_list(
     };
     let (items, total) = match invited {
         Some(which) => {
-            let window = page.offset() + page.limit();
+            let window = page.offset().saturating_add(page.limit());
             let query = project_lists::invited(conn.exec(), which, c.id, window).await?;
             let seek = crate::store::listing::Seek::Page(page.page);
             let (items, _, total) =
