@@ -162,3 +162,5 @@ SELECT 'expert_money', status, expert_id, COUNT(*),
   FROM payments
  WHERE status IN ('held', 'released') AND expert_id IS NOT NULL
  GROUP BY status, expert_id;
+-- Migration 0038: each profile's search document (COPY fires no trigger).
+UPDATE profiles SET search_words = profile_search_words(id, full_name, bio, main_area);

@@ -1,9 +1,10 @@
 //! The expert list (`GET /api/profiles/experts`, `GET /api/skills/{slug}/experts`): active
 //! users' expert profiles, verified first, then newest, a page at a time through
-//! `store::listing`. A skill starts from `profile_skills`; words are searched in the name,
-//! bio and main area (PostgreSQL's full-text index, SQLite's FTS5, case and accents folded)
-//! or in the expert's skill names (migration 0017). The totals of the whole directory and of
-//! one skill's experts are kept by the writes (migrations 0027 and 0030).
+//! `store::listing`. A skill alone starts from `profile_skills`. Words are searched in the
+//! profile's search document (migration 0038: name, bio, main area and skill names, case and
+//! accents folded; PostgreSQL's `search_words`, SQLite's FTS5 `profile_search`), a skill
+//! beside them being one more term of the same match. The totals of the whole directory and
+//! of one skill's experts are kept by the writes (migrations 0027 and 0030).
 
 use super::listing::{self, Keyed, ListQuery, Order, Sql, Tier, Total};
 use super::profiles::{ExpertFilter, Profile};
@@ -57,7 +58,14 @@ pub fn experts(engine: &Exec<'_>, f: &ExpertFilter) -> ListQuery {
         "p.profile_type = 'experto'".to_owned(),
         "u.is_active = TRUE".to_owned(),
     ];
-    if let Some(slug) = &f.skill {
+    let search = f.q.as_deref().map(str::trim).filter(|s| !s.is_empty());
+    if let Some(search) = search {
+        let words = listing::words(search);
+        if words.is_empty() {
+            return ListQuery::nothing(newest());
+        }
+        filter.push(searched(engine, &mut sql, &words, f.skill.as_deref()));
+    } else if let Some(slug) = &f.skill {
         let slug = sql.arg(slug.as_str());
         // The skill's id first, so each profile is tested by one lookup of
         // `(profile_id, skill_id)`; joined to `skills` instead, PostgreSQL read every skill of
@@ -79,34 +87,9 @@ pub fn experts(engine: &Exec<'_>, f: &ExpertFilter) -> ListQuery {
     if let Some(verified) = f.verified {
         filter.push(format!("p.is_verified = {}", sql.arg(verified)));
     }
-    if let Some(search) = f.q.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
-        let words = listing::words(search);
-        if words.is_empty() {
-            return ListQuery::nothing(newest());
-        }
-        filter.push(match engine {
-            Exec::Postgres(_) => {
-                let q = listing::tsquery(&mut sql, &words);
-                format!(
-                    "(p.text_words @@ {q} OR p.id IN (SELECT ps.profile_id FROM profile_skills ps
-                      WHERE ps.skill_id IN (SELECT id FROM skills WHERE name_words @@ {q})))"
-                )
-            }
-            Exec::Sqlite(_) => {
-                let profiles = listing::fts5_query(&mut sql, &words, None);
-                let skills = listing::fts5_query(&mut sql, &words, None);
-                format!(
-                    "(p.id IN (SELECT rowid FROM profiles_fts WHERE profiles_fts MATCH {profiles})
-                      OR p.id IN (SELECT ps.profile_id FROM profile_skills ps WHERE ps.skill_id IN
-                        (SELECT rowid FROM skills_fts WHERE skills_fts MATCH {skills})))"
-                )
-            }
-        });
-    }
     // The whole directory or one skill's experts, or only their verified or unverified
     // part: the counts the writes keep (migrations 0027 and 0030).
-    let searched = f.q.as_deref().is_some_and(|q| !q.trim().is_empty());
-    let kept = f.level.is_none() && f.availability.is_none() && !searched;
+    let kept = f.level.is_none() && f.availability.is_none() && search.is_none();
     let tally = |verified: Option<bool>| match &f.skill {
         None => tallies::total(
             Tally::ListedExperts,
@@ -148,6 +131,38 @@ pub fn experts(engine: &Exec<'_>, f: &ExpertFilter) -> ListQuery {
         args: sql,
         order,
         total,
+    }
+}
+
+/// Profiles whose search document (migration 0038) holds every one of `words`, in their
+/// text or their skills' names, and with `skill` the skill of that slug: one match in the
+/// full-text index, which intersects the word's and the skill's entries.
+fn searched(engine: &Exec<'_>, sql: &mut Sql, words: &[&str], skill: Option<&str>) -> String {
+    let skill = skill.map(|slug| sql.arg(slug));
+    match engine {
+        Exec::Postgres(_) => {
+            let mut q = listing::tsquery(sql, words);
+            // A skill's token, `#<id>`, is no word a search can hold; an unknown slug
+            // makes the query NULL, which matches nothing.
+            if let Some(slug) = skill {
+                q = format!(
+                    "({q} && (SELECT CAST(quote_literal('#' || id) AS tsquery)
+                               FROM skills WHERE slug = {slug}))"
+                );
+            }
+            format!("p.search_words @@ {q}")
+        }
+        Exec::Sqlite(_) => {
+            let mut q = listing::fts5_query(sql, words, Some("words"));
+            // An unknown slug asks for skill 0, which no profile holds.
+            if let Some(slug) = skill {
+                q = format!(
+                    "{q} || ' AND skills : \"' ||
+                       COALESCE((SELECT id FROM skills WHERE slug = {slug}), 0) || '\"'"
+                );
+            }
+            format!("p.id IN (SELECT rowid FROM profile_search WHERE profile_search MATCH {q})")
+        }
     }
 }
 

@@ -2225,3 +2225,142 @@ async fn expert_money_follows_holds_releases_and_refunds() {
     assert_eq!(check("deleted").await, (9_000, 0));
     app.stop().await;
 }
+
+/// An expert search with a skill (one full-text match over each profile's search document,
+/// migration 0038) follows a profile's text, its skills and a skill's rename; its total is the
+/// items listed, and its words may fall in the text or the skills' names.
+#[actix_web::test]
+async fn expert_search_follows_text_skills_and_renames() {
+    let m = crate::market::Market::open().await;
+    let mut experts = Vec::new();
+    for (username, bio, skills) in [
+        ("wordpipes", "Builds data pipelines", vec!["Python"]),
+        ("wordsci", "Web work", vec!["Python", "Data Science"]),
+        ("wordgo", "Data plumbing", vec!["Go"]),
+        ("wordnone", "Nothing here", vec!["Rust"]),
+    ] {
+        let expert = m.member(username, "experto", false, false).await;
+        let profile = count_of(
+            &m.app,
+            format!("SELECT id FROM profiles WHERE user_id = {}", expert.id),
+        )
+        .await;
+        experts.push((expert, profile));
+        edit(
+            &m,
+            experts.len() - 1,
+            &experts,
+            serde_json::json!({"bio": bio, "skills": skills}),
+        )
+        .await;
+    }
+    let app = &m.app;
+    let found = |query: &'static str| async move {
+        let body = json(app.get(&format!("/api/profiles/experts?{query}")).await).await;
+        let mut names: Vec<String> = body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["full_name"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        assert_eq!(body["total"], names.len() as i64, "{query}: {body}");
+        names.sort();
+        names
+    };
+    let named = |usernames: &[&str]| -> Vec<String> {
+        let mut names: Vec<String> = usernames.iter().map(|u| full_name(u)).collect();
+        names.sort();
+        names
+    };
+    assert_eq!(
+        found("skill=python&q=data").await,
+        named(&["wordpipes", "wordsci"])
+    );
+    assert_eq!(
+        found("q=data").await,
+        named(&["wordpipes", "wordsci", "wordgo"])
+    );
+    // Words in the text and in a skill's name together; accents and case folded.
+    assert_eq!(
+        found("q=D%C3%81TA%20python").await,
+        named(&["wordpipes", "wordsci"])
+    );
+    assert_eq!(found("skill=go&q=plumbing").await, named(&["wordgo"]));
+    assert_eq!(found("skill=rust&q=data").await, named(&[]));
+    assert_eq!(found("skill=cobol&q=data").await, named(&[]));
+
+    edit(&m, 2, &experts, serde_json::json!({"skills": ["Python"]})).await;
+    assert_eq!(
+        found("skill=python&q=data").await,
+        named(&["wordpipes", "wordsci", "wordgo"])
+    );
+    edit(&m, 0, &experts, serde_json::json!({"skills": ["Go"]})).await;
+    assert_eq!(
+        found("skill=python&q=data").await,
+        named(&["wordsci", "wordgo"])
+    );
+    assert_eq!(found("skill=go&q=data").await, named(&["wordpipes"]));
+    edit(&m, 0, &experts, serde_json::json!({"bio": "Web work"})).await;
+    assert_eq!(found("q=data").await, named(&["wordsci", "wordgo"]));
+
+    run(
+        app,
+        "UPDATE skills SET name = 'Analytics' WHERE id = (SELECT skill_id FROM profile_skills
+           WHERE profile_id = $1 AND skill_id <> (SELECT id FROM skills WHERE slug = 'python'))",
+        experts[1].1,
+    )
+    .await;
+    assert_eq!(found("skill=python&q=data").await, named(&["wordgo"]));
+    assert_eq!(found("skill=python&q=analytics").await, named(&["wordsci"]));
+
+    // Verified experts come first in a search as in the directory: the older one here.
+    run(
+        app,
+        "UPDATE profiles SET is_verified = TRUE WHERE id = $1",
+        experts[0].1,
+    )
+    .await;
+    let body = json(app.get("/api/profiles/experts?skill=python&q=web").await).await;
+    assert_eq!(body["total"], 1, "{body}");
+    assert_eq!(body["items"][0]["full_name"], full_name("wordsci"));
+    for (query, total) in [("q=web&size=1", 2), ("q=web&size=1&verified=false", 1)] {
+        let body = json(app.get(&format!("/api/profiles/experts?{query}")).await).await;
+        assert_eq!(body["total"], total, "{query}: {body}");
+    }
+    let body = json(app.get("/api/profiles/experts?q=web&size=1").await).await;
+    assert_eq!(body["items"][0]["full_name"], full_name("wordpipes"));
+    let cursor = body["next_cursor"].as_str().unwrap().to_owned();
+    let body = json(
+        app.get(&format!(
+            "/api/profiles/experts?q=web&size=1&cursor={cursor}"
+        ))
+        .await,
+    )
+    .await;
+    assert_eq!(body["items"][0]["full_name"], full_name("wordsci"));
+    assert!(body["next_cursor"].is_null(), "{body}");
+}
+
+/// The full name `Market::member` gives an expert.
+fn full_name(username: &str) -> String {
+    format!("Expert {username}")
+}
+
+/// Updates the profile of `experts[i]` with `body` through the API.
+async fn edit(
+    m: &crate::market::Market,
+    i: usize,
+    experts: &[(crate::helpers::Account, i64)],
+    body: Value,
+) {
+    let (expert, profile) = &experts[i];
+    let response = m
+        .send(
+            expert,
+            reqwest::Method::PUT,
+            &format!("/api/profiles/{profile}"),
+            Some(body),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+}
