@@ -2364,3 +2364,54 @@ async fn edit(
         .await;
     assert_eq!(response.status(), 200);
 }
+
+/// A skill filter's pages are the same whichever way the list tests the skill: pages of one
+/// of a common skill (on SQLite, probed as the order is walked: its count squared is over the
+/// page's end times the list) and of a rare one (looked up and sorted) give, in turn, what one
+/// page of all gives, and a deep page from the list's other end agrees.
+#[actix_web::test]
+async fn skill_pages_agree_whether_the_skill_is_probed_or_looked_up() {
+    let app = spawn_app().await;
+    let company = register(&app, "probecompany", &["empresa"]).await;
+    let listed = listed(&app, company.id, 10).await;
+    // Each project requires Rust and Kubernetes; six of ten also Python, one Go.
+    for (i, id) in listed.iter().enumerate() {
+        let skills = match i {
+            0 => r#"["Go", "Rust"]"#,
+            i if i % 5 == 0 => r#"["Rust"]"#,
+            _ if i < 8 => r#"["Python", "Rust"]"#,
+            _ => r#"["Kubernetes"]"#,
+        };
+        // A literal, which each engine reads as its JSON column's type.
+        let sql = format!("UPDATE projects SET skills_required = '{skills}' WHERE id = {id}");
+        let mut conn = app.db.conn().await.unwrap();
+        marketplace::on_exec!(conn.exec(), c =>
+            sqlx::query(sqlx::AssertSqlSafe(sql)).execute(c).await.map(drop))
+        .unwrap();
+    }
+    for (skill, expected) in [("python", 6), ("go", 1), ("rust", 8)] {
+        let all = page(&app, &format!("skill={skill}&size=20")).await;
+        assert_eq!(all["total"], expected, "{skill}");
+        let whole = ids(&all);
+        assert_eq!(whole.len() as i64, expected, "{skill}");
+        let mut paged = Vec::new();
+        for number in 1..=expected {
+            let one = page(&app, &format!("skill={skill}&size=1&page={number}")).await;
+            assert_eq!(one["total"], expected, "{skill} page {number}");
+            paged.extend(ids(&one));
+        }
+        assert_eq!(paged, whole, "{skill}: pages of one");
+        let mut walked = Vec::new();
+        let mut query = format!("skill={skill}&size=1");
+        loop {
+            let one = page(&app, &query).await;
+            walked.extend(ids(&one));
+            match one["next_cursor"].as_str() {
+                Some(cursor) => query = format!("skill={skill}&size=1&cursor={cursor}"),
+                None => break,
+            }
+        }
+        assert_eq!(walked, whole, "{skill}: by cursor");
+    }
+    app.stop().await;
+}

@@ -104,7 +104,11 @@ async fn list_for(
 ) -> ApiResult<Paginated<ProjectView>> {
     let (page, seek, filter) = query.parse()?;
     let mut conn = state.db.conn().await?;
-    let query = project_lists::visible(&conn.exec(), viewer, &filter);
+    let window = match seek {
+        Seek::Page(number) => number.saturating_mul(page.size),
+        Seek::After(_) => page.size + 1,
+    };
+    let query = project_lists::visible_for_page(conn.exec(), viewer, &filter, window).await?;
     let (items, next, total) = project_lists::page(conn.exec(), query, seek, page.size).await?;
     Ok(Paginated::new(items, total, page)
         .with_next(next)
