@@ -164,3 +164,6 @@ SELECT 'expert_money', status, expert_id, COUNT(*),
  GROUP BY status, expert_id;
 -- Migration 0038: each profile's search document (COPY fires no trigger).
 UPDATE profiles SET search_words = profile_search_words(id, full_name, bio, main_area);
+-- Migration 0039: each account's search text.
+DELETE FROM account_search;
+INSERT INTO account_search (user_id, text) SELECT id, account_search_text(id) FROM users;

@@ -23,8 +23,10 @@ SELECT p.id,
                   WHERE ps.profile_id = p.id), '') AS skills
   FROM profiles p;
 
+-- Contentless: the index keeps no copy of the text, only what it needs to match and delete.
 CREATE VIRTUAL TABLE profile_search USING fts5(
-    words, skills, tokenize = 'unicode61 remove_diacritics 2'
+    words, skills, content = '', contentless_delete = 1,
+    tokenize = 'unicode61 remove_diacritics 2'
 );
 INSERT INTO profile_search (rowid, words, skills)
     SELECT id, words, skills FROM profile_search_documents;

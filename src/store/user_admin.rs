@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::listing::{self, Keyed, ListQuery, Order, Seek, Sql};
+use super::listing::{self, Keyed, ListQuery, Order, Seek, Sql, Total};
 use super::tallies::{self, Tally};
 use super::users::{self, User};
 use super::{Exec, StoreResult};
@@ -100,18 +100,24 @@ fn users(engine: &Exec<'_>, f: &UserFilter) -> ListQuery {
             "u.id IN (SELECT user_id FROM profiles WHERE verification_status = {status})"
         ));
     }
-    if let Some(search) = f.search.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
-        filter.push(searched(engine, &mut sql, search));
-    }
-    // No filter, one role or one status: the count the writes keep (migration 0026).
     let search = f.search.as_deref().map(str::trim).filter(|s| !s.is_empty());
+    let matches = search.map(|search| matching(engine, &mut sql, search));
+    if let Some(matches) = &matches {
+        filter.push(format!("u.id IN ({matches})"));
+    }
+    // No filter, one role or one status: the count the writes keep (migration 0026); a
+    // search alone: its matches counted in the search index, each an account.
     let status = f.status.as_deref().map(AccountStatus::parse);
-    let total = match (&f.role, status, &f.verification, search) {
+    let total = match (&f.role, status, &f.verification, &matches) {
         (None, None, None, None) => tallies::total(Tally::Users, None),
         (Some(role), None, None, None) => tallies::total(Tally::AccountsByRole, Some(role)),
         (None, Some(Some(status)), None, None) => {
             tallies::total(Tally::UsersByStatus, Some(status.as_str()))
         }
+        (None, None, None, Some(matches)) => Total::Query(
+            sql.clone()
+                .with_text(&format!("SELECT COUNT(*) FROM ({matches}) m")),
+        ),
         _ => listing::count_rows("users u", &filter, &sql),
     };
     ListQuery {
@@ -124,38 +130,30 @@ fn users(engine: &Exec<'_>, f: &UserFilter) -> ListQuery {
     }
 }
 
-/// Accounts whose e-mail, username or a profile's name holds `search` (`%` and `_` literal,
-/// case folded, and accents in names).
-fn searched(engine: &Exec<'_>, sql: &mut Sql, search: &str) -> String {
-    let pattern = format!("%{}%", super::escape_like(&search.to_lowercase()));
+/// The ids of the accounts whose e-mail, username or a profile's name holds `search` (`%` and
+/// `_` literal, case and accents folded), from each account's search text (migration 0039).
+fn matching(engine: &Exec<'_>, sql: &mut Sql, search: &str) -> String {
     match engine {
         Exec::Postgres(_) => {
+            let pattern = format!("%{}%", super::escape_like(search));
             let p = sql.arg(pattern);
-            format!(
-                "u.id IN (SELECT id FROM users WHERE LOWER(email) LIKE {p} ESCAPE '\\'
-                    UNION SELECT id FROM users WHERE LOWER(username) LIKE {p} ESCAPE '\\'
-                    UNION SELECT user_id FROM profiles
-                          WHERE fold_text(COALESCE(full_name, '') || ' ' || COALESCE(company_name, ''))
-                                LIKE fold_text({p}) ESCAPE '\\')"
-            )
+            format!("SELECT user_id FROM account_search WHERE text LIKE fold_text({p}) ESCAPE '\\'")
         }
-        // The trigram indexes answer a quoted string as a substring (three characters at
+        // The trigram index answers a quoted string as a substring (three characters at
         // least); a shorter term is looked for row by row.
         Exec::Sqlite(_) if search.chars().count() >= 3 => {
             let q = sql.arg(format!("\"{}\"", search.replace('"', "\"\"")));
-            format!(
-                "u.id IN (SELECT rowid FROM users_search WHERE users_search MATCH {q}
-                    UNION SELECT user_id FROM profiles
-                          WHERE id IN (SELECT rowid FROM profile_names WHERE profile_names MATCH {q}))"
-            )
+            format!("SELECT rowid FROM account_search WHERE account_search MATCH {q}")
         }
         Exec::Sqlite(_) => {
+            let pattern = format!("%{}%", super::escape_like(&search.to_lowercase()));
             let p = sql.arg(pattern);
             format!(
-                "(LOWER(u.email) LIKE {p} ESCAPE '\\' OR LOWER(u.username) LIKE {p} ESCAPE '\\'
-                  OR u.id IN (SELECT user_id FROM profiles
-                              WHERE LOWER(COALESCE(full_name, '')) LIKE {p} ESCAPE '\\'
-                                 OR LOWER(COALESCE(company_name, '')) LIKE {p} ESCAPE '\\'))"
+                "SELECT id FROM users WHERE LOWER(email) LIKE {p} ESCAPE '\\'
+                    OR LOWER(username) LIKE {p} ESCAPE '\\'
+                 UNION SELECT user_id FROM profiles
+                  WHERE LOWER(COALESCE(full_name, '')) LIKE {p} ESCAPE '\\'
+                     OR LOWER(COALESCE(company_name, '')) LIKE {p} ESCAPE '\\'"
             )
         }
     }

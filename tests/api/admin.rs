@@ -113,6 +113,34 @@ async fn the_user_list_filters_by_role_status_verification_and_literal_text() {
             "{found}"
         );
     }
+    // Each account's search text (migration 0039) follows its names, its username and its
+    // profiles; a search beside another filter is counted through the accounts.
+    let exec = |sql: &'static str| {
+        let m = &m;
+        async move {
+            let mut conn = m.app.db.conn().await.unwrap();
+            marketplace::on_exec!(conn.exec(), c => sqlx::query(sql)
+                .bind(other.id).execute(c).await.map(drop))
+            .unwrap();
+        }
+    };
+    exec("UPDATE profiles SET full_name = 'Núñez' WHERE user_id = $1").await;
+    assert_eq!(list("?search=garcia").await, (0, vec![]));
+    assert_eq!(list("?search=NUNEZ").await.1, vec!["plain_user".to_owned()]);
+    exec("UPDATE users SET username = 'renamed_user' WHERE id = $1").await;
+    assert_eq!(
+        list("?search=renamed").await,
+        (1, vec!["renamed_user".to_owned()])
+    );
+    // Still found by its e-mail; the old username alone is gone.
+    assert_eq!(list("?search=plain_user@").await.0, 1);
+    exec("UPDATE users SET email = 'renamed@example.com' WHERE id = $1").await;
+    assert_eq!(list("?search=plain_").await.0, 0);
+    assert_eq!(list("?search=nunez&role=experto").await.0, 1);
+    assert_eq!(list("?search=nunez&role=empresa").await.0, 0);
+    exec("DELETE FROM profiles WHERE user_id = $1").await;
+    assert_eq!(list("?search=nunez").await.0, 0);
+    assert_eq!(list("?search=renamed").await.0, 1);
 
     let r = admin_put(
         &m,
