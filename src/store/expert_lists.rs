@@ -6,7 +6,7 @@
 //! beside them being one more term of the same match. The totals of the whole directory and
 //! of one skill's experts are kept by the writes (migrations 0027 and 0030).
 
-use super::listing::{self, Keyed, ListQuery, Order, Sql, Tier, Total};
+use super::listing::{self, Keyed, ListQuery, Order, SetTest, Sql, Tier, Total};
 use super::profiles::{ExpertFilter, Profile};
 use super::tallies::{self, Tally};
 use super::{Exec, StoreResult};
@@ -52,6 +52,35 @@ const FROM: &str = "profiles p JOIN users u ON u.id = p.user_id";
 
 /// Experts matching `f`, verified first, then newest.
 pub fn experts(engine: &Exec<'_>, f: &ExpertFilter) -> ListQuery {
+    experts_with(engine, f, SetTest::Lookup)
+}
+
+/// [`experts`] for a page ending at row `window`. On SQLite a skill with no other filter but
+/// verification is tested as [`SetTest::cheaper`] says from the kept counts: Python's 10,210
+/// experts at M, of 74,129, took 25 ms looked up and sorted, 0.1 ms probed.
+pub async fn experts_for_page(
+    mut ex: Exec<'_>,
+    f: &ExpertFilter,
+    window: i64,
+) -> StoreResult<ListQuery> {
+    let searched = f.q.as_deref().is_some_and(|q| !q.trim().is_empty());
+    let skill_alone =
+        f.skill.is_some() && f.level.is_none() && f.availability.is_none() && !searched;
+    if !matches!(ex, Exec::Sqlite(_)) || !skill_alone {
+        return Ok(experts(&ex, f));
+    }
+    let total = experts(&ex, f).total.read(ex.re()).await?;
+    let without = ExpertFilter {
+        skill: None,
+        ..f.clone()
+    };
+    let list = experts(&ex, &without).total.read(ex.re()).await?;
+    let mut query = experts_with(&ex, f, SetTest::cheaper(total, window, list));
+    query.total = Total::Known(total);
+    Ok(query)
+}
+
+fn experts_with(engine: &Exec<'_>, f: &ExpertFilter, test: SetTest) -> ListQuery {
     let mut sql = Sql::default();
     // Written as the partial index `idx_profiles_experts_listed` is.
     let mut filter = vec![
@@ -70,10 +99,16 @@ pub fn experts(engine: &Exec<'_>, f: &ExpertFilter) -> ListQuery {
         // The skill's id first, so each profile is tested by one lookup of
         // `(profile_id, skill_id)`; joined to `skills` instead, PostgreSQL read every skill of
         // every profile it walked (71 ms for a page at M, 0.7 ms this way).
-        filter.push(format!(
-            "p.id IN (SELECT ps.profile_id FROM profile_skills ps
-                      WHERE ps.skill_id = (SELECT id FROM skills WHERE slug = {slug}))"
-        ));
+        let skill = format!("(SELECT id FROM skills WHERE slug = {slug})");
+        filter.push(match test {
+            SetTest::Lookup => format!(
+                "p.id IN (SELECT ps.profile_id FROM profile_skills ps WHERE ps.skill_id = {skill})"
+            ),
+            SetTest::Probe => format!(
+                "EXISTS (SELECT 1 FROM profile_skills ps
+                          WHERE ps.profile_id = p.id AND ps.skill_id = {skill})"
+            ),
+        });
     }
     if let Some(level) = &f.level {
         filter.push(format!("p.expert_level = {}", sql.arg(level.as_str())));

@@ -184,6 +184,17 @@ pub enum Seek {
     Page(i64),
 }
 
+impl Seek {
+    /// The row a page of `size` ends at, counted from the list's start (from the cursor for a
+    /// page after one, with the one more read to tell whether more follow).
+    pub fn window(self, size: i64) -> i64 {
+        match self {
+            Self::Page(number) => number.saturating_mul(size),
+            Self::After(_) => size.saturating_add(1),
+        }
+    }
+}
+
 /// One page of a list, with the cursor of its last item when more follow.
 pub struct Window<T> {
     pub items: Vec<T>,
@@ -193,6 +204,29 @@ pub struct Window<T> {
 /// The sort key of an item, as a cursor.
 pub trait Keyed {
     fn cursor(&self) -> Cursor;
+}
+
+/// How a list tests that a row belongs to a set, such as a skill's projects or experts: by
+/// looking up the set's members and sorting them (cost: the set), or by walking the list's
+/// order and probing each row with one index lookup (cost: the page's end × the list ÷ the
+/// set). Chosen from counts known beforehand where the engine cannot choose (SQLite has no
+/// statistics); PostgreSQL's planner chooses from its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetTest {
+    Lookup,
+    Probe,
+}
+
+impl SetTest {
+    /// The cheaper test for a set of `members` among a list of `rows`, for a page ending at
+    /// row `window`: probing when `members² > window × rows`.
+    pub fn cheaper(members: i64, window: i64, rows: i64) -> Self {
+        if members.saturating_mul(members) > window.saturating_mul(rows) {
+            Self::Probe
+        } else {
+            Self::Lookup
+        }
+    }
 }
 
 /// The words of a search: what both engines index (runs of letters and digits), at most 16.

@@ -2415,3 +2415,86 @@ async fn skill_pages_agree_whether_the_skill_is_probed_or_looked_up() {
     }
     app.stop().await;
 }
+
+/// A skill's experts page the same whichever way the list tests the skill: pages of one of a
+/// common skill (on SQLite probed while the directory's order is walked, then looked up as the
+/// page's end grows), pages of one of a rare skill and a walk by cursor give what one page of
+/// all gives, verified experts first.
+#[actix_web::test]
+async fn skill_directory_pages_agree_whether_probed_or_looked_up() {
+    let m = crate::market::Market::open().await;
+    let mut experts = Vec::new();
+    for (i, skills) in [
+        vec!["Python"],
+        vec!["Python", "Go"],
+        vec!["Rust"],
+        vec!["Python"],
+        vec!["Python", "Rust"],
+        vec!["Go"],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let expert = m
+            .member(&format!("probed{i}"), "experto", false, false)
+            .await;
+        let profile = count_of(
+            &m.app,
+            format!("SELECT id FROM profiles WHERE user_id = {}", expert.id),
+        )
+        .await;
+        experts.push((expert, profile));
+        edit(&m, i, &experts, serde_json::json!({"skills": skills})).await;
+    }
+    // The oldest Python expert and the Go one verified: they come first.
+    for i in [0, 5] {
+        run(
+            &m.app,
+            "UPDATE profiles SET is_verified = TRUE WHERE id = $1",
+            experts[i].1,
+        )
+        .await;
+    }
+    let app = &m.app;
+    let names = |body: &Value| -> Vec<String> {
+        body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["full_name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    for (slug, expected) in [
+        ("python", vec!["probed0", "probed4", "probed3", "probed1"]),
+        ("go", vec!["probed5", "probed1"]),
+    ] {
+        let expected: Vec<String> = expected.into_iter().map(full_name).collect();
+        let all = json(
+            app.get(&format!("/api/skills/{slug}/experts?size=20"))
+                .await,
+        )
+        .await;
+        assert_eq!(names(&all), expected, "{slug}");
+        let mut paged = Vec::new();
+        for number in 1..=expected.len() {
+            let path = format!("/api/skills/{slug}/experts?size=1&page={number}");
+            let one = json(app.get(&path).await).await;
+            assert_eq!(one["total"], expected.len() as i64, "{path}");
+            paged.extend(names(&one));
+        }
+        assert_eq!(paged, expected, "{slug}: pages of one");
+        let mut walked = Vec::new();
+        let mut path = format!("/api/profiles/experts?skill={slug}&size=1");
+        loop {
+            let one = json(app.get(&path).await).await;
+            walked.extend(names(&one));
+            match one["next_cursor"].as_str() {
+                Some(cursor) => {
+                    path = format!("/api/profiles/experts?skill={slug}&size=1&cursor={cursor}")
+                }
+                None => break,
+            }
+        }
+        assert_eq!(walked, expected, "{slug}: by cursor");
+    }
+}

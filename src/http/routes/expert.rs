@@ -186,9 +186,9 @@ async fn project_list(
     };
     let (items, total) = match invited {
         Some(which) => {
-            let window = page.offset().saturating_add(page.limit());
-            let query = project_lists::invited(conn.exec(), which, c.id, window).await?;
             let seek = crate::store::listing::Seek::Page(page.page);
+            let query =
+                project_lists::invited(conn.exec(), which, c.id, seek.window(page.size)).await?;
             let (items, _, total) =
                 project_lists::page(conn.exec(), query, seek, page.size).await?;
             (items, total)

@@ -67,7 +67,8 @@ async fn expert_page(
     seek: Seek,
 ) -> ApiResult<Paginated<PublicProfile>> {
     let mut conn = state.db.conn().await?;
-    let query = expert_lists::experts(&conn.exec(), filter);
+    let window = seek.window(page.size);
+    let query = expert_lists::experts_for_page(conn.exec(), filter, window).await?;
     let (items, next, total) = expert_lists::page(conn.exec(), query, seek, page.size).await?;
     let mut views = Vec::with_capacity(items.len());
     for p in &items {

@@ -104,10 +104,7 @@ async fn list_for(
 ) -> ApiResult<Paginated<ProjectView>> {
     let (page, seek, filter) = query.parse()?;
     let mut conn = state.db.conn().await?;
-    let window = match seek {
-        Seek::Page(number) => number.saturating_mul(page.size),
-        Seek::After(_) => page.size + 1,
-    };
+    let window = seek.window(page.size);
     let query = project_lists::visible_for_page(conn.exec(), viewer, &filter, window).await?;
     let (items, next, total) = project_lists::page(conn.exec(), query, seek, page.size).await?;
     Ok(Paginated::new(items, total, page)
