@@ -83,6 +83,40 @@ pub async fn of_profile(ex: Exec<'_>, profile_id: i64) -> StoreResult<Vec<Skill>
     .await)?)
 }
 
+/// The skills of each of `profile_ids` (by name), in one statement: a page of profiles reads
+/// its skills at once, never profile by profile.
+pub async fn of_profiles(
+    ex: Exec<'_>,
+    profile_ids: &[i64],
+) -> StoreResult<std::collections::HashMap<i64, Vec<Skill>>> {
+    #[derive(sqlx::FromRow)]
+    struct Held {
+        profile_id: i64,
+        #[sqlx(flatten)]
+        skill: Skill,
+    }
+    let mut held = std::collections::HashMap::new();
+    if profile_ids.is_empty() {
+        return Ok(held);
+    }
+    let mut sql = super::listing::Sql::default();
+    let list = sql.arg_list(profile_ids);
+    let rows: Vec<Held> = sql
+        .with_text(&format!(
+            "SELECT ps.profile_id, s.id, s.name, s.slug, s.is_active, s.category, s.created_at
+               FROM skills s JOIN profile_skills ps ON ps.skill_id = s.id
+              WHERE ps.profile_id IN ({list}) ORDER BY s.name"
+        ))
+        .fetch_all(ex)
+        .await?;
+    for row in rows {
+        held.entry(row.profile_id)
+            .or_insert_with(Vec::new)
+            .push(row.skill);
+    }
+    Ok(held)
+}
+
 /// Every active skill, by name.
 pub async fn list_active(ex: Exec<'_>) -> StoreResult<Vec<Skill>> {
     Ok(on_exec!(ex, c => sqlx::query_as::<_, Skill>(select_skills!(

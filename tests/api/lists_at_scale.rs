@@ -2475,6 +2475,22 @@ async fn skill_directory_pages_agree_whether_probed_or_looked_up() {
         )
         .await;
         assert_eq!(names(&all), expected, "{slug}");
+        // Each expert with their own skills, read for the whole page at once.
+        for item in all["items"].as_array().unwrap() {
+            let held: Vec<&str> = item["skills"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["name"].as_str().unwrap())
+                .collect();
+            let want = match item["full_name"].as_str().unwrap() {
+                "Expert probed1" => vec!["Go", "Python"],
+                "Expert probed4" => vec!["Python", "Rust"],
+                "Expert probed5" => vec!["Go"],
+                _ => vec!["Python"],
+            };
+            assert_eq!(held, want, "{item}");
+        }
         let mut paged = Vec::new();
         for number in 1..=expected.len() {
             let path = format!("/api/skills/{slug}/experts?size=1&page={number}");

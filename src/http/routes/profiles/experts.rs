@@ -70,10 +70,12 @@ async fn expert_page(
     let window = seek.window(page.size);
     let query = expert_lists::experts_for_page(conn.exec(), filter, window).await?;
     let (items, next, total) = expert_lists::page(conn.exec(), query, seek, page.size).await?;
-    let mut views = Vec::with_capacity(items.len());
-    for p in &items {
-        views.push(public_of(conn.exec(), p).await?);
-    }
+    let ids: Vec<i64> = items.iter().map(|p| p.id).collect();
+    let mut held = skills::of_profiles(conn.exec(), &ids).await?;
+    let views = items
+        .iter()
+        .map(|p| public_view(p, held.remove(&p.id).unwrap_or_default()))
+        .collect();
     Ok(Paginated::new(views, total, page).with_next(next))
 }
 

@@ -178,10 +178,15 @@ pub async fn admin_list(
     };
     let mut conn = state.db.conn().await?;
     let (items, total) = profiles::list_admin(conn.exec(), &filter, page.page, page.size).await?;
-    let mut views = Vec::with_capacity(items.len());
-    for p in items {
-        views.push(admin_of(conn.exec(), p).await?);
-    }
+    let ids: Vec<i64> = items.iter().map(|p| p.id).collect();
+    let mut held = skills::of_profiles(conn.exec(), &ids).await?;
+    let views: Vec<AdminProfileView> = items
+        .into_iter()
+        .map(|p| {
+            let skills = held.remove(&p.id).unwrap_or_default();
+            admin_view(p, skills)
+        })
+        .collect();
     Ok(HttpResponse::Ok().json(Paginated::new(views, total, page)))
 }
 
