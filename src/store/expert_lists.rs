@@ -59,7 +59,7 @@ pub fn experts(engine: &Exec<'_>, f: &ExpertFilter) -> ListQuery {
 /// verification is tested as [`SetTest::cheaper`] says from the kept counts: Python's 10,210
 /// experts at M, of 74,129, took 25 ms looked up and sorted, 0.1 ms probed.
 pub async fn experts_for_page(
-    mut ex: Exec<'_>,
+    ex: Exec<'_>,
     f: &ExpertFilter,
     window: i64,
 ) -> StoreResult<ListQuery> {
@@ -69,15 +69,13 @@ pub async fn experts_for_page(
     if !matches!(ex, Exec::Sqlite(_)) || !skill_alone {
         return Ok(experts(&ex, f));
     }
-    let total = experts(&ex, f).total.read(ex.re()).await?;
     let without = ExpertFilter {
         skill: None,
         ..f.clone()
     };
-    let list = experts(&ex, &without).total.read(ex.re()).await?;
-    let mut query = experts_with(&ex, f, SetTest::cheaper(total, window, list));
-    query.total = Total::Known(total);
-    Ok(query)
+    let whole = experts(&ex, &without);
+    let build = |engine: &Exec<'_>, test| experts_with(engine, f, test);
+    SetTest::choose(ex, window, &whole, build).await
 }
 
 fn experts_with(engine: &Exec<'_>, f: &ExpertFilter, test: SetTest) -> ListQuery {

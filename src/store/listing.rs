@@ -227,6 +227,27 @@ impl SetTest {
             Self::Lookup
         }
     }
+
+    /// The list `build` makes (for the engine of `ex`) for a page ending at row `window`, its
+    /// set tested the cheaper way: the set's members counted by the list's own total, the rows
+    /// by `whole`'s (the same list without the set). The list returned carries its total, read
+    /// here, as known.
+    pub async fn choose(
+        mut ex: Exec<'_>,
+        window: i64,
+        whole: &ListQuery,
+        build: impl Fn(&Exec<'_>, SetTest) -> ListQuery,
+    ) -> StoreResult<ListQuery> {
+        let looked_up = build(&ex, Self::Lookup);
+        let members = looked_up.total.read(ex.re()).await?;
+        let rows = whole.total.read(ex.re()).await?;
+        let mut query = match Self::cheaper(members, window, rows) {
+            Self::Lookup => looked_up,
+            Self::Probe => build(&ex, Self::Probe),
+        };
+        query.total = Total::Known(members);
+        Ok(query)
+    }
 }
 
 /// The words of a search: what both engines index (runs of letters and digits), at most 16.

@@ -392,7 +392,7 @@ pub fn visible(engine: &Exec<'_>, viewer: Viewer, f: &ProjectFilter) -> ListQuer
 /// `skill=python` at M, 1,383 of 19,247 listed projects, took 24 ms looked up and sorted,
 /// 0.3 ms probed, and the rarest skill 3.4 ms looked up, 24 ms probed.
 pub async fn visible_for_page(
-    mut ex: Exec<'_>,
+    ex: Exec<'_>,
     viewer: Viewer,
     f: &ProjectFilter,
     window: i64,
@@ -405,15 +405,13 @@ pub async fn visible_for_page(
     if !matches!(ex, Exec::Sqlite(_)) || matches!(viewer, Viewer::User(_)) || !skill_alone {
         return Ok(visible(&ex, viewer, f));
     }
-    let total = visible(&ex, viewer, f).total.read(ex.re()).await?;
     let without = ProjectFilter {
         skill: None,
         ..f.clone()
     };
-    let list = visible(&ex, viewer, &without).total.read(ex.re()).await?;
-    let mut query = visible_with(&ex, viewer, f, SetTest::cheaper(total, window, list));
-    query.total = Total::Known(total);
-    Ok(query)
+    let whole = visible(&ex, viewer, &without);
+    let build = |engine: &Exec<'_>, test| visible_with(engine, viewer, f, test);
+    SetTest::choose(ex, window, &whole, build).await
 }
 
 fn visible_with(engine: &Exec<'_>, viewer: Viewer, f: &ProjectFilter, test: SetTest) -> ListQuery {

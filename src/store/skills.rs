@@ -75,12 +75,8 @@ pub async fn set_for_profile(
 
 /// The skills of a profile, by name.
 pub async fn of_profile(ex: Exec<'_>, profile_id: i64) -> StoreResult<Vec<Skill>> {
-    Ok(on_exec!(ex, c => sqlx::query_as::<_, Skill>(select_skills!(
-        "JOIN profile_skills ps ON ps.skill_id = s.id WHERE ps.profile_id = $1 ORDER BY s.name"
-    ))
-    .bind(profile_id)
-    .fetch_all(c)
-    .await)?)
+    let mut held = of_profiles(ex, &[profile_id]).await?;
+    Ok(held.remove(&profile_id).unwrap_or_default())
 }
 
 /// The skills of each of `profile_ids` (by name), in one statement: a page of profiles reads
@@ -110,9 +106,7 @@ pub async fn of_profiles(
         .fetch_all(ex)
         .await?;
     for row in rows {
-        held.entry(row.profile_id)
-            .or_insert_with(Vec::new)
-            .push(row.skill);
+        held.entry(row.profile_id).or_default().push(row.skill);
     }
     Ok(held)
 }
