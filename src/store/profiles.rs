@@ -691,6 +691,11 @@ pub async fn set_customer(
     Ok(rows == 1)
 }
 
+/// Curation's order past the skills held: level, then internal rating, as migration 0042's
+/// index holds the verified experts.
+const CURATION_RANK: &str = "CASE p.expert_level WHEN 'Enterprise' THEN 2 WHEN 'Pro' THEN 1 \
+                             ELSE 0 END DESC, COALESCE(p.internal_rating, 3.0) DESC, p.user_id";
+
 /// An expert curation may suggest, with what the score needs.
 #[derive(Debug, Clone)]
 pub struct CurationCandidate {
@@ -706,8 +711,15 @@ pub struct CurationCandidate {
 /// at most `bound` of them: verified expert profiles of active users whose availability does
 /// not say they are unavailable, other than `excluded`, holding at least one required skill
 /// when the project names any. Chosen in SQL by what the score weighs most — required skills
-/// held, then level, then internal rating — so a request reads `bound` experts, not every
-/// one; each comes with its skills and the reviews it received that are shown at `now`.
+/// held, then level, then internal rating — so a request reads a bounded number of experts,
+/// never every one; each comes with its skills and the reviews it received that are shown at
+/// `now`.
+///
+/// Without required skills, the `bound` best by level and rating (migration 0042's index in
+/// that order). With them, every holder is grouped and ranked while they are few; when they
+/// are many (`listing::SetTest`, from the kept counts of each skill's experts and of all
+/// listed ones), the candidates are the `4 × bound` best holders by level and rating, found
+/// walking that index and probing each expert's skills, then ranked by skills held.
 pub async fn curation_candidates(
     mut ex: Exec<'_>,
     required: &[String],
@@ -715,36 +727,80 @@ pub async fn curation_candidates(
     bound: i64,
     now: DateTime<Utc>,
 ) -> StoreResult<Vec<CurationCandidate>> {
-    use super::listing::Sql;
-    let mut sql = Sql::default();
-    let (matched, join) = if required.is_empty() {
-        (String::new(), String::new())
+    use super::listing::{SetTest, Sql};
+    use super::tallies::{self, Tally};
+    let skill_ids: Vec<i64> = if required.is_empty() {
+        Vec::new()
     } else {
+        let mut sql = Sql::default();
         let names: Vec<&str> = required.iter().map(String::as_str).collect();
         let names = sql.arg_list(&names);
-        (
-            "COUNT(*) DESC,".to_owned(),
-            format!(
-                "JOIN profile_skills ps ON ps.profile_id = p.id \
-                 JOIN skills s ON s.id = ps.skill_id AND LOWER(s.name) IN ({names})"
-            ),
-        )
+        let ids: Vec<(i64,)> = sql
+            .with_text(&format!(
+                "SELECT id FROM skills WHERE LOWER(name) IN ({names})"
+            ))
+            .fetch_all(ex.re())
+            .await?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        ids.into_iter().map(|(id,)| id).collect()
     };
+    let mut sql = Sql::default();
     let excluded = sql.arg(excluded.unwrap_or(0));
+    let eligible = format!(
+        "p.profile_type = 'experto' AND p.is_verified = TRUE AND u.is_active = TRUE
+         AND LOWER(COALESCE(p.availability, 'available'))
+             NOT IN ('unavailable', 'not_available', 'busy')
+         AND p.user_id <> {excluded}"
+    );
+    let walk = bound.saturating_mul(4);
     let bound = sql.arg(bound);
+    let text = if skill_ids.is_empty() {
+        format!(
+            "SELECT p.id FROM profiles p JOIN users u ON u.id = p.user_id
+             WHERE {eligible} ORDER BY {CURATION_RANK} LIMIT {bound}"
+        )
+    } else {
+        let keys: Vec<String> = skill_ids.iter().map(|id| format!("{id}:true")).collect();
+        let holders = tallies::total_of(Tally::ExpertsBySkill, |sql| {
+            keys.iter().map(|k| sql.arg(k.as_str())).collect()
+        })
+        .read(ex.re())
+        .await?;
+        let listed = tallies::total(Tally::ListedExperts, Some("true"))
+            .read(ex.re())
+            .await?;
+        let skills = sql.arg_list(&skill_ids);
+        match SetTest::cheaper(holders, walk, listed) {
+            SetTest::Lookup => format!(
+                "SELECT p.id FROM profiles p
+                   JOIN profile_skills ps ON ps.profile_id = p.id AND ps.skill_id IN ({skills})
+                   JOIN users u ON u.id = p.user_id
+                 WHERE {eligible}
+                 GROUP BY p.id, p.user_id, p.expert_level, p.internal_rating
+                 ORDER BY COUNT(*) DESC, {CURATION_RANK} LIMIT {bound}"
+            ),
+            // The count of skills held is a scalar subquery, not a join or `EXISTS`, so the
+            // planner cannot start from the skills' holders: it walks the rank's index.
+            SetTest::Probe => {
+                let held = format!(
+                    "(SELECT COUNT(*) FROM profile_skills ps
+                       WHERE ps.profile_id = p.id AND ps.skill_id IN ({skills}))"
+                );
+                format!(
+                    "SELECT id FROM (
+                         SELECT p.id, p.user_id, p.expert_level, p.internal_rating, {held} AS held
+                           FROM profiles p JOIN users u ON u.id = p.user_id
+                          WHERE {eligible} AND {held} > 0
+                          ORDER BY {CURATION_RANK} LIMIT {walk}) p
+                     ORDER BY held DESC, {CURATION_RANK} LIMIT {bound}"
+                )
+            }
+        }
+    };
     let ids: Vec<i64> = sql
-        .with_text(&format!(
-            "SELECT p.id FROM profiles p {join} JOIN users u ON u.id = p.user_id
-             WHERE p.profile_type = 'experto' AND p.is_verified = TRUE AND u.is_active = TRUE
-               AND LOWER(COALESCE(p.availability, 'available'))
-                   NOT IN ('unavailable', 'not_available', 'busy')
-               AND p.user_id <> {excluded}
-             GROUP BY p.id, p.user_id, p.expert_level, p.internal_rating
-             ORDER BY {matched}
-                      CASE p.expert_level WHEN 'Enterprise' THEN 2 WHEN 'Pro' THEN 1 ELSE 0 END DESC,
-                      COALESCE(p.internal_rating, 3.0) DESC, p.user_id
-             LIMIT {bound}"
-        ))
+        .with_text(&text)
         .fetch_all::<(i64,)>(ex.re())
         .await?
         .into_iter()

@@ -1,0 +1,9 @@
+-- Curation at scale (issue #32): the verified experts in curation's order past the skills held
+-- (level, then internal rating; `store::profiles::CURATION_RANK`), so suggestions for common
+-- skills walk the best experts probing their skills instead of grouping every holder of every
+-- required skill (14,839 at M, 200 ms; ten times as many at L).
+CREATE INDEX idx_profiles_curation_rank ON profiles (
+    (CASE expert_level WHEN 'Enterprise' THEN 2 WHEN 'Pro' THEN 1 ELSE 0 END) DESC,
+    (COALESCE(internal_rating, 3.0)) DESC,
+    user_id)
+    WHERE profile_type = 'experto' AND is_verified = TRUE;
