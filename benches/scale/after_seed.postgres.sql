@@ -162,6 +162,49 @@ SELECT 'expert_money', status, expert_id, COUNT(*),
   FROM payments
  WHERE status IN ('held', 'released') AND expert_id IS NOT NULL
  GROUP BY status, expert_id;
+-- Migration 0040: the growth view's day tallies and the projects under way.
+INSERT INTO tallies (name, key, user_id, n, total)
+SELECT 'growth:project:' || project_type, growth_day(created_at), 0, COUNT(*), 0
+  FROM projects GROUP BY 1, 2
+UNION ALL
+SELECT 'growth:completed', growth_day(completed_at), 0, COUNT(*), 0
+  FROM projects WHERE status = 'completed' AND completed_at IS NOT NULL GROUP BY 2
+UNION ALL
+SELECT 'growth:cancelled', growth_day(cancelled_at), 0, COUNT(*), 0
+  FROM projects WHERE status = 'cancelled' AND cancelled_at IS NOT NULL GROUP BY 2
+UNION ALL
+SELECT 'growth:assigned', growth_day(assigned_at), 0, COUNT(*), 0
+  FROM projects WHERE assigned_at IS NOT NULL GROUP BY 2
+UNION ALL
+SELECT 'growth:ended', growth_day(project_end(completed_at, cancelled_at)), 0, COUNT(*), 0
+  FROM projects WHERE assigned_at IS NOT NULL
+   AND project_end(completed_at, cancelled_at) IS NOT NULL GROUP BY 2
+UNION ALL
+SELECT 'under_way', 'assigned', 0, COUNT(*), 0 FROM projects WHERE assigned_at IS NOT NULL
+UNION ALL
+SELECT 'under_way', 'ended', 0, COUNT(*), 0 FROM projects
+ WHERE assigned_at IS NOT NULL AND project_end(completed_at, cancelled_at) IS NOT NULL
+UNION ALL
+SELECT 'growth:user', growth_day(created_at), 0, COUNT(*), 0 FROM users GROUP BY 2
+UNION ALL
+SELECT 'growth:dispute', growth_day(created_at), 0, COUNT(*), 0 FROM disputes GROUP BY 2
+UNION ALL
+SELECT 'growth:released', growth_day(released_at), 0, COUNT(*), SUM(amount_minor)
+  FROM payments WHERE status = 'released' AND released_at IS NOT NULL GROUP BY 2
+UNION ALL
+SELECT 'growth:revenue', growth_day(released_at), 0, COUNT(*), SUM(COALESCE(commission_minor, 0))
+  FROM payments WHERE status = 'released' AND released_at IS NOT NULL GROUP BY 2
+UNION ALL
+SELECT 'growth:rating:' || reviewer_role, growth_day(created_at), 0, COUNT(*), SUM(rating)
+  FROM reviews WHERE visibility = 'published' AND reviewer_role IS NOT NULL
+   AND (revealed_at IS NOT NULL OR announced_at IS NOT NULL) GROUP BY 1, 2;
+-- Migration 0041: each party's payments by status.
+INSERT INTO tallies (name, key, user_id, n, total)
+SELECT 'payments_by_party', 'company:' || status, company_id, COUNT(*), 0
+  FROM payments WHERE company_id IS NOT NULL GROUP BY status, company_id
+UNION ALL
+SELECT 'payments_by_party', 'expert:' || status, expert_id, COUNT(*), 0
+  FROM payments WHERE expert_id IS NOT NULL GROUP BY status, expert_id;
 -- Migration 0038: each profile's search document (COPY fires no trigger).
 UPDATE profiles SET search_words = profile_search_words(id, full_name, bio, main_area);
 -- Migration 0039: each account's search text.

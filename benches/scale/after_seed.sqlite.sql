@@ -115,3 +115,45 @@ SELECT 'expert_money', status, expert_id, COUNT(*),
   FROM payments
  WHERE status IN ('held', 'released') AND expert_id IS NOT NULL
  GROUP BY status, expert_id;
+-- Migration 0040: the growth view's day tallies and the projects under way.
+INSERT INTO tallies (name, key, user_id, n, total)
+SELECT 'growth:project:' || project_type, substr(created_at, 1, 10), 0, COUNT(*), 0
+  FROM projects GROUP BY 1, 2
+UNION ALL
+SELECT 'growth:completed', substr(completed_at, 1, 10), 0, COUNT(*), 0
+  FROM projects WHERE status = 'completed' AND completed_at IS NOT NULL GROUP BY 2
+UNION ALL
+SELECT 'growth:cancelled', substr(cancelled_at, 1, 10), 0, COUNT(*), 0
+  FROM projects WHERE status = 'cancelled' AND cancelled_at IS NOT NULL GROUP BY 2
+UNION ALL
+SELECT 'growth:assigned', substr(assigned_at, 1, 10), 0, COUNT(*), 0
+  FROM projects WHERE assigned_at IS NOT NULL GROUP BY 2
+UNION ALL
+SELECT 'growth:ended', substr(CASE WHEN cancelled_at IS NULL OR completed_at < cancelled_at THEN completed_at ELSE cancelled_at END, 1, 10), 0, COUNT(*), 0
+  FROM projects WHERE assigned_at IS NOT NULL AND CASE WHEN cancelled_at IS NULL OR completed_at < cancelled_at THEN completed_at ELSE cancelled_at END IS NOT NULL GROUP BY 2
+UNION ALL
+SELECT 'under_way', 'assigned', 0, COUNT(*), 0 FROM projects WHERE assigned_at IS NOT NULL
+UNION ALL
+SELECT 'under_way', 'ended', 0, COUNT(*), 0 FROM projects
+ WHERE assigned_at IS NOT NULL AND CASE WHEN cancelled_at IS NULL OR completed_at < cancelled_at THEN completed_at ELSE cancelled_at END IS NOT NULL
+UNION ALL
+SELECT 'growth:user', substr(created_at, 1, 10), 0, COUNT(*), 0 FROM users GROUP BY 2
+UNION ALL
+SELECT 'growth:dispute', substr(created_at, 1, 10), 0, COUNT(*), 0 FROM disputes GROUP BY 2
+UNION ALL
+SELECT 'growth:released', substr(released_at, 1, 10), 0, COUNT(*), SUM(amount_minor)
+  FROM payments WHERE status = 'released' AND released_at IS NOT NULL GROUP BY 2
+UNION ALL
+SELECT 'growth:revenue', substr(released_at, 1, 10), 0, COUNT(*), SUM(COALESCE(commission_minor, 0))
+  FROM payments WHERE status = 'released' AND released_at IS NOT NULL GROUP BY 2
+UNION ALL
+SELECT 'growth:rating:' || reviewer_role, substr(created_at, 1, 10), 0, COUNT(*), SUM(rating)
+  FROM reviews WHERE visibility = 'published' AND reviewer_role IS NOT NULL
+   AND (revealed_at IS NOT NULL OR announced_at IS NOT NULL) GROUP BY 1, 2;
+-- Migration 0041: each party's payments by status.
+INSERT INTO tallies (name, key, user_id, n, total)
+SELECT 'payments_by_party', 'company:' || status, company_id, COUNT(*), 0
+  FROM payments WHERE company_id IS NOT NULL GROUP BY status, company_id
+UNION ALL
+SELECT 'payments_by_party', 'expert:' || status, expert_id, COUNT(*), 0
+  FROM payments WHERE expert_id IS NOT NULL GROUP BY status, expert_id;

@@ -61,6 +61,87 @@ pub struct Window {
     pub end: DateTime<Utc>,
 }
 
+/// A window cut at UTC midnights: the whole days inside it, which the day tallies count, and
+/// the parts of a day before and after them, which are counted from the rows. The three parts
+/// are disjoint and together are the window; a window within one day is all `head`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DayCut {
+    pub head: Window,
+    /// `[first, until)`, as the tallies key them (`YYYY-MM-DD`); empty when `first == until`.
+    pub days: (NaiveDate, NaiveDate),
+    pub tail: Window,
+}
+
+impl Window {
+    pub fn cut_at_days(self) -> DayCut {
+        let first = day_after_or_at(self.start);
+        let until = self.end.date_naive();
+        if first >= until {
+            return DayCut {
+                head: self,
+                days: (first, first),
+                tail: Window {
+                    start: self.end,
+                    end: self.end,
+                },
+            };
+        }
+        DayCut {
+            head: Window {
+                start: self.start,
+                end: midnight(first),
+            },
+            days: (first, until),
+            tail: Window {
+                start: midnight(until),
+                end: self.end,
+            },
+        }
+    }
+
+    /// From `start` on, without end: the part of its day left, and every day after it.
+    pub fn cut_from(start: DateTime<Utc>) -> DayCut {
+        let first = day_after_or_at(start);
+        let head = Window {
+            start,
+            end: midnight(first),
+        };
+        DayCut {
+            head,
+            days: (first, last_day()),
+            tail: Window {
+                start: head.end,
+                end: head.end,
+            },
+        }
+    }
+}
+
+/// The end of days a tally key can name (`9999-12-31`).
+fn last_day() -> NaiveDate {
+    NaiveDate::from_ymd_opt(9999, 12, 31).unwrap_or(NaiveDate::MAX)
+}
+
+/// A day as the tallies key it.
+pub fn day_key(day: NaiveDate) -> String {
+    day.format("%Y-%m-%d").to_string()
+}
+
+/// The first midnight at or after `t`.
+fn day_after_or_at(t: DateTime<Utc>) -> NaiveDate {
+    let day = t.date_naive();
+    if midnight(day) == t {
+        day
+    } else {
+        day.succ_opt().unwrap_or(day)
+    }
+}
+
+/// The start of `day` (UTC).
+pub fn midnight(day: NaiveDate) -> DateTime<Utc> {
+    Utc.from_utc_datetime(&day.and_hms_opt(0, 0, 0).unwrap_or_default())
+}
+
 /// Growth of `current` over `previous`, in percent with two decimals. When the earlier
 /// period has no data the growth is 100 if the current has data, else 0.
 pub fn growth(current: f64, previous: f64) -> f64 {
@@ -136,6 +217,61 @@ mod tests {
         assert_eq!(growth(50.0, 100.0), -50.0);
         assert_eq!(percent(1, 3), 33.33);
         assert_eq!(percent(1, 0), 0.0);
+    }
+
+    #[test]
+    fn a_window_cut_at_days_is_its_parts_in_order() {
+        let at = |d: u32, h: u32| Utc.with_ymd_and_hms(2026, 11, d, h, 0, 0).unwrap();
+        let day = |d: u32| NaiveDate::from_ymd_opt(2026, 11, d).unwrap();
+        let cut = Window {
+            start: at(3, 10),
+            end: at(7, 9),
+        }
+        .cut_at_days();
+        assert_eq!(
+            cut.head,
+            Window {
+                start: at(3, 10),
+                end: at(4, 0)
+            }
+        );
+        assert_eq!(cut.days, (day(4), day(7)));
+        assert_eq!(
+            cut.tail,
+            Window {
+                start: at(7, 0),
+                end: at(7, 9)
+            }
+        );
+        // Bounds at midnight leave no part of a day.
+        let cut = Window {
+            start: at(3, 0),
+            end: at(7, 0),
+        }
+        .cut_at_days();
+        assert_eq!((cut.head.start, cut.head.end), (at(3, 0), at(3, 0)));
+        assert_eq!(cut.days, (day(3), day(7)));
+        assert_eq!((cut.tail.start, cut.tail.end), (at(7, 0), at(7, 0)));
+        // Within a day, and across one midnight only: no whole day.
+        for (start, end) in [(at(3, 1), at(3, 20)), (at(3, 20), at(4, 5))] {
+            let cut = Window { start, end }.cut_at_days();
+            assert_eq!(cut.head, Window { start, end });
+            assert_eq!(cut.days.0, cut.days.1);
+            assert_eq!(cut.tail.start, cut.tail.end);
+        }
+        assert_eq!(day_key(day(4)), "2026-11-04");
+        let open = Window::cut_from(at(3, 10));
+        assert_eq!(
+            open.head,
+            Window {
+                start: at(3, 10),
+                end: at(4, 0)
+            }
+        );
+        assert_eq!(
+            (day_key(open.days.0), day_key(open.days.1)),
+            ("2026-11-04".into(), "9999-12-31".into())
+        );
     }
 
     #[test]

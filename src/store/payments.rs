@@ -706,8 +706,18 @@ pub async fn list(
         && f.expert_id.is_none()
         && f.project_id.is_none()
         && f.payout_status.is_none();
+    // One party's payments, or theirs of one status: kept per party (migration 0041).
+    let party = match (f.company_id, f.expert_id, f.project_id, f.payout_status) {
+        (Some(company), None, None, None) => Some(("company:", company)),
+        (None, Some(expert), None, None) => Some(("expert:", expert)),
+        _ => None,
+    };
     let total = if by_status_only {
         tallies::total(Tally::Payments, f.status.map(PaymentStatus::as_str))
+    } else if let Some((side, user)) = party {
+        let statuses = f.status.map_or(PaymentStatus::ALL.to_vec(), |s| vec![s]);
+        let keys = tallies::state_keys(side, &statuses, PaymentStatus::as_str);
+        tallies::user_total(Tally::PaymentsByParty, user, &keys)
     } else {
         listing::count_rows("payments y", &conditions, &sql)
     };

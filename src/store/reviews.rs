@@ -400,7 +400,9 @@ pub async fn recent_shown(
 }
 
 /// Average and count of the shown reviews each of `users` received: `(user_id, average,
-/// count)`, read from the reviewee index.
+/// count)`, users without any left out. From the ratings kept per user
+/// (`Tally::ReviewsByUser`, `shown:<rating>`), plus the few past their blind window that the
+/// reveal job has not announced yet, as [`distribution`] reads one user's.
 pub async fn averages(
     ex: Exec<'_>,
     users: &[i64],
@@ -409,17 +411,37 @@ pub async fn averages(
     if users.is_empty() {
         return Ok(Vec::new());
     }
-    let mut sql = super::listing::Sql::default();
+    let mut sql = Sql::default();
     let now = sql.arg(now);
     let list = sql.arg_list(users);
-    sql.with_text(&format!(
-        "SELECT r.reviewee_id, CAST(AVG(r.rating) AS DOUBLE PRECISION), COUNT(*) FROM reviews r \
-         WHERE r.reviewee_id IN ({list}) AND r.visibility = 'published' \
-           AND (r.revealed_at IS NOT NULL OR r.blind_until <= {now}) \
-         GROUP BY r.reviewee_id"
-    ))
-    .fetch_all(ex)
-    .await
+    let name = sql.arg(Tally::ReviewsByUser.as_str());
+    let keys: Vec<String> = RATINGS.iter().map(|r| format!("shown:{r}")).collect();
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let keys = sql.arg_list(&keys);
+    let kept = |table: &str| {
+        format!(
+            "SELECT user_id, CAST(substr(key, 7) AS BIGINT) AS rating, n FROM {table}
+              WHERE name = {name} AND key IN ({keys}) AND user_id IN ({list})"
+        )
+    };
+    let sums: Vec<(i64, i64, i64)> = sql
+        .with_text(&format!(
+            "SELECT user_id, CAST(SUM(rating * n) AS BIGINT), CAST(SUM(n) AS BIGINT) FROM (
+                 {} UNION ALL {} UNION ALL
+                 SELECT r.reviewee_id, r.rating, 1 FROM reviews r
+                  WHERE r.reviewee_id IN ({list}) AND r.announced_at IS NULL
+                    AND r.revealed_at IS NULL AND r.blind_until <= {now}
+                    AND r.visibility = 'published') x
+             GROUP BY user_id HAVING SUM(n) > 0",
+            kept("tallies"),
+            kept("tally_deltas")
+        ))
+        .fetch_all(ex)
+        .await?;
+    Ok(sums
+        .into_iter()
+        .map(|(user, sum, n)| (user, sum as f64 / n as f64, n))
+        .collect())
 }
 
 /// Records that `user_id` was asked to review the project; `false` when asked already.

@@ -5,10 +5,13 @@
 //! Appending instead of updating a total keeps the escrow path free of hot rows: a payment's
 //! release inserts a few rows and never waits for another payment's transaction.
 
-use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+
+use chrono::{DateTime, NaiveDate, Utc};
 
 use super::listing::{Sql, Total};
 use super::{Db, Exec, StoreResult};
+use crate::domain::growth::day_key;
 use crate::on_exec;
 
 /// What a tally counts; its name in the tables.
@@ -71,6 +74,12 @@ pub enum Tally {
     /// Per expert: `held` payments and their amount, `released` ones and what the expert
     /// received (migration 0037).
     ExpertMoney,
+    /// Projects ever assigned (`assigned`) and, of those, ended (`ended`): the growth view's
+    /// projects under way (migration 0040, beside the day tallies read by [`over_days`]).
+    UnderWay,
+    /// Per user: payments by `company:<status>` and `expert:<status>`, the user's side
+    /// (migration 0041).
+    PaymentsByParty,
 }
 
 impl Tally {
@@ -99,6 +108,8 @@ impl Tally {
             Tally::ReviewsByUser => "reviews_by_user",
             Tally::Disputes => "disputes",
             Tally::ExpertMoney => "expert_money",
+            Tally::UnderWay => "under_way",
+            Tally::PaymentsByParty => "payments_by_party",
         }
     }
 }
@@ -174,6 +185,38 @@ async fn keyed(ex: Exec<'_>, sql: Sql, rows: &str) -> StoreResult<Vec<Keyed>> {
         ))
         .fetch_all(ex)
         .await
+}
+
+/// Tallies kept by day (key `YYYY-MM-DD`, migration 0040): the count and total of each of
+/// `names` over the days `[first, until)`, by name; names counting nothing left out. A range
+/// of a primary key whatever the days: prepared once.
+pub async fn over_days(
+    ex: Exec<'_>,
+    names: &[&str],
+    (first, until): (NaiveDate, NaiveDate),
+) -> StoreResult<HashMap<String, (i64, i64)>> {
+    if first >= until {
+        return Ok(HashMap::new());
+    }
+    let mut sql = Sql::default();
+    let names = sql.arg_list(names);
+    let (first, until) = (sql.arg(day_key(first)), sql.arg(day_key(until)));
+    let rows = format!("name IN ({names}) AND key >= {first} AND key < {until}");
+    let sums: Vec<(String, i64, i64)> = sql
+        .with_text(&format!(
+            "SELECT name, CAST(SUM(n) AS BIGINT), CAST(SUM(total) AS BIGINT) FROM (
+                 SELECT name, n, total FROM tallies WHERE {rows}
+                 UNION ALL
+                 SELECT name, n, total FROM tally_deltas WHERE {rows}) x
+             GROUP BY name"
+        ))
+        .same_plan()
+        .fetch_all(ex)
+        .await?;
+    Ok(sums
+        .into_iter()
+        .map(|(name, n, total)| (name, (n, total)))
+        .collect())
 }
 
 /// A list's total from a keyed tally: the count of `key`, or of every key with `None` (0

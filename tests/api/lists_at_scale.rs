@@ -1549,7 +1549,41 @@ async fn invitation_totals_follow_invitations_applications_status_and_deletes() 
     let e = expert.id;
     let check = |step: &'static str| {
         let (app, token) = (&app, expert.access_token.clone());
+        let parties = [
+            (expert.access_token.clone(), "expert_id", expert.id),
+            (company.access_token.clone(), "company_id", company.id),
+        ];
         async move {
+            for (token, column, id) in &parties {
+                for status in ["", "pending", "held", "released", "refunded"] {
+                    let history = json(
+                        app.client
+                            .get(app.url(&if status.is_empty() {
+                                "/api/payments/history".to_owned()
+                            } else {
+                                format!("/api/payments/history?status={status}")
+                            }))
+                            .bearer_auth(token)
+                            .send()
+                            .await
+                            .unwrap(),
+                    )
+                    .await;
+                    let of_status = if status.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" AND status = '{status}'")
+                    };
+                    let counted = count_of(
+                        app,
+                        format!("SELECT COUNT(*) FROM payments WHERE {column} = {id}{of_status}"),
+                    )
+                    .await;
+                    assert_eq!(history["total"], counted, "{step}: {column} {status}");
+                    let listed = history["items"].as_array().unwrap().len() as i64;
+                    assert_eq!(listed, counted.min(20), "{step}: {column} {status}");
+                }
+            }
             let invited = listed_total(app, "/api/expert/invitations", Some(&token)).await;
             let available = listed_total(app, "/api/expert/available-projects", Some(&token)).await;
             // Pages of one: the first ones walk every project (many invited against few
@@ -2130,7 +2164,8 @@ async fn dispute_totals_follow_status_changes_in_every_order() {
 
 /// An expert's money in their statistics (`Tally::ExpertMoney`, kept by the writes): what they
 /// received from released payments and what is held for them in escrow equal sums of the
-/// rows, through holds, releases, a change of amount, a refund, a fold and a deletion.
+/// rows, through holds, releases, a change of amount, a refund, a fold and a deletion. So do
+/// the totals of each party's payment history, whole and by status (`Tally::PaymentsByParty`).
 #[actix_web::test]
 async fn expert_money_follows_holds_releases_and_refunds() {
     use marketplace::store::payments::{self, NewPayment};
@@ -2164,7 +2199,41 @@ async fn expert_money_follows_holds_releases_and_refunds() {
     let e = expert.id;
     let check = |step: &'static str| {
         let (app, token) = (&app, expert.access_token.clone());
+        let parties = [
+            (expert.access_token.clone(), "expert_id", expert.id),
+            (company.access_token.clone(), "company_id", company.id),
+        ];
         async move {
+            for (token, column, id) in &parties {
+                for status in ["", "pending", "held", "released", "refunded"] {
+                    let history = json(
+                        app.client
+                            .get(app.url(&if status.is_empty() {
+                                "/api/payments/history".to_owned()
+                            } else {
+                                format!("/api/payments/history?status={status}")
+                            }))
+                            .bearer_auth(token)
+                            .send()
+                            .await
+                            .unwrap(),
+                    )
+                    .await;
+                    let of_status = if status.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" AND status = '{status}'")
+                    };
+                    let counted = count_of(
+                        app,
+                        format!("SELECT COUNT(*) FROM payments WHERE {column} = {id}{of_status}"),
+                    )
+                    .await;
+                    assert_eq!(history["total"], counted, "{step}: {column} {status}");
+                    let listed = history["items"].as_array().unwrap().len() as i64;
+                    assert_eq!(listed, counted.min(20), "{step}: {column} {status}");
+                }
+            }
             let stats = json(
                 app.client
                     .get(app.url("/api/expert/stats"))
@@ -2513,4 +2582,158 @@ async fn skill_directory_pages_agree_whether_probed_or_looked_up() {
         }
         assert_eq!(walked, expected, "{slug}: by cursor");
     }
+}
+
+/// Curation's candidates (migration 0042's rank): verified, available experts of active
+/// users other than the one excluded, holding a required skill, ranked by skills held, then
+/// level, then internal rating. Required skills held by few are looked up, every holder
+/// ranked; held by many (their count squared over the walk times the verified experts), the
+/// walk keeps the `4 × bound` best holders by level and rating before ranking them. Both are
+/// the rows' answer, recomputed here; each candidate's reviews come from the kept ratings.
+#[actix_web::test]
+async fn curation_candidates_rank_skills_held_then_level_and_rating() {
+    use marketplace::store::profiles::curation_candidates;
+    let m = crate::market::Market::open().await;
+    // Skills, level, internal rating, and whether curation may suggest the expert.
+    let specs: [(&[&str], &str, Option<f64>, &str); 15] = [
+        (&["Python", "Go"], "Enterprise", Some(4.0), "listed"),
+        (&["Python"], "Pro", Some(5.0), "listed"),
+        (&["Python", "Go", "Rust"], "Global", Some(1.2), "listed"),
+        (&["Python"], "Enterprise", Some(2.0), "listed"),
+        (&["Python", "Rust"], "Pro", None, "listed"),
+        (&["Python"], "Global", Some(4.5), "listed"),
+        (&["Python", "Go"], "Global", Some(1.0), "listed"),
+        (&["Python"], "Pro", Some(3.0), "listed"),
+        (&["Python"], "Global", None, "listed"),
+        (&["Python", "Go", "Rust"], "Global", Some(1.5), "listed"),
+        (&["Python"], "Enterprise", Some(5.0), "excluded"),
+        (&["Go"], "Enterprise", Some(5.0), "listed"),
+        (&["Python", "Go"], "Enterprise", Some(5.0), "unverified"),
+        (&["Python", "Go"], "Enterprise", Some(5.0), "busy"),
+        (&["SQL"], "Pro", Some(4.0), "listed"),
+    ];
+    let mut experts = Vec::new();
+    for (i, (skills, level, rating, kind)) in specs.iter().enumerate() {
+        let expert = m
+            .member(&format!("curated{i}"), "experto", false, false)
+            .await;
+        let profile = count_of(
+            &m.app,
+            format!("SELECT id FROM profiles WHERE user_id = {}", expert.id),
+        )
+        .await;
+        experts.push((expert, profile));
+        edit(&m, i, &experts, serde_json::json!({"skills": skills})).await;
+        let mut conn = m.app.db.conn().await.unwrap();
+        marketplace::on_exec!(conn.exec(), c => sqlx::query(
+            "UPDATE profiles SET expert_level = $2, internal_rating = $3, is_verified = $4,
+                    availability = $5 WHERE id = $1")
+            .bind(profile).bind(*level).bind(*rating).bind(*kind != "unverified")
+            .bind(if *kind == "busy" { "busy" } else { "available" })
+            .execute(c).await.map(drop))
+        .unwrap();
+    }
+    // A review by a company shown to everyone, and one still blind: only the first counts.
+    let company = m.company("curating").await;
+    let now = m.app.clock.now();
+    for (reviewee, rating, revealed) in [(0usize, 4, true), (1, 2, false)] {
+        let project = project(&m.app, company.id, "Curated", "", ProjectStatus::Completed).await;
+        let mut conn = m.app.db.conn().await.unwrap();
+        marketplace::on_exec!(conn.exec(), c => sqlx::query(
+            "INSERT INTO reviews (project_id, reviewer_id, reviewee_id, rating, visibility,
+                                  created_at, updated_at, reviewer_role, revealed_at, blind_until)
+             VALUES ($1, $2, $3, $4, 'published', $5, $5, 'empresa', $6, $7)")
+            .bind(project).bind(company.id).bind(experts[reviewee].0.id).bind(rating)
+            .bind(now).bind(revealed.then_some(now))
+            .bind((!revealed).then(|| now + chrono::Duration::days(7)))
+            .execute(c).await.map(drop))
+        .unwrap();
+    }
+    let excluded = experts[10].0.id;
+    let rank = |i: usize| {
+        let (_, level, rating, _) = specs[i];
+        let level = match level {
+            "Enterprise" => 2,
+            "Pro" => 1,
+            _ => 0,
+        };
+        (
+            -level,
+            -(rating.unwrap_or(3.0) * 10.0) as i64,
+            experts[i].0.id,
+        )
+    };
+    // The answer from the rows: holders by rank, `walk` of them when walked, then by skills held.
+    let expected = |required: &[&str], bound: usize, walked: bool| {
+        let held = |i: usize| {
+            specs[i]
+                .0
+                .iter()
+                .filter(|s| required.contains(&s.to_lowercase().as_str()))
+                .count()
+        };
+        let mut holders: Vec<usize> = (0..specs.len())
+            .filter(|&i| specs[i].3 == "listed" && held(i) > 0)
+            .collect();
+        holders.sort_by_key(|&i| rank(i));
+        if walked {
+            holders.truncate(4 * bound);
+        }
+        holders.sort_by_key(|&i| (std::cmp::Reverse(held(i)), rank(i)));
+        holders.truncate(bound);
+        // Which experts, not their order: the workflow orders them by score.
+        let mut ids: Vec<i64> = holders.into_iter().map(|i| experts[i].0.id).collect();
+        ids.sort_unstable();
+        ids
+    };
+    let chosen = |candidates: &[marketplace::store::profiles::CurationCandidate]| {
+        let mut ids: Vec<i64> = candidates.iter().map(|c| c.profile.user_id).collect();
+        ids.sort_unstable();
+        ids
+    };
+    let mut conn = m.app.db.conn().await.unwrap();
+    // 12 verified experts: Python's 11 holders are many for a walk of 8 (121 > 8 × 12), Rust's
+    // 3 few (9 < 96).
+    for (required, walked) in [
+        (vec!["python"], true),
+        (vec!["python", "go"], true),
+        (vec!["rust"], false),
+        (vec!["rust", "sql"], false),
+    ] {
+        let names: Vec<String> = required.iter().map(|s| s.to_string()).collect();
+        let got = curation_candidates(conn.exec(), &names, Some(excluded), 2, now)
+            .await
+            .unwrap();
+        assert_eq!(chosen(&got), expected(&required, 2, walked), "{required:?}");
+        // Walked or not, everyone when the bound is past them: the lookup's full ranking.
+        let all = curation_candidates(conn.exec(), &names, Some(excluded), 50, now)
+            .await
+            .unwrap();
+        assert_eq!(
+            chosen(&all),
+            expected(&required, 50, false),
+            "{required:?}, all"
+        );
+        for c in &all {
+            let (average, count) = if c.profile.user_id == experts[0].0.id {
+                (Some(4.0), 1)
+            } else {
+                (None, 0)
+            };
+            assert_eq!((c.review_average, c.review_count), (average, count));
+        }
+    }
+    // Without required skills: the best by level and rating, whatever they hold.
+    let got = curation_candidates(conn.exec(), &[], Some(excluded), 3, now)
+        .await
+        .unwrap();
+    let mut listed: Vec<usize> = (0..specs.len())
+        .filter(|&i| specs[i].3 == "listed")
+        .collect();
+    listed.sort_by_key(|&i| rank(i));
+    let mut best: Vec<i64> = listed[..3].iter().map(|&i| experts[i].0.id).collect();
+    best.sort_unstable();
+    assert_eq!(chosen(&got), best);
+    drop(conn);
+    m.app.stop().await;
 }
