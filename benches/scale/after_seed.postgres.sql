@@ -180,9 +180,9 @@ SELECT 'growth:ended', growth_day(project_end(completed_at, cancelled_at)), 0, C
   FROM projects WHERE assigned_at IS NOT NULL
    AND project_end(completed_at, cancelled_at) IS NOT NULL GROUP BY 2
 UNION ALL
-SELECT 'under_way', 'assigned', 0, COUNT(*), 0 FROM projects WHERE assigned_at IS NOT NULL
+SELECT 'under_way', 'assignments', 0, COUNT(*), 0 FROM projects WHERE assigned_at IS NOT NULL
 UNION ALL
-SELECT 'under_way', 'ended', 0, COUNT(*), 0 FROM projects
+SELECT 'under_way', 'ends', 0, COUNT(*), 0 FROM projects
  WHERE assigned_at IS NOT NULL AND project_end(completed_at, cancelled_at) IS NOT NULL
 UNION ALL
 SELECT 'growth:user', growth_day(created_at), 0, COUNT(*), 0 FROM users GROUP BY 2

@@ -132,9 +132,9 @@ UNION ALL
 SELECT 'growth:ended', substr(CASE WHEN cancelled_at IS NULL OR completed_at < cancelled_at THEN completed_at ELSE cancelled_at END, 1, 10), 0, COUNT(*), 0
   FROM projects WHERE assigned_at IS NOT NULL AND CASE WHEN cancelled_at IS NULL OR completed_at < cancelled_at THEN completed_at ELSE cancelled_at END IS NOT NULL GROUP BY 2
 UNION ALL
-SELECT 'under_way', 'assigned', 0, COUNT(*), 0 FROM projects WHERE assigned_at IS NOT NULL
+SELECT 'under_way', 'assignments', 0, COUNT(*), 0 FROM projects WHERE assigned_at IS NOT NULL
 UNION ALL
-SELECT 'under_way', 'ended', 0, COUNT(*), 0 FROM projects
+SELECT 'under_way', 'ends', 0, COUNT(*), 0 FROM projects
  WHERE assigned_at IS NOT NULL AND CASE WHEN cancelled_at IS NULL OR completed_at < cancelled_at THEN completed_at ELSE cancelled_at END IS NOT NULL
 UNION ALL
 SELECT 'growth:user', substr(created_at, 1, 10), 0, COUNT(*), 0 FROM users GROUP BY 2

@@ -18,7 +18,7 @@
 --                             blind window that the reveal job has not announced yet is added
 --                             by the read, as 0035's statistics do)
 --
--- `under_way` keeps `assigned` and `ended` over all time, so the projects under way in a window
+-- `under_way` keeps `assignments` and `ends` over all time, so the projects under way in a window
 -- (assigned before its end, not ended before its start) are those two totals less the days
 -- after each bound.
 
@@ -46,12 +46,12 @@ CREATE FUNCTION project_growth_tally(p projects, sign BIGINT) RETURNS void LANGU
     UNION ALL
     SELECT 'growth:assigned', growth_day(p.assigned_at), sign, 0 WHERE p.assigned_at IS NOT NULL
     UNION ALL
-    SELECT 'under_way', 'assigned', sign, 0 WHERE p.assigned_at IS NOT NULL
+    SELECT 'under_way', 'assignments', sign, 0 WHERE p.assigned_at IS NOT NULL
     UNION ALL
     SELECT 'growth:ended', growth_day(project_end(p.completed_at, p.cancelled_at)), sign, 0
      WHERE p.assigned_at IS NOT NULL AND project_end(p.completed_at, p.cancelled_at) IS NOT NULL
     UNION ALL
-    SELECT 'under_way', 'ended', sign, 0
+    SELECT 'under_way', 'ends', sign, 0
      WHERE p.assigned_at IS NOT NULL AND project_end(p.completed_at, p.cancelled_at) IS NOT NULL;
 $$;
 CREATE FUNCTION projects_growth_tally_sync() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -186,9 +186,9 @@ SELECT 'growth:ended', growth_day(project_end(completed_at, cancelled_at)), 0, C
   FROM projects WHERE assigned_at IS NOT NULL
    AND project_end(completed_at, cancelled_at) IS NOT NULL GROUP BY 2
 UNION ALL
-SELECT 'under_way', 'assigned', 0, COUNT(*), 0 FROM projects WHERE assigned_at IS NOT NULL
+SELECT 'under_way', 'assignments', 0, COUNT(*), 0 FROM projects WHERE assigned_at IS NOT NULL
 UNION ALL
-SELECT 'under_way', 'ended', 0, COUNT(*), 0 FROM projects
+SELECT 'under_way', 'ends', 0, COUNT(*), 0 FROM projects
  WHERE assigned_at IS NOT NULL AND project_end(completed_at, cancelled_at) IS NOT NULL
 UNION ALL
 SELECT 'growth:user', growth_day(created_at), 0, COUNT(*), 0 FROM users GROUP BY 2

@@ -18,7 +18,7 @@
 --                             blind window that the reveal job has not announced yet is added
 --                             by the read, as 0035's statistics do)
 --
--- `under_way` keeps `assigned` and `ended` over all time, so the projects under way in a window
+-- `under_way` keeps `assignments` and `ends` over all time, so the projects under way in a window
 -- (assigned before its end, not ended before its start) are those two totals less the days
 -- after each bound.
 
@@ -38,12 +38,12 @@ CREATE TRIGGER projects_growth_tally_insert AFTER INSERT ON projects BEGIN
     UNION ALL
     SELECT 'growth:assigned', substr(NEW.assigned_at, 1, 10), 1, 0 WHERE NEW.assigned_at IS NOT NULL
     UNION ALL
-    SELECT 'under_way', 'assigned', 1, 0 WHERE NEW.assigned_at IS NOT NULL
+    SELECT 'under_way', 'assignments', 1, 0 WHERE NEW.assigned_at IS NOT NULL
     UNION ALL
     SELECT 'growth:ended', substr(CASE WHEN NEW.cancelled_at IS NULL OR NEW.completed_at < NEW.cancelled_at THEN NEW.completed_at ELSE NEW.cancelled_at END, 1, 10), 1, 0
      WHERE NEW.assigned_at IS NOT NULL AND CASE WHEN NEW.cancelled_at IS NULL OR NEW.completed_at < NEW.cancelled_at THEN NEW.completed_at ELSE NEW.cancelled_at END IS NOT NULL
     UNION ALL
-    SELECT 'under_way', 'ended', 1, 0 WHERE NEW.assigned_at IS NOT NULL AND CASE WHEN NEW.cancelled_at IS NULL OR NEW.completed_at < NEW.cancelled_at THEN NEW.completed_at ELSE NEW.cancelled_at END IS NOT NULL;
+    SELECT 'under_way', 'ends', 1, 0 WHERE NEW.assigned_at IS NOT NULL AND CASE WHEN NEW.cancelled_at IS NULL OR NEW.completed_at < NEW.cancelled_at THEN NEW.completed_at ELSE NEW.cancelled_at END IS NOT NULL;
 END;
 CREATE TRIGGER projects_growth_tally_delete AFTER DELETE ON projects BEGIN
     INSERT INTO tally_deltas (name, key, n, total)
@@ -57,12 +57,12 @@ CREATE TRIGGER projects_growth_tally_delete AFTER DELETE ON projects BEGIN
     UNION ALL
     SELECT 'growth:assigned', substr(OLD.assigned_at, 1, 10), -1, 0 WHERE OLD.assigned_at IS NOT NULL
     UNION ALL
-    SELECT 'under_way', 'assigned', -1, 0 WHERE OLD.assigned_at IS NOT NULL
+    SELECT 'under_way', 'assignments', -1, 0 WHERE OLD.assigned_at IS NOT NULL
     UNION ALL
     SELECT 'growth:ended', substr(CASE WHEN OLD.cancelled_at IS NULL OR OLD.completed_at < OLD.cancelled_at THEN OLD.completed_at ELSE OLD.cancelled_at END, 1, 10), -1, 0
      WHERE OLD.assigned_at IS NOT NULL AND CASE WHEN OLD.cancelled_at IS NULL OR OLD.completed_at < OLD.cancelled_at THEN OLD.completed_at ELSE OLD.cancelled_at END IS NOT NULL
     UNION ALL
-    SELECT 'under_way', 'ended', -1, 0 WHERE OLD.assigned_at IS NOT NULL AND CASE WHEN OLD.cancelled_at IS NULL OR OLD.completed_at < OLD.cancelled_at THEN OLD.completed_at ELSE OLD.cancelled_at END IS NOT NULL;
+    SELECT 'under_way', 'ends', -1, 0 WHERE OLD.assigned_at IS NOT NULL AND CASE WHEN OLD.cancelled_at IS NULL OR OLD.completed_at < OLD.cancelled_at THEN OLD.completed_at ELSE OLD.cancelled_at END IS NOT NULL;
 END;
 CREATE TRIGGER projects_growth_tally_update AFTER UPDATE OF project_type, created_at, status, completed_at, cancelled_at, assigned_at ON projects
     WHEN OLD.project_type IS NOT NEW.project_type OR OLD.created_at IS NOT NEW.created_at
@@ -80,12 +80,12 @@ BEGIN
     UNION ALL
     SELECT 'growth:assigned', substr(OLD.assigned_at, 1, 10), -1, 0 WHERE OLD.assigned_at IS NOT NULL
     UNION ALL
-    SELECT 'under_way', 'assigned', -1, 0 WHERE OLD.assigned_at IS NOT NULL
+    SELECT 'under_way', 'assignments', -1, 0 WHERE OLD.assigned_at IS NOT NULL
     UNION ALL
     SELECT 'growth:ended', substr(CASE WHEN OLD.cancelled_at IS NULL OR OLD.completed_at < OLD.cancelled_at THEN OLD.completed_at ELSE OLD.cancelled_at END, 1, 10), -1, 0
      WHERE OLD.assigned_at IS NOT NULL AND CASE WHEN OLD.cancelled_at IS NULL OR OLD.completed_at < OLD.cancelled_at THEN OLD.completed_at ELSE OLD.cancelled_at END IS NOT NULL
     UNION ALL
-    SELECT 'under_way', 'ended', -1, 0 WHERE OLD.assigned_at IS NOT NULL AND CASE WHEN OLD.cancelled_at IS NULL OR OLD.completed_at < OLD.cancelled_at THEN OLD.completed_at ELSE OLD.cancelled_at END IS NOT NULL;
+    SELECT 'under_way', 'ends', -1, 0 WHERE OLD.assigned_at IS NOT NULL AND CASE WHEN OLD.cancelled_at IS NULL OR OLD.completed_at < OLD.cancelled_at THEN OLD.completed_at ELSE OLD.cancelled_at END IS NOT NULL;
     INSERT INTO tally_deltas (name, key, n, total)
     SELECT 'growth:project:' || NEW.project_type, substr(NEW.created_at, 1, 10), 1, 0
     UNION ALL
@@ -97,12 +97,12 @@ BEGIN
     UNION ALL
     SELECT 'growth:assigned', substr(NEW.assigned_at, 1, 10), 1, 0 WHERE NEW.assigned_at IS NOT NULL
     UNION ALL
-    SELECT 'under_way', 'assigned', 1, 0 WHERE NEW.assigned_at IS NOT NULL
+    SELECT 'under_way', 'assignments', 1, 0 WHERE NEW.assigned_at IS NOT NULL
     UNION ALL
     SELECT 'growth:ended', substr(CASE WHEN NEW.cancelled_at IS NULL OR NEW.completed_at < NEW.cancelled_at THEN NEW.completed_at ELSE NEW.cancelled_at END, 1, 10), 1, 0
      WHERE NEW.assigned_at IS NOT NULL AND CASE WHEN NEW.cancelled_at IS NULL OR NEW.completed_at < NEW.cancelled_at THEN NEW.completed_at ELSE NEW.cancelled_at END IS NOT NULL
     UNION ALL
-    SELECT 'under_way', 'ended', 1, 0 WHERE NEW.assigned_at IS NOT NULL AND CASE WHEN NEW.cancelled_at IS NULL OR NEW.completed_at < NEW.cancelled_at THEN NEW.completed_at ELSE NEW.cancelled_at END IS NOT NULL;
+    SELECT 'under_way', 'ends', 1, 0 WHERE NEW.assigned_at IS NOT NULL AND CASE WHEN NEW.cancelled_at IS NULL OR NEW.completed_at < NEW.cancelled_at THEN NEW.completed_at ELSE NEW.cancelled_at END IS NOT NULL;
 END;
 
 CREATE TRIGGER users_growth_tally_insert AFTER INSERT ON users BEGIN
@@ -233,9 +233,9 @@ UNION ALL
 SELECT 'growth:ended', substr(CASE WHEN cancelled_at IS NULL OR completed_at < cancelled_at THEN completed_at ELSE cancelled_at END, 1, 10), 0, COUNT(*), 0
   FROM projects WHERE assigned_at IS NOT NULL AND CASE WHEN cancelled_at IS NULL OR completed_at < cancelled_at THEN completed_at ELSE cancelled_at END IS NOT NULL GROUP BY 2
 UNION ALL
-SELECT 'under_way', 'assigned', 0, COUNT(*), 0 FROM projects WHERE assigned_at IS NOT NULL
+SELECT 'under_way', 'assignments', 0, COUNT(*), 0 FROM projects WHERE assigned_at IS NOT NULL
 UNION ALL
-SELECT 'under_way', 'ended', 0, COUNT(*), 0 FROM projects
+SELECT 'under_way', 'ends', 0, COUNT(*), 0 FROM projects
  WHERE assigned_at IS NOT NULL AND CASE WHEN cancelled_at IS NULL OR completed_at < cancelled_at THEN completed_at ELSE cancelled_at END IS NOT NULL
 UNION ALL
 SELECT 'growth:user', substr(created_at, 1, 10), 0, COUNT(*), 0 FROM users GROUP BY 2

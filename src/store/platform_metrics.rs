@@ -348,10 +348,10 @@ pub async fn window(
     );
     // Assigned before the end, less those ended before the start: every project ended before
     // the start was assigned before the end, but for those reopened across the window.
-    let assigned_before_end = all("assigned")
+    let assigned_before_end = all("assignments")
         - rows.assigned_after_end
         - kept_after_end.get("growth:assigned").map_or(0, |k| k.0);
-    let ended_before_start = all("ended")
+    let ended_before_start = all("ends")
         - rows.ended_after_start
         - kept_after_start.get("growth:ended").map_or(0, |k| k.0);
     let mean_x100 = |(n, sum): (i64, i64)| (n > 0).then(|| (sum * 200 + n) / (2 * n));

@@ -74,7 +74,7 @@ pub enum Tally {
     /// Per expert: `held` payments and their amount, `released` ones and what the expert
     /// received (migration 0037).
     ExpertMoney,
-    /// Projects ever assigned (`assigned`) and, of those, ended (`ended`): the growth view's
+    /// Projects ever assigned (`assignments`) and, of those, ended (`ends`): the growth view's
     /// projects under way (migration 0040, beside the day tallies read by [`over_days`]).
     UnderWay,
     /// Per user: payments by `company:<status>` and `expert:<status>`, the user's side
