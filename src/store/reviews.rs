@@ -335,44 +335,59 @@ pub async fn moderation_of(ex: Exec<'_>, review_id: i64) -> StoreResult<Vec<Mode
     .await)?)
 }
 
-/// How many shown reviews `user_id` received at each rating: `(rating, count)`. Kept by the
-/// writes (`Tally::ReviewsByUser`, `shown:<rating>`) up to the reviews past their blind
-/// window that the reveal job has not announced yet, which are added (a few).
+/// How many shown reviews `user_id` received at each rating: `(rating, count)`, in rating
+/// order ([`shown_ratings`]).
 pub async fn distribution(
-    mut ex: Exec<'_>,
+    ex: Exec<'_>,
     user_id: i64,
     now: DateTime<Utc>,
 ) -> StoreResult<Vec<(i64, i64)>> {
-    let kept = tallies::by_state_of(
-        ex.re(),
-        Tally::ReviewsByUser,
-        user_id,
-        "shown:",
-        &RATINGS,
-        |r| r,
-    )
-    .await?;
-    let unannounced: Vec<(i64, i64)> = on_exec!(ex, c => sqlx::query_as(concat!(
-        "SELECT r.rating, COUNT(*) FROM reviews r WHERE r.reviewee_id = $2 ",
-        "AND r.announced_at IS NULL AND r.revealed_at IS NULL AND r.blind_until <= $1 ",
-        "AND r.visibility = 'published' GROUP BY r.rating"
-    ))
-    .bind(now)
-    .bind(user_id)
-    .fetch_all(c)
-    .await)?;
-    let mut counts: Vec<(i64, i64)> = Vec::new();
-    let kept = kept
+    let counts = shown_ratings(ex, &[user_id], now).await?;
+    Ok(counts
         .into_iter()
-        .filter_map(|(r, n)| Some((r.parse().ok()?, n)));
-    for (rating, n) in kept.chain(unannounced) {
-        match counts.iter_mut().find(|(r, _)| *r == rating) {
-            Some((_, sum)) => *sum += n,
-            None => counts.push((rating, n)),
-        }
+        .map(|(_, rating, n)| (rating, n))
+        .collect())
+}
+
+/// How many shown reviews each of `users` received at each rating: `(user_id, rating,
+/// count)` by user and rating, none counting nothing. Kept by the writes
+/// (`Tally::ReviewsByUser`, `shown:<rating>`) up to the reviews past their blind window that
+/// the reveal job has not announced yet, which are added (a few); one statement for a page of
+/// users.
+async fn shown_ratings(
+    ex: Exec<'_>,
+    users: &[i64],
+    now: DateTime<Utc>,
+) -> StoreResult<Vec<(i64, i64, i64)>> {
+    if users.is_empty() {
+        return Ok(Vec::new());
     }
-    counts.sort_unstable();
-    Ok(counts)
+    let mut sql = Sql::default();
+    let now = sql.arg(now);
+    let list = sql.arg_list(users);
+    let name = sql.arg(Tally::ReviewsByUser.as_str());
+    let keys = tallies::state_keys("shown:", &RATINGS, |r| r);
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let keys = sql.arg_list(&keys);
+    let kept = |table: &str| {
+        format!(
+            "SELECT user_id, CAST(substr(key, 7) AS BIGINT) AS rating, n FROM {table}
+              WHERE name = {name} AND key IN ({keys}) AND user_id IN ({list})"
+        )
+    };
+    sql.with_text(&format!(
+        "SELECT user_id, rating, CAST(SUM(n) AS BIGINT) FROM (
+             {} UNION ALL {} UNION ALL
+             SELECT r.reviewee_id, r.rating, 1 FROM reviews r
+              WHERE r.reviewee_id IN ({list}) AND r.announced_at IS NULL
+                AND r.revealed_at IS NULL AND r.blind_until <= {now}
+                AND r.visibility = 'published') x
+         GROUP BY user_id, rating HAVING SUM(n) <> 0 ORDER BY user_id, rating",
+        kept("tallies"),
+        kept("tally_deltas")
+    ))
+    .fetch_all(ex)
+    .await
 }
 
 /// The ratings a review may give, as `Tally::ReviewsByUser` keys them.
@@ -400,44 +415,22 @@ pub async fn recent_shown(
 }
 
 /// Average and count of the shown reviews each of `users` received: `(user_id, average,
-/// count)`, users without any left out. From the ratings kept per user
-/// (`Tally::ReviewsByUser`, `shown:<rating>`), plus the few past their blind window that the
-/// reveal job has not announced yet, as [`distribution`] reads one user's.
+/// count)`, users without any left out ([`shown_ratings`]).
 pub async fn averages(
     ex: Exec<'_>,
     users: &[i64],
     now: DateTime<Utc>,
 ) -> StoreResult<Vec<(i64, f64, i64)>> {
-    if users.is_empty() {
-        return Ok(Vec::new());
+    let mut sums: Vec<(i64, i64, i64)> = Vec::new();
+    for (user, rating, n) in shown_ratings(ex, users, now).await? {
+        match sums.last_mut() {
+            Some((last, sum, count)) if *last == user => {
+                *sum += rating * n;
+                *count += n;
+            }
+            _ => sums.push((user, rating * n, n)),
+        }
     }
-    let mut sql = Sql::default();
-    let now = sql.arg(now);
-    let list = sql.arg_list(users);
-    let name = sql.arg(Tally::ReviewsByUser.as_str());
-    let keys: Vec<String> = RATINGS.iter().map(|r| format!("shown:{r}")).collect();
-    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let keys = sql.arg_list(&keys);
-    let kept = |table: &str| {
-        format!(
-            "SELECT user_id, CAST(substr(key, 7) AS BIGINT) AS rating, n FROM {table}
-              WHERE name = {name} AND key IN ({keys}) AND user_id IN ({list})"
-        )
-    };
-    let sums: Vec<(i64, i64, i64)> = sql
-        .with_text(&format!(
-            "SELECT user_id, CAST(SUM(rating * n) AS BIGINT), CAST(SUM(n) AS BIGINT) FROM (
-                 {} UNION ALL {} UNION ALL
-                 SELECT r.reviewee_id, r.rating, 1 FROM reviews r
-                  WHERE r.reviewee_id IN ({list}) AND r.announced_at IS NULL
-                    AND r.revealed_at IS NULL AND r.blind_until <= {now}
-                    AND r.visibility = 'published') x
-             GROUP BY user_id HAVING SUM(n) > 0",
-            kept("tallies"),
-            kept("tally_deltas")
-        ))
-        .fetch_all(ex)
-        .await?;
     Ok(sums
         .into_iter()
         .map(|(user, sum, n)| (user, sum as f64 / n as f64, n))
