@@ -167,13 +167,8 @@ pub fn round2(value: f64) -> f64 {
 /// The last twelve calendar months up to and including `now`'s, oldest first: each as its
 /// `YYYY-MM` label and its window.
 pub fn last_twelve_months(now: DateTime<Utc>) -> Vec<(String, Window)> {
-    let first_of = |y: i32, m: u32| {
-        Utc.from_utc_datetime(
-            &NaiveDate::from_ymd_opt(y, m, 1)
-                .and_then(|d| d.and_hms_opt(0, 0, 0))
-                .unwrap_or_default(),
-        )
-    };
+    let first_of =
+        |y: i32, m: u32| NaiveDate::from_ymd_opt(y, m, 1).map_or_else(Default::default, midnight);
     let months_since_epoch = now.year() * 12 + now.month0() as i32;
     (0..12)
         .rev()

@@ -2274,20 +2274,8 @@ async fn expert_search_follows_text_skills_and_renames() {
         ("wordgo", "Data plumbing", vec!["Go"]),
         ("wordnone", "Nothing here", vec!["Rust"]),
     ] {
-        let expert = m.member(username, "experto", false, false).await;
-        let profile = count_of(
-            &m.app,
-            format!("SELECT id FROM profiles WHERE user_id = {}", expert.id),
-        )
-        .await;
-        experts.push((expert, profile));
-        edit(
-            &m,
-            experts.len() - 1,
-            &experts,
-            serde_json::json!({"bio": bio, "skills": skills}),
-        )
-        .await;
+        let body = serde_json::json!({"bio": bio, "skills": skills});
+        add_expert(&m, &mut experts, username, body).await;
     }
     let app = &m.app;
     let found = |query: &'static str| async move {
@@ -2400,6 +2388,23 @@ async fn edit(
     assert_eq!(response.status(), 200);
 }
 
+/// A new expert (not verified), their profile edited with `body`, added to `experts`.
+async fn add_expert(
+    m: &crate::market::Market,
+    experts: &mut Vec<(crate::helpers::Account, i64)>,
+    username: &str,
+    body: Value,
+) {
+    let expert = m.member(username, "experto", false, false).await;
+    let profile = count_of(
+        &m.app,
+        format!("SELECT id FROM profiles WHERE user_id = {}", expert.id),
+    )
+    .await;
+    experts.push((expert, profile));
+    edit(m, experts.len() - 1, experts, body).await;
+}
+
 /// A skill filter's pages are the same whichever way the list tests the skill: pages of one
 /// of a common skill (on SQLite, probed as the order is walked: its count squared is over the
 /// page's end times the list) and of a rare one (looked up and sorted) give, in turn, what one
@@ -2470,16 +2475,8 @@ async fn skill_directory_pages_agree_whether_probed_or_looked_up() {
     .into_iter()
     .enumerate()
     {
-        let expert = m
-            .member(&format!("probed{i}"), "experto", false, false)
-            .await;
-        let profile = count_of(
-            &m.app,
-            format!("SELECT id FROM profiles WHERE user_id = {}", expert.id),
-        )
-        .await;
-        experts.push((expert, profile));
-        edit(&m, i, &experts, serde_json::json!({"skills": skills})).await;
+        let body = serde_json::json!({"skills": skills});
+        add_expert(&m, &mut experts, &format!("probed{i}"), body).await;
     }
     // The oldest Python expert and the Go one verified: they come first.
     for i in [0, 5] {
@@ -2580,16 +2577,9 @@ async fn curation_candidates_rank_skills_held_then_level_and_rating() {
     ];
     let mut experts = Vec::new();
     for (i, (skills, level, rating, kind)) in specs.iter().enumerate() {
-        let expert = m
-            .member(&format!("curated{i}"), "experto", false, false)
-            .await;
-        let profile = count_of(
-            &m.app,
-            format!("SELECT id FROM profiles WHERE user_id = {}", expert.id),
-        )
-        .await;
-        experts.push((expert, profile));
-        edit(&m, i, &experts, serde_json::json!({"skills": skills})).await;
+        let body = serde_json::json!({"skills": skills});
+        add_expert(&m, &mut experts, &format!("curated{i}"), body).await;
+        let profile = experts[i].1;
         let mut conn = m.app.db.conn().await.unwrap();
         marketplace::on_exec!(conn.exec(), c => sqlx::query(
             "UPDATE profiles SET expert_level = $2, internal_rating = $3, is_verified = $4,
