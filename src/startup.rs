@@ -142,6 +142,7 @@ impl Application {
             realtime,
             sockets,
             sessions: Arc::default(),
+            public_projects: Arc::default(),
             // Past this many waiting in a lane, a stored event is left to the sweep.
             processor_events: Arc::new(
                 (0..crate::workflows::processor_events::LANES)

@@ -65,6 +65,11 @@ pub struct AppState {
     /// Sessions with their users between requests (PostgreSQL; forgotten on every change the
     /// database announces, and at once here by the workflow that ends a session).
     pub sessions: Arc<crate::store::session_cache::SessionCache>,
+    /// The public project list's answers (JSON), kept under the count of writes to projects
+    /// read before each (`store::page_cache`).
+    pub public_projects: Arc<
+        crate::store::page_cache::PageCache<crate::store::project_lists::PublicPage, bytes::Bytes>,
+    >,
     /// Processor events stored by their receipt and waiting for the applier
     /// (`workflows::processor_events`), oldest first, in lanes applied side by side (a
     /// payment's events always in the same lane).

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 
 /// The sort key of one item: an optional rank (higher first: search relevance), then a time
 /// and an id (newest first).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Cursor {
     pub rank: i64,
     pub at: DateTime<Utc>,

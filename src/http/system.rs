@@ -152,6 +152,15 @@ pub async fn metrics(
             1.0
         },
     );
+    let (kept, read) = state.public_projects.counts();
+    super::metrics::render_labeled(
+        &mut out,
+        "public_project_pages_total",
+        "counter",
+        "Public project list pages answered, by where the answer came from: kept by this instance since the last write to projects, or read from the database.",
+        "source",
+        [("kept", kept as f64), ("read", read as f64)],
+    );
     render_single(
         &mut out,
         "money_audit_mismatches_total",

@@ -178,7 +178,7 @@ pub struct Tier {
 }
 
 /// Which page: after a cursor, or a page number (from 1).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Seek {
     After(Cursor),
     Page(i64),

@@ -32,6 +32,7 @@ pub mod listing;
 pub mod mail_queue;
 pub mod milestones;
 pub mod notifications;
+pub mod page_cache;
 pub mod payments;
 pub mod platform_metrics;
 pub mod processor_events;

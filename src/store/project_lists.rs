@@ -11,7 +11,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::listing::{self, Keyed, ListQuery, Order, SetTest, Sql, Tier, Total};
+use super::listing::{self, Keyed, ListQuery, Order, Seek, SetTest, Sql, Tier, Total};
 use super::projects::Project;
 use super::tallies::{self, Tally};
 use super::{Exec, StoreResult};
@@ -19,7 +19,7 @@ use crate::domain::cursor::Cursor;
 use crate::domain::project::{ProjectStatus, ProjectType, may_apply};
 
 /// Filters of a project list; `None` matches everything.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, Hash)]
 pub struct ProjectFilter {
     pub status: Option<ProjectStatus>,
     pub project_type: Option<String>,
@@ -478,6 +478,18 @@ fn visible_with(engine: &Exec<'_>, viewer: Viewer, f: &ProjectFilter, test: SetT
     list(filter, sql, in_title, total)
 }
 
+/// The public list's page `seek` of `size` items under `filter`: what its answers are kept by
+/// (`AppState::public_projects`).
+pub type PublicPage = (Seek, i64, ProjectFilter);
+
+/// How many writes to projects have committed (migration 0043): read before a public page,
+/// the count its answer is kept under ([`super::page_cache`]).
+pub async fn writes(ex: Exec<'_>) -> StoreResult<i64> {
+    tallies::total(Tally::ProjectWrites, Some(""))
+        .read(ex)
+        .await
+}
+
 /// A user's own projects: as company (owner) or as the assigned expert, newest first; their
 /// total kept by the writes (`Tally::ProjectsByParty`, migration 0032).
 pub fn mine(user_id: i64, status: Option<ProjectStatus>) -> ListQuery {
@@ -663,7 +675,7 @@ pub async fn invited(
 pub async fn page(
     ex: Exec<'_>,
     query: ListQuery,
-    seek: super::listing::Seek,
+    seek: Seek,
     size: i64,
 ) -> StoreResult<(Vec<Project>, Option<Cursor>, i64)> {
     let (window, total) = query.run::<Listed>(ex, seek, size).await?;

@@ -5,6 +5,7 @@
 //! CRM know our objects by idempotency keys and metadata made of our ids, and a reused id
 //! would replay an answer meant for an object that no longer exists.
 
+use super::tallies::Tally;
 use super::{Db, StoreResult, Tx};
 
 /// Tables the reset keeps: the migrations' record, the commission levels (reset to the
@@ -14,6 +15,10 @@ const KEPT: [&str; 3] = ["_sqlx_migrations", "commission_config", "project_count
 
 pub async fn empty_all(db: &Db) -> StoreResult<usize> {
     let mut tx = db.begin().await?;
+    // The count of writes to projects keeps counting too, one more for the reset: each
+    // instance's kept public pages are checked against it, and a count that started over
+    // could meet one of them again.
+    let project_writes = super::project_lists::writes(tx.exec()).await?;
     let emptied = match &mut tx {
         Tx::Postgres(t) => {
             let tables: Vec<String> = sqlx::query_scalar(
@@ -80,6 +85,14 @@ pub async fn empty_all(db: &Db) -> StoreResult<usize> {
             tables.len()
         }
     };
+    crate::on_exec!(tx.exec(), c => sqlx::query(
+        "INSERT INTO tally_deltas (name, key, user_id, n, total) VALUES ($1, '', 0, $2, 0)",
+    )
+    .bind(Tally::ProjectWrites.as_str())
+    .bind(project_writes + 1)
+    .execute(c)
+    .await
+    .map(drop))?;
     crate::on_exec!(tx.exec(), c => sqlx::query("UPDATE project_counts SET n = 0")
         .execute(c)
         .await

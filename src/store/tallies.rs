@@ -80,6 +80,10 @@ pub enum Tally {
     /// Per user: payments by `company:<status>` and `expert:<status>`, the user's side
     /// (migration 0041).
     PaymentsByParty,
+    /// Every committed change to projects, one a statement on PostgreSQL and one a row on
+    /// SQLite (key ''): what the public list's kept answers are checked against (migration
+    /// 0043, `store::page_cache`).
+    ProjectWrites,
 }
 
 impl Tally {
@@ -110,6 +114,7 @@ impl Tally {
             Tally::ExpertMoney => "expert_money",
             Tally::UnderWay => "under_way",
             Tally::PaymentsByParty => "payments_by_party",
+            Tally::ProjectWrites => "project_writes",
         }
     }
 }

@@ -399,6 +399,87 @@ async fn totals_follow_inserts_moves_and_deletes() {
     app.stop().await;
 }
 
+/// The public list's pages answered from this instance's cache and from the database
+/// (`/metrics`).
+async fn public_pages(app: &TestApp) -> (i64, i64) {
+    let text = app.get("/metrics").await.text().await.unwrap();
+    let count = |source: &str| {
+        let series = format!("public_project_pages_total{{source=\"{source}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(series.as_str()))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{series} in /metrics"))
+    };
+    (count("kept"), count("read"))
+}
+
+#[actix_web::test]
+async fn public_pages_are_kept_until_a_project_is_written() {
+    let app = spawn_app().await;
+    let company = register(&app, "keeper", &["empresa"]).await;
+    let ids_listed = listed(&app, company.id, 3).await;
+    let newest = ids_listed[2];
+    let writes = || async {
+        let mut conn = app.db.conn().await.unwrap();
+        marketplace::store::project_lists::writes(conn.exec())
+            .await
+            .unwrap()
+    };
+    let before = public_pages(&app).await;
+    let first = page(&app, "size=2").await;
+    assert_eq!(page(&app, "size=2").await, first);
+    assert_eq!(page(&app, "size=2").await, first);
+    let after = public_pages(&app).await;
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1),
+        (2, 1),
+        "read once, kept twice"
+    );
+
+    // Folding the deltas keeps the count, and the page stays kept.
+    let counted = writes().await;
+    fold(&app).await;
+    assert_eq!(writes().await, counted);
+    assert_eq!(page(&app, "size=2").await, first);
+    assert_eq!(public_pages(&app).await.0, after.0 + 1);
+
+    // Every write to projects is seen at once, whichever way it is made.
+    run(
+        &app,
+        "UPDATE projects SET title = 'Renamed in SQL' WHERE id = $1",
+        newest,
+    )
+    .await;
+    assert!(writes().await > counted);
+    assert_eq!(
+        page(&app, "size=2").await["items"][0]["title"],
+        "Renamed in SQL"
+    );
+    run(
+        &app,
+        r#"UPDATE projects SET skills_required = '["Haskell"]' WHERE id = $1"#,
+        newest,
+    )
+    .await;
+    assert_eq!(ids(&page(&app, "skill=haskell").await), vec![newest]);
+    assert_eq!(page(&app, "skill=rust").await["total"], 2);
+    let added = listed(&app, company.id, 1).await[0];
+    assert_eq!(ids(&page(&app, "size=2").await), vec![added, newest]);
+    run(&app, "DELETE FROM projects WHERE id = $1", added).await;
+    assert_eq!(
+        ids(&page(&app, "size=2").await),
+        vec![newest, ids_listed[1]]
+    );
+    assert_eq!(page(&app, "size=2").await["total"], 3);
+
+    // A reset empties the projects, and the count goes on growing from where it was.
+    let counted = writes().await;
+    marketplace::store::reset::empty_all(&app.db).await.unwrap();
+    assert!(writes().await > counted);
+    assert_eq!(page(&app, "size=2").await["total"], 0);
+    app.stop().await;
+}
+
 /// The relations a plan reads with a sequential scan.
 fn sequential_scans(plan: &Value, out: &mut BTreeSet<String>) {
     if plan["Node Type"] == "Seq Scan" {

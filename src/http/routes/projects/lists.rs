@@ -1,6 +1,8 @@
 //! Project lists: the public list, the company's own, administrators' pending ones.
 
 use crate::domain::search::SearchTerm;
+use actix_web::http::header::ContentType;
+use actix_web::web::Bytes;
 use actix_web::{HttpResponse, get, web};
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -11,6 +13,7 @@ use crate::http::auth::{AdminUser, AuthUser};
 use crate::http::error::{ApiError, ApiResult, ErrorBody, FieldError};
 use crate::http::pagination::{Page, PageQuery, Paginated};
 use crate::state::AppState;
+use crate::store::Conn;
 use crate::store::listing::Seek;
 use crate::store::project_lists::{self, ProjectFilter, Viewer};
 use crate::workflows::projects::Caller;
@@ -104,8 +107,19 @@ async fn list_for(
 ) -> ApiResult<Paginated<ProjectView>> {
     let (page, seek, filter) = query.parse()?;
     let mut conn = state.db.conn().await?;
+    read_page(&mut conn, viewer, caller, page, seek, &filter).await
+}
+
+async fn read_page(
+    conn: &mut Conn,
+    viewer: Viewer,
+    caller: Option<&Caller>,
+    page: Page,
+    seek: Seek,
+    filter: &ProjectFilter,
+) -> ApiResult<Paginated<ProjectView>> {
     let window = seek.window(page.size);
-    let query = project_lists::visible_for_page(conn.exec(), viewer, &filter, window).await?;
+    let query = project_lists::visible_for_page(conn.exec(), viewer, filter, window).await?;
     let (items, next, total) = project_lists::page(conn.exec(), query, seek, page.size).await?;
     Ok(Paginated::new(items, total, page)
         .with_next(next)
@@ -113,6 +127,10 @@ async fn list_for(
 }
 
 /// The public marketplace: curated projects open for proposals. No authentication.
+///
+/// The same answer goes to everyone, so each instance keeps it until a project changes: the
+/// count of committed writes to projects is read first, and an answer kept under that count
+/// is served as it is (`store::page_cache`).
 #[utoipa::path(
     tag = "projects",
     params(ProjectListQuery),
@@ -123,8 +141,24 @@ pub async fn public_list(
     state: web::Data<AppState>,
     query: web::Query<ProjectListQuery>,
 ) -> ApiResult<HttpResponse> {
-    let page = list_for(&state, Viewer::Anonymous, None, &query).await?;
-    Ok(HttpResponse::Ok().json(page))
+    let (page, seek, filter) = query.parse()?;
+    let mut conn = state.db.conn().await?;
+    let writes = project_lists::writes(conn.exec()).await?;
+    let key = (seek, page.size, filter);
+    let body = match state.public_projects.get(&key, writes) {
+        Some(body) => body,
+        None => {
+            let answer = read_page(&mut conn, Viewer::Anonymous, None, page, seek, &key.2).await?;
+            let body = Bytes::from(serde_json::to_vec(&answer).map_err(ApiError::internal)?);
+            state
+                .public_projects
+                .put(key, writes, body.clone(), body.len());
+            body
+        }
+    };
+    Ok(HttpResponse::Ok()
+        .content_type(ContentType::json())
+        .body(body))
 }
 
 /// Projects visible to the caller (public listings and their own), filtered and paginated;
