@@ -210,3 +210,16 @@ UPDATE profiles SET search_words = profile_search_words(id, full_name, bio, main
 -- Migration 0039: each account's search text.
 DELETE FROM account_search;
 INSERT INTO account_search (user_id, text) SELECT id, account_search_text(id) FROM users;
+
+-- Migration 0044: each expert's released income by quarter.
+INSERT INTO tallies (name, key, user_id, n, total)
+SELECT 'seller_income', seller_quarter(released_at) || ' ' || f.figure, expert_id,
+       SUM(f.n), SUM(f.amount)
+  FROM payments,
+       LATERAL (VALUES
+            ('gross', 1, amount_minor),
+            ('commission', 0, COALESCE(commission_minor, 0)),
+            ('net', 0, COALESCE(expert_amount_minor, amount_minor - COALESCE(commission_minor, 0)))
+       ) AS f (figure, n, amount)
+ WHERE status = 'released' AND expert_id IS NOT NULL AND released_at IS NOT NULL
+ GROUP BY 2, 3;

@@ -157,3 +157,8 @@ SELECT 'payments_by_party', 'company:' || status, company_id, COUNT(*), 0
 UNION ALL
 SELECT 'payments_by_party', 'expert:' || status, expert_id, COUNT(*), 0
   FROM payments WHERE expert_id IS NOT NULL GROUP BY status, expert_id;
+
+-- Migration 0044: each expert's released income by quarter.
+INSERT INTO tallies (name, key, user_id, n, total)
+SELECT 'seller_income', key, expert_id, SUM(n), SUM(amount)
+  FROM seller_income_rows GROUP BY key, expert_id;

@@ -1,7 +1,6 @@
-//! DAC7 (Council Directive (EU) 2021/514) rules with no I/O: the tax year's quarters, which
-//! sellers the platform reports, and the text of the annual report.
-
-use chrono::{DateTime, NaiveDate, TimeZone, Utc};
+//! DAC7 (Council Directive (EU) 2021/514) rules with no I/O: which sellers the platform
+//! reports, and the text of the annual report. A tax year's quarters are UTC's calendar
+//! quarters, kept by the writes (migration 0044).
 
 use super::state::state_enum;
 
@@ -28,23 +27,6 @@ pub fn is_reportable(paid_activities: i64, gross_minor: i64) -> bool {
 /// Years the review accepts: the platform's lifetime, give or take.
 pub const FIRST_YEAR: i32 = 2020;
 pub const LAST_YEAR: i32 = 2100;
-
-/// Start of each quarter of `year` and the start of the next year: five instants, so
-/// quarter `q` (1–4) is `[bounds[q-1], bounds[q])`.
-pub fn quarter_bounds(year: i32) -> Option<[DateTime<Utc>; 5]> {
-    let at = |y: i32, m: u32| {
-        NaiveDate::from_ymd_opt(y, m, 1)
-            .and_then(|d| d.and_hms_opt(0, 0, 0))
-            .map(|t| Utc.from_utc_datetime(&t))
-    };
-    Some([
-        at(year, 1)?,
-        at(year, 4)?,
-        at(year, 7)?,
-        at(year, 10)?,
-        at(year + 1, 1)?,
-    ])
-}
 
 /// The characters that make a spreadsheet read a cell as a formula.
 const FORMULA_STARTS: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
@@ -101,15 +83,6 @@ mod tests {
         assert!(is_reportable(30, 0));
         assert!(is_reportable(1, 200_001));
         assert!(!is_reportable(0, 0));
-    }
-
-    #[test]
-    fn quarters_cover_the_year_without_gaps() {
-        let b = quarter_bounds(2026).unwrap();
-        assert_eq!(b[0].to_rfc3339(), "2026-01-01T00:00:00+00:00");
-        assert_eq!(b[2].to_rfc3339(), "2026-07-01T00:00:00+00:00");
-        assert_eq!(b[4].to_rfc3339(), "2027-01-01T00:00:00+00:00");
-        assert!(b.windows(2).all(|w| w[0] < w[1]));
     }
 
     #[test]

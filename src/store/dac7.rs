@@ -2,6 +2,7 @@
 
 use chrono::{DateTime, Utc};
 
+use super::tallies::Tally;
 use super::{Exec, StoreResult};
 use crate::domain::dac7::Dac7ReviewStatus;
 use crate::on_exec;
@@ -45,10 +46,12 @@ pub struct SellerYear {
     pub review_status: Option<Dac7ReviewStatus>,
 }
 
-/// The statement of [`year_income`]: each expert's sums as `$user` (the expert of the
-/// group) after `$narrowing` (conditions on `y`, then its grouping).
+/// The statement of [`year_income`]: each expert's sums of the year from
+/// `Tally::SellerIncome` (`$14`, migration 0044), whose twelve keys of the year are
+/// `$1`–`$12` ([`income_keys`]), the tax year `$13`, narrowed by `$narrowing` (conditions
+/// on the tally rows).
 macro_rules! year_income_sql {
-    ($user:literal, $narrowing:literal) => {
+    ($narrowing:literal) => {
         concat!(
             "SELECT a.user_id, a.gross_minor, a.commission_minor, a.net_minor, a.paid_activities,
                 a.q1_minor, a.q2_minor, a.q3_minor, a.q4_minor,
@@ -60,58 +63,79 @@ macro_rules! year_income_sql {
                 p.fiscal_postal_code, p.fiscal_city, p.fiscal_country, p.birth_date,
                 u.email, r.status AS review_status
          FROM (
-             SELECT ", $user, " AS user_id,
-                 CAST(SUM(y.amount_minor) AS BIGINT) AS gross_minor,
-                 CAST(SUM(COALESCE(y.commission_minor, 0)) AS BIGINT) AS commission_minor,
-                 CAST(SUM(COALESCE(y.expert_amount_minor,
-                     y.amount_minor - COALESCE(y.commission_minor, 0))) AS BIGINT) AS net_minor,
-                 COUNT(*) AS paid_activities,
-                 CAST(SUM(CASE WHEN y.released_at < $2 THEN y.amount_minor ELSE 0 END) AS BIGINT) AS q1_minor,
-                 CAST(SUM(CASE WHEN y.released_at >= $2 AND y.released_at < $3 THEN y.amount_minor ELSE 0 END) AS BIGINT) AS q2_minor,
-                 CAST(SUM(CASE WHEN y.released_at >= $3 AND y.released_at < $4 THEN y.amount_minor ELSE 0 END) AS BIGINT) AS q3_minor,
-                 CAST(SUM(CASE WHEN y.released_at >= $4 THEN y.amount_minor ELSE 0 END) AS BIGINT) AS q4_minor,
-                 CAST(SUM(CASE WHEN y.released_at < $2 THEN 1 ELSE 0 END) AS BIGINT) AS q1_count,
-                 CAST(SUM(CASE WHEN y.released_at >= $2 AND y.released_at < $3 THEN 1 ELSE 0 END) AS BIGINT) AS q2_count,
-                 CAST(SUM(CASE WHEN y.released_at >= $3 AND y.released_at < $4 THEN 1 ELSE 0 END) AS BIGINT) AS q3_count,
-                 CAST(SUM(CASE WHEN y.released_at >= $4 THEN 1 ELSE 0 END) AS BIGINT) AS q4_count,
-                 CAST(SUM(CASE WHEN y.released_at < $2 THEN COALESCE(y.commission_minor, 0) ELSE 0 END) AS BIGINT) AS q1_commission_minor,
-                 CAST(SUM(CASE WHEN y.released_at >= $2 AND y.released_at < $3 THEN COALESCE(y.commission_minor, 0) ELSE 0 END) AS BIGINT) AS q2_commission_minor,
-                 CAST(SUM(CASE WHEN y.released_at >= $3 AND y.released_at < $4 THEN COALESCE(y.commission_minor, 0) ELSE 0 END) AS BIGINT) AS q3_commission_minor,
-                 CAST(SUM(CASE WHEN y.released_at >= $4 THEN COALESCE(y.commission_minor, 0) ELSE 0 END) AS BIGINT) AS q4_commission_minor
-             FROM payments y
-             WHERE y.status = 'released' AND y.expert_id IS NOT NULL
-               AND y.released_at >= $1 AND y.released_at < $5
-               ", $narrowing, "
+             SELECT t.user_id,
+                 CAST(SUM(CASE WHEN t.key IN ($1, $2, $3, $4) THEN t.total ELSE 0 END) AS BIGINT) AS gross_minor,
+                 CAST(SUM(CASE WHEN t.key IN ($5, $6, $7, $8) THEN t.total ELSE 0 END) AS BIGINT) AS commission_minor,
+                 CAST(SUM(CASE WHEN t.key IN ($9, $10, $11, $12) THEN t.total ELSE 0 END) AS BIGINT) AS net_minor,
+                 CAST(SUM(t.n) AS BIGINT) AS paid_activities,
+                 CAST(SUM(CASE WHEN t.key = $1 THEN t.total ELSE 0 END) AS BIGINT) AS q1_minor,
+                 CAST(SUM(CASE WHEN t.key = $2 THEN t.total ELSE 0 END) AS BIGINT) AS q2_minor,
+                 CAST(SUM(CASE WHEN t.key = $3 THEN t.total ELSE 0 END) AS BIGINT) AS q3_minor,
+                 CAST(SUM(CASE WHEN t.key = $4 THEN t.total ELSE 0 END) AS BIGINT) AS q4_minor,
+                 CAST(SUM(CASE WHEN t.key = $1 THEN t.n ELSE 0 END) AS BIGINT) AS q1_count,
+                 CAST(SUM(CASE WHEN t.key = $2 THEN t.n ELSE 0 END) AS BIGINT) AS q2_count,
+                 CAST(SUM(CASE WHEN t.key = $3 THEN t.n ELSE 0 END) AS BIGINT) AS q3_count,
+                 CAST(SUM(CASE WHEN t.key = $4 THEN t.n ELSE 0 END) AS BIGINT) AS q4_count,
+                 CAST(SUM(CASE WHEN t.key = $5 THEN t.total ELSE 0 END) AS BIGINT) AS q1_commission_minor,
+                 CAST(SUM(CASE WHEN t.key = $6 THEN t.total ELSE 0 END) AS BIGINT) AS q2_commission_minor,
+                 CAST(SUM(CASE WHEN t.key = $7 THEN t.total ELSE 0 END) AS BIGINT) AS q3_commission_minor,
+                 CAST(SUM(CASE WHEN t.key = $8 THEN t.total ELSE 0 END) AS BIGINT) AS q4_commission_minor
+             FROM (
+                 SELECT user_id, key, n, total FROM tallies
+                  WHERE name = $14
+                    AND key IN ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ", $narrowing, "
+                 UNION ALL
+                 SELECT user_id, key, n, total FROM tally_deltas
+                  WHERE name = $14
+                    AND key IN ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ", $narrowing, "
+             ) t
+             GROUP BY t.user_id
+             HAVING SUM(t.n) > 0
          ) a
          JOIN users u ON u.id = a.user_id
          LEFT JOIN profiles p ON p.user_id = a.user_id AND p.profile_type = 'experto'
-         LEFT JOIN dac7_reviews r ON r.user_id = a.user_id AND r.period = $6
+         LEFT JOIN dac7_reviews r ON r.user_id = a.user_id AND r.period = $13
          ORDER BY a.user_id"
         )
     };
 }
 
-/// Income of the year bounded by `q` (its quarter starts and the next year's start), per
-/// expert with released payments in it; one expert only when `expert` is given (read from
-/// the expert's payments). Summed in SQL, one row per expert.
+/// The keys of `seller_income` (migration 0044) for `year`: its four quarters' gross, then
+/// their commission, then their net, as [`year_income_sql`] binds them.
+fn income_keys(year: i32) -> [String; 12] {
+    std::array::from_fn(|i| {
+        let figure = ["gross", "commission", "net"][i / 4];
+        format!("{year:04}-Q{} {figure}", i % 4 + 1)
+    })
+}
+
+macro_rules! bind_year {
+    ($query:expr, $year:expr) => {{
+        let mut query = $query;
+        for key in income_keys($year) {
+            query = query.bind(key);
+        }
+        query
+            .bind(i64::from($year))
+            .bind(Tally::SellerIncome.as_str())
+    }};
+}
+
+/// Income of `year` per expert with released payments in it, from the sums the writes keep
+/// by quarter (migration 0044); one expert only when `expert` is given. One row per expert.
 pub async fn year_income(
     ex: Exec<'_>,
-    q: &[DateTime<Utc>; 5],
-    period: i64,
+    year: i32,
     expert: Option<i64>,
 ) -> StoreResult<Vec<SellerYear>> {
     Ok(on_exec!(ex, c => {
         let query = match expert {
-            // One expert's sums as one group, not grouped by expert: the planner then knows it
-            // reads one row and looks its expert up by key (grouped, it guessed a group per
-            // payment at L and hashed every user: 98 ms against a few).
-            Some(expert) => sqlx::query_as::<_, SellerYear>(year_income_sql!(
-                "CAST($7 AS BIGINT)",
-                "AND y.expert_id = $7 HAVING COUNT(*) > 0"
-            ))
-                .bind(q[0]).bind(q[1]).bind(q[2]).bind(q[3]).bind(q[4]).bind(period).bind(expert),
-            None => sqlx::query_as::<_, SellerYear>(year_income_sql!("y.expert_id", "GROUP BY y.expert_id"))
-                .bind(q[0]).bind(q[1]).bind(q[2]).bind(q[3]).bind(q[4]).bind(period),
+            Some(expert) => bind_year!(
+                sqlx::query_as::<_, SellerYear>(year_income_sql!("AND user_id = $15")),
+                year
+            )
+            .bind(expert),
+            None => bind_year!(sqlx::query_as::<_, SellerYear>(year_income_sql!("")), year),
         };
         query.fetch_all(c).await
     })?)
@@ -121,12 +145,10 @@ pub async fn year_income(
 /// them out without holding the year in memory.
 pub fn year_income_stream<'c>(
     ex: Exec<'c>,
-    q: [DateTime<Utc>; 5],
-    period: i64,
+    year: i32,
 ) -> futures_util::stream::BoxStream<'c, StoreResult<SellerYear>> {
     use futures_util::{StreamExt as _, TryStreamExt as _};
-    on_exec!(ex, c => sqlx::query_as::<_, SellerYear>(year_income_sql!("y.expert_id", "GROUP BY y.expert_id"))
-        .bind(q[0]).bind(q[1]).bind(q[2]).bind(q[3]).bind(q[4]).bind(period)
+    on_exec!(ex, c => bind_year!(sqlx::query_as::<_, SellerYear>(year_income_sql!("")), year)
         .fetch(c)
         .map_err(super::StoreError::from)
         .boxed())

@@ -84,6 +84,9 @@ pub enum Tally {
     /// SQLite (key ''): what the public list's kept answers are checked against (migration
     /// 0043, `store::page_cache`).
     ProjectWrites,
+    /// Per expert: released income by UTC quarter, key `<YYYY>-Q<n> <figure>`: `gross` (count
+    /// and amount), `commission`, `net` (migration 0044, read by `dac7::year_income`).
+    SellerIncome,
 }
 
 impl Tally {
@@ -115,6 +118,7 @@ impl Tally {
             Tally::UnderWay => "under_way",
             Tally::PaymentsByParty => "payments_by_party",
             Tally::ProjectWrites => "project_writes",
+            Tally::SellerIncome => "seller_income",
         }
     }
 }

@@ -7,9 +7,7 @@ use serde::Serialize;
 use serde_json::json;
 use utoipa::ToSchema;
 
-use crate::domain::dac7::{
-    self, Dac7ReviewStatus, amount, csv_field, is_reportable, quarter_bounds,
-};
+use crate::domain::dac7::{self, Dac7ReviewStatus, amount, csv_field, is_reportable};
 use crate::domain::money::minor_to_number;
 use crate::integrations::mail::Template;
 use crate::state::AppState;
@@ -20,14 +18,16 @@ use crate::workflows::emails::email;
 use crate::workflows::error::{FlowError, FlowResult};
 use crate::workflows::notify;
 
-fn bounds(year: i32) -> FlowResult<[chrono::DateTime<chrono::Utc>; 5]> {
-    if !(dac7::FIRST_YEAR..=dac7::LAST_YEAR).contains(&year) {
-        return Err(FlowError::invalid(
+/// A tax year the service reports: from `dac7::FIRST_YEAR` to `dac7::LAST_YEAR`.
+fn check_year(year: i32) -> FlowResult<()> {
+    if (dac7::FIRST_YEAR..=dac7::LAST_YEAR).contains(&year) {
+        Ok(())
+    } else {
+        Err(FlowError::invalid(
             "year",
             format!("must be from {} to {}", dac7::FIRST_YEAR, dac7::LAST_YEAR),
-        ));
+        ))
     }
-    quarter_bounds(year).ok_or_else(|| FlowError::invalid("year", "is not a valid year"))
 }
 
 fn fiscal_required() -> FlowError {
@@ -135,10 +135,10 @@ fn income_of(row: Option<&SellerYear>) -> IncomeSummary {
 }
 
 pub async fn summary(state: &AppState, user_id: i64, year: i32) -> FlowResult<Dac7Summary> {
-    let q = bounds(year)?;
+    check_year(year)?;
     let profile = expert_profile(state, user_id).await?;
     let mut conn = state.db.conn().await?;
-    let rows = store::year_income(conn.exec(), &q, i64::from(year), Some(user_id)).await?;
+    let rows = store::year_income(conn.exec(), year, Some(user_id)).await?;
     let review = store::review(conn.exec(), user_id, i64::from(year)).await?;
     let row = rows.first();
     Ok(Dac7Summary {
@@ -174,7 +174,7 @@ pub async fn confirm(
     period: i32,
     confirmed: bool,
 ) -> FlowResult<Dac7Summary> {
-    bounds(period)?;
+    check_year(period)?;
     if !confirmed {
         return Err(FlowError::rule(
             "CONFIRMATION_REQUIRED",
@@ -206,14 +206,14 @@ pub async fn notify_experts(
     year: i32,
     review_deadline: &str,
 ) -> FlowResult<NotifyOutcome> {
-    let q = bounds(year)?;
+    check_year(year)?;
     let deadline = NaiveDate::parse_from_str(review_deadline, "%Y-%m-%d")
         .map_err(|_| FlowError::invalid("review_deadline", "must be a date, YYYY-MM-DD"))?
         .format("%Y-%m-%d")
         .to_string();
     let now = state.clock.now();
     let mut tx = state.db.begin().await?;
-    let sellers = store::year_income(tx.exec(), &q, i64::from(year), None).await?;
+    let sellers = store::year_income(tx.exec(), year, None).await?;
     let mut outcome = NotifyOutcome {
         notified_count: 0,
         skipped_count: 0,
@@ -276,7 +276,7 @@ pub fn report_csv(
     state: &AppState,
     year: i32,
 ) -> FlowResult<impl futures_util::Stream<Item = Result<String, std::io::Error>> + use<>> {
-    let q = bounds(year)?;
+    check_year(year)?;
     let db = state.db.clone();
     let (lines, received) = tokio::sync::mpsc::channel(REPORT_LINES_BUFFERED);
     actix_web::rt::spawn(async move {
@@ -294,7 +294,7 @@ pub fn report_csv(
                 return;
             }
         };
-        let mut sellers = store::year_income_stream(conn.exec(), q, i64::from(year));
+        let mut sellers = store::year_income_stream(conn.exec(), year);
         while let Some(seller) = sellers.next().await {
             let line = match seller {
                 Ok(s) if is_reportable(s.paid_activities, s.gross_minor) => report_line(year, &s),

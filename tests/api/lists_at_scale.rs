@@ -2342,6 +2342,202 @@ async fn expert_money_follows_holds_releases_and_refunds() {
     app.stop().await;
 }
 
+/// Each expert's DAC7 year from the sums kept by quarter (migration 0044) equals the same
+/// figures added up from the payments, through releases on either side of a quarter's and a
+/// year's bounds, a fold, changes of amount, date and expert, a refund and a deletion.
+#[actix_web::test]
+async fn dac7_sums_kept_by_quarter_match_a_recount_of_the_payments() {
+    use chrono::{DateTime, Datelike, Utc};
+    use marketplace::store::dac7;
+    use marketplace::store::payments::{self, NewPayment};
+    let app = spawn_app().await;
+    let company = register(&app, "taxedcompany", &["empresa"]).await;
+    let first = register(&app, "taxedexpert", &["experto"]).await;
+    let second = register(&app, "othertaxedexpert", &["experto"]).await;
+    let p = project(&app, company.id, "Taxed", "", ProjectStatus::InProgress).await;
+    let mut ids = Vec::new();
+    for (to, amount) in [
+        (first.id, 10_000),
+        (first.id, 25_050),
+        (first.id, 7_000),
+        (first.id, 1_000),
+        (second.id, 99_900),
+        (second.id, 500),
+    ] {
+        let mut conn = app.db.conn().await.unwrap();
+        let new = NewPayment {
+            project_id: p,
+            milestone_id: None,
+            company_id: Some(company.id),
+            expert_id: Some(to),
+            amount_minor: amount,
+            currency: "eur",
+        };
+        ids.push(
+            payments::insert_pending(conn.exec(), &new, app.clock.now())
+                .await
+                .unwrap(),
+        );
+    }
+    let exec = |sql: String| {
+        let app = &app;
+        async move {
+            let mut conn = app.db.conn().await.unwrap();
+            marketplace::on_exec!(conn.exec(), c =>
+                sqlx::query(sqlx::AssertSqlSafe(sql)).execute(c).await.map(drop))
+            .unwrap();
+        }
+    };
+    // Times bound as the service writes them (SQLite's triggers read the stored text).
+    let released_at = |id: i64, at: &'static str| {
+        let app = &app;
+        async move {
+            let at: DateTime<Utc> = at.parse().unwrap();
+            let mut conn = app.db.conn().await.unwrap();
+            marketplace::on_exec!(conn.exec(), c => sqlx::query(
+                "UPDATE payments SET status = 'released', released_at = $1 WHERE id = $2"
+            )
+            .bind(at)
+            .bind(id)
+            .execute(c)
+            .await
+            .map(drop))
+            .unwrap();
+        }
+    };
+    let release = |id: i64, at: &'static str, commission: Option<i64>| {
+        let commission = commission.map_or("NULL".to_owned(), |c| c.to_string());
+        let (exec, released_at) = (&exec, &released_at);
+        async move {
+            exec(format!(
+                "UPDATE payments SET commission_minor = {commission} WHERE id = {id}"
+            ))
+            .await;
+            released_at(id, at).await;
+        }
+    };
+    type Row = (
+        Option<i64>,
+        String,
+        i64,
+        Option<i64>,
+        Option<i64>,
+        Option<DateTime<Utc>>,
+    );
+    /// Per expert: gross, commission, net, payments, and each quarter's amount, count and
+    /// commission.
+    type Sellers = std::collections::BTreeMap<i64, (i64, i64, i64, i64, [[i64; 3]; 4])>;
+    let check = |step: &'static str| {
+        let app = &app;
+        async move {
+            let mut conn = app.db.conn().await.unwrap();
+            let rows: Vec<Row> = marketplace::on_exec!(conn.exec(), c => sqlx::query_as(
+                "SELECT expert_id, status, amount_minor, commission_minor, expert_amount_minor,
+                        released_at FROM payments"
+            )
+            .fetch_all(c)
+            .await)
+            .unwrap();
+            for year in [2024, 2025, 2026] {
+                let mut expected = Sellers::new();
+                for (expert, status, amount, commission, expert_amount, at) in &rows {
+                    let (Some(expert), Some(at)) = (expert, at) else {
+                        continue;
+                    };
+                    if status != "released" || at.year() != year {
+                        continue;
+                    }
+                    let commission = commission.unwrap_or(0);
+                    let e = expected.entry(*expert).or_default();
+                    e.0 += amount;
+                    e.1 += commission;
+                    e.2 += expert_amount.unwrap_or(amount - commission);
+                    e.3 += 1;
+                    let q = &mut e.4[at.month0() as usize / 3];
+                    q[0] += amount;
+                    q[1] += 1;
+                    q[2] += commission;
+                }
+                let kept = dac7::year_income(conn.exec(), year, None).await.unwrap();
+                let got: Sellers = kept
+                    .iter()
+                    .map(|s| {
+                        (
+                            s.user_id,
+                            (
+                                s.gross_minor,
+                                s.commission_minor,
+                                s.net_minor,
+                                s.paid_activities,
+                                [
+                                    [s.q1_minor, s.q1_count, s.q1_commission_minor],
+                                    [s.q2_minor, s.q2_count, s.q2_commission_minor],
+                                    [s.q3_minor, s.q3_count, s.q3_commission_minor],
+                                    [s.q4_minor, s.q4_count, s.q4_commission_minor],
+                                ],
+                            ),
+                        )
+                    })
+                    .collect();
+                assert_eq!(got, expected, "{step}: {year}");
+                for expert in expected.keys() {
+                    let one = dac7::year_income(conn.exec(), year, Some(*expert))
+                        .await
+                        .unwrap();
+                    assert_eq!(one.len(), 1, "{step}: {year} {expert}");
+                    assert_eq!(
+                        one[0].gross_minor, expected[expert].0,
+                        "{step}: {year} {expert}"
+                    );
+                    assert_eq!(
+                        one[0].email,
+                        kept.iter().find(|s| s.user_id == *expert).unwrap().email
+                    );
+                }
+                let none = dac7::year_income(conn.exec(), year, Some(company.id))
+                    .await
+                    .unwrap();
+                assert!(none.is_empty(), "{step}: a company sells nothing");
+            }
+        }
+    };
+    check("pending").await;
+    release(ids[0], "2025-03-31T23:59:59Z", Some(1_000)).await;
+    release(ids[1], "2025-04-01T00:00:00Z", None).await;
+    release(ids[2], "2024-12-31T23:59:59Z", Some(700)).await;
+    release(ids[3], "2026-01-01T00:00:00Z", Some(100)).await;
+    release(ids[4], "2025-10-15T12:00:00Z", Some(9_990)).await;
+    release(ids[5], "2025-07-01T00:00:00Z", Some(50)).await;
+    exec(format!(
+        "UPDATE payments SET expert_amount_minor = 9000 WHERE id = {}",
+        ids[0]
+    ))
+    .await;
+    check("released across the bounds").await;
+    fold(&app).await;
+    check("folded").await;
+    exec(format!(
+        "UPDATE payments SET amount_minor = 30000 WHERE id = {}",
+        ids[1]
+    ))
+    .await;
+    released_at(ids[3], "2025-09-30T23:59:59Z").await;
+    exec(format!(
+        "UPDATE payments SET expert_id = {} WHERE id = {}",
+        second.id, ids[0]
+    ))
+    .await;
+    check("amount, date and expert changed").await;
+    exec(format!(
+        "UPDATE payments SET status = 'refunded' WHERE id = {}",
+        ids[4]
+    ))
+    .await;
+    exec(format!("DELETE FROM payments WHERE id = {}", ids[5])).await;
+    check("refunded and deleted").await;
+    app.stop().await;
+}
+
 /// An expert search with a skill (one full-text match over each profile's search document,
 /// migration 0038) follows a profile's text, its skills and a skill's rename; its total is the
 /// items listed, and its words may fall in the text or the skills' names.
