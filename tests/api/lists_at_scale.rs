@@ -2209,31 +2209,22 @@ async fn dispute_totals_follow_status_changes_in_every_order() {
     app.stop().await;
 }
 
-/// An expert's money in their statistics (`Tally::ExpertMoney`, kept by the writes): what they
-/// received from released payments and what is held for them in escrow equal sums of the
-/// rows, through holds, releases, a change of amount, a refund, a fold and a deletion. So do
-/// the totals of each party's payment history, whole and by status (`Tally::PaymentsByParty`).
-#[actix_web::test]
-async fn expert_money_follows_holds_releases_and_refunds() {
+/// Pending payments of `company` on `project`, one an `(expert, amount)`: their ids in order.
+async fn pending_payments(
+    app: &TestApp,
+    company: i64,
+    project: i64,
+    to: &[(i64, i64)],
+) -> Vec<i64> {
     use marketplace::store::payments::{self, NewPayment};
-    let app = spawn_app().await;
-    let company = register(&app, "payingcompany", &["empresa"]).await;
-    let expert = register(&app, "paidexpert", &["experto"]).await;
-    let other = register(&app, "otherpaidexpert", &["experto"]).await;
-    let p = project(&app, company.id, "Paid", "", ProjectStatus::InProgress).await;
+    let mut conn = app.db.conn().await.unwrap();
     let mut ids = Vec::new();
-    for (to, amount) in [
-        (expert.id, 10_000),
-        (expert.id, 25_050),
-        (expert.id, 7_000),
-        (other.id, 99_900),
-    ] {
-        let mut conn = app.db.conn().await.unwrap();
+    for &(expert, amount) in to {
         let new = NewPayment {
-            project_id: p,
+            project_id: project,
             milestone_id: None,
-            company_id: Some(company.id),
-            expert_id: Some(to),
+            company_id: Some(company),
+            expert_id: Some(expert),
             amount_minor: amount,
             currency: "eur",
         };
@@ -2243,6 +2234,32 @@ async fn expert_money_follows_holds_releases_and_refunds() {
                 .unwrap(),
         );
     }
+    ids
+}
+
+/// An expert's money in their statistics (`Tally::ExpertMoney`, kept by the writes): what they
+/// received from released payments and what is held for them in escrow equal sums of the
+/// rows, through holds, releases, a change of amount, a refund, a fold and a deletion. So do
+/// the totals of each party's payment history, whole and by status (`Tally::PaymentsByParty`).
+#[actix_web::test]
+async fn expert_money_follows_holds_releases_and_refunds() {
+    let app = spawn_app().await;
+    let company = register(&app, "payingcompany", &["empresa"]).await;
+    let expert = register(&app, "paidexpert", &["experto"]).await;
+    let other = register(&app, "otherpaidexpert", &["experto"]).await;
+    let p = project(&app, company.id, "Paid", "", ProjectStatus::InProgress).await;
+    let ids = pending_payments(
+        &app,
+        company.id,
+        p,
+        &[
+            (expert.id, 10_000),
+            (expert.id, 25_050),
+            (expert.id, 7_000),
+            (other.id, 99_900),
+        ],
+    )
+    .await;
     let e = expert.id;
     let check = |step: &'static str| {
         let (app, token) = (&app, expert.access_token.clone());
@@ -2349,36 +2366,25 @@ async fn expert_money_follows_holds_releases_and_refunds() {
 async fn dac7_sums_kept_by_quarter_match_a_recount_of_the_payments() {
     use chrono::{DateTime, Datelike, Utc};
     use marketplace::store::dac7;
-    use marketplace::store::payments::{self, NewPayment};
     let app = spawn_app().await;
     let company = register(&app, "taxedcompany", &["empresa"]).await;
     let first = register(&app, "taxedexpert", &["experto"]).await;
     let second = register(&app, "othertaxedexpert", &["experto"]).await;
     let p = project(&app, company.id, "Taxed", "", ProjectStatus::InProgress).await;
-    let mut ids = Vec::new();
-    for (to, amount) in [
-        (first.id, 10_000),
-        (first.id, 25_050),
-        (first.id, 7_000),
-        (first.id, 1_000),
-        (second.id, 99_900),
-        (second.id, 500),
-    ] {
-        let mut conn = app.db.conn().await.unwrap();
-        let new = NewPayment {
-            project_id: p,
-            milestone_id: None,
-            company_id: Some(company.id),
-            expert_id: Some(to),
-            amount_minor: amount,
-            currency: "eur",
-        };
-        ids.push(
-            payments::insert_pending(conn.exec(), &new, app.clock.now())
-                .await
-                .unwrap(),
-        );
-    }
+    let ids = pending_payments(
+        &app,
+        company.id,
+        p,
+        &[
+            (first.id, 10_000),
+            (first.id, 25_050),
+            (first.id, 7_000),
+            (first.id, 1_000),
+            (second.id, 99_900),
+            (second.id, 500),
+        ],
+    )
+    .await;
     let exec = |sql: String| {
         let app = &app;
         async move {
