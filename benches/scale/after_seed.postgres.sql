@@ -205,8 +205,20 @@ SELECT 'payments_by_party', 'company:' || status, company_id, COUNT(*), 0
 UNION ALL
 SELECT 'payments_by_party', 'expert:' || status, expert_id, COUNT(*), 0
   FROM payments WHERE expert_id IS NOT NULL GROUP BY status, expert_id;
--- Migration 0038: each profile's search document (COPY fires no trigger).
-UPDATE profiles SET search_words = profile_search_words(id, full_name, bio, main_area);
+-- Migration 0046: the listed experts' search documents and their words' tallies, written
+-- directly (the tally's trigger would append a delta for each word of each expert).
+SET session_replication_role = replica;
+TRUNCATE expert_search;
+INSERT INTO expert_search (profile_id, is_verified, created_at, words)
+SELECT p.id, p.is_verified, p.created_at,
+       strip(profile_search_words(p.id, p.full_name, p.bio, p.main_area))
+  FROM profiles p JOIN users u ON u.id = p.user_id
+ WHERE p.profile_type = 'experto' AND u.is_active;
+INSERT INTO tallies (name, key, user_id, n, total)
+SELECT 'expert_words', k, 0, COUNT(*), 0
+  FROM expert_search e, expert_word_keys(e.words, e.is_verified) k
+ GROUP BY k;
+SET session_replication_role = DEFAULT;
 -- Migration 0039: each account's search text.
 DELETE FROM account_search;
 INSERT INTO account_search (user_id, text) SELECT id, account_search_text(id) FROM users;

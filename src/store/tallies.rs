@@ -54,6 +54,10 @@ pub enum Tally {
     ExpertsBySkill,
     /// Every profile, by `<type>:<is_verified>:<verification status>` (migration 0030).
     Profiles,
+    /// Listed experts by word of their search document, alone and beside each of their
+    /// skills, and verification: key `<word>[ #<skill id>]:<true|false>` (PostgreSQL only,
+    /// migration 0046).
+    ExpertWords,
     /// Per user: `mine:<status>`, the projects the user owns or is the expert of (once each),
     /// and `expert:<status>`, those the user is the expert of (migration 0032).
     ProjectsByParty,
@@ -108,6 +112,7 @@ impl Tally {
             Tally::ProjectWords => "project_words",
             Tally::ExpertsBySkill => "experts_by_skill",
             Tally::Profiles => "profiles",
+            Tally::ExpertWords => "expert_words",
             Tally::ProjectsByParty => "projects_by_party",
             Tally::ApplicationsByExpert => "applications_by_expert",
             Tally::InvitationsByExpert => "invitations_by_expert",
