@@ -143,6 +143,7 @@ impl Application {
             sockets,
             sessions: Arc::default(),
             public_projects: Arc::default(),
+            expert_directory: Arc::default(),
             // Past this many waiting in a lane, a stored event is left to the sweep.
             processor_events: Arc::new(
                 (0..crate::workflows::processor_events::LANES)

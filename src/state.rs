@@ -70,6 +70,14 @@ pub struct AppState {
     pub public_projects: Arc<
         crate::store::page_cache::PageCache<crate::store::project_lists::PublicPage, bytes::Bytes>,
     >,
+    /// The expert directory's answers (JSON), kept under the count of writes to what it
+    /// shows read before each (`store::page_cache`).
+    pub expert_directory: Arc<
+        crate::store::page_cache::PageCache<
+            crate::store::expert_lists::DirectoryPage,
+            bytes::Bytes,
+        >,
+    >,
     /// Processor events stored by their receipt and waiting for the applier
     /// (`workflows::processor_events`), oldest first, in lanes applied side by side (a
     /// payment's events always in the same lane).

@@ -161,6 +161,15 @@ pub async fn metrics(
         "source",
         [("kept", kept as f64), ("read", read as f64)],
     );
+    let (kept, read) = state.expert_directory.counts();
+    super::metrics::render_labeled(
+        &mut out,
+        "expert_directory_pages_total",
+        "counter",
+        "Expert directory and expert search pages answered, by where the answer came from: kept by this instance since the last write to what the directory shows, or read from the database.",
+        "source",
+        [("kept", kept as f64), ("read", read as f64)],
+    );
     render_single(
         &mut out,
         "money_audit_mismatches_total",

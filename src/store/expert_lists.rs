@@ -8,7 +8,7 @@
 //! one-word search's on PostgreSQL too (`Tally::ExpertWords`, 0046); SQLite counts a search's
 //! matches in its index alone.
 
-use super::listing::{self, Keyed, ListQuery, Order, SetTest, Sql, Tier, Total};
+use super::listing::{self, Keyed, ListQuery, Order, Seek, SetTest, Sql, Tier, Total};
 use super::profiles::{ExpertFilter, PROFILE_COLUMNS, Profile};
 use super::tallies::{self, Tally};
 use super::{Exec, StoreResult};
@@ -316,6 +316,16 @@ fn searched(engine: &Exec<'_>, f: &ExpertFilter, words: &[&str], test: SetTest) 
             PROFILES.list(f, filter, sql, alone.then_some(&counted as Kept<'_>))
         }
     }
+}
+
+/// The directory's page `seek` of `size` items under `filter`: what its answers are kept by
+/// (`AppState::expert_directory`).
+pub type DirectoryPage = (Seek, i64, ExpertFilter);
+
+/// How many writes to what the directory shows have committed (migration 0047): read before
+/// a page, the count its answer is kept under ([`super::page_cache`]).
+pub async fn writes(ex: Exec<'_>) -> StoreResult<i64> {
+    tallies::written(ex, Tally::ExpertWrites).await
 }
 
 /// One page of `query` and the list's total.

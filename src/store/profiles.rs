@@ -373,7 +373,7 @@ pub async fn list_admin(
 }
 
 /// Filters of the public expert search.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, Hash)]
 pub struct ExpertFilter {
     /// A skill slug.
     pub skill: Option<String>,

@@ -485,9 +485,7 @@ pub type PublicPage = (Seek, i64, ProjectFilter);
 /// How many writes to projects have committed (migration 0043): read before a public page,
 /// the count its answer is kept under ([`super::page_cache`]).
 pub async fn writes(ex: Exec<'_>) -> StoreResult<i64> {
-    tallies::total(Tally::ProjectWrites, Some(""))
-        .read(ex)
-        .await
+    tallies::written(ex, Tally::ProjectWrites).await
 }
 
 /// A user's own projects: as company (owner) or as the assigned expert, newest first; their

@@ -15,10 +15,13 @@ const KEPT: [&str; 3] = ["_sqlx_migrations", "commission_config", "project_count
 
 pub async fn empty_all(db: &Db) -> StoreResult<usize> {
     let mut tx = db.begin().await?;
-    // The count of writes to projects keeps counting too, one more for the reset: each
-    // instance's kept public pages are checked against it, and a count that started over
-    // could meet one of them again.
-    let project_writes = super::project_lists::writes(tx.exec()).await?;
+    // The counts of writes to projects and to experts keep counting too, one more for the
+    // reset: each instance's kept public pages are checked against them, and a count that
+    // started over could meet one of them again.
+    let mut writes = Vec::new();
+    for tally in [Tally::ProjectWrites, Tally::ExpertWrites] {
+        writes.push((tally, super::tallies::written(tx.exec(), tally).await?));
+    }
     let emptied = match &mut tx {
         Tx::Postgres(t) => {
             let tables: Vec<String> = sqlx::query_scalar(
@@ -85,14 +88,16 @@ pub async fn empty_all(db: &Db) -> StoreResult<usize> {
             tables.len()
         }
     };
-    crate::on_exec!(tx.exec(), c => sqlx::query(
-        "INSERT INTO tally_deltas (name, key, user_id, n, total) VALUES ($1, '', 0, $2, 0)",
-    )
-    .bind(Tally::ProjectWrites.as_str())
-    .bind(project_writes + 1)
-    .execute(c)
-    .await
-    .map(drop))?;
+    for (tally, count) in writes {
+        crate::on_exec!(tx.exec(), c => sqlx::query(
+            "INSERT INTO tally_deltas (name, key, user_id, n, total) VALUES ($1, '', 0, $2, 0)",
+        )
+        .bind(tally.as_str())
+        .bind(count + 1)
+        .execute(c)
+        .await
+        .map(drop))?;
+    }
     crate::on_exec!(tx.exec(), c => sqlx::query("UPDATE project_counts SET n = 0")
         .execute(c)
         .await

@@ -88,6 +88,11 @@ pub enum Tally {
     /// SQLite (key ''): what the public list's kept answers are checked against (migration
     /// 0043, `store::page_cache`).
     ProjectWrites,
+    /// Every committed change to what the expert directory shows: profiles, their skills,
+    /// the skills and an account's activity; one a statement on PostgreSQL and one a row on
+    /// SQLite (key ''): what the directory's kept answers are checked against (migration
+    /// 0047, `store::page_cache`).
+    ExpertWrites,
     /// Per expert: released income by UTC quarter, key `<YYYY>-Q<n> <figure>`: `gross` (count
     /// and amount), `commission`, `net` (migration 0044, read by `dac7::year_income`).
     SellerIncome,
@@ -123,6 +128,7 @@ impl Tally {
             Tally::UnderWay => "under_way",
             Tally::PaymentsByParty => "payments_by_party",
             Tally::ProjectWrites => "project_writes",
+            Tally::ExpertWrites => "expert_writes",
             Tally::SellerIncome => "seller_income",
         }
     }
@@ -231,6 +237,12 @@ pub async fn over_days(
         .into_iter()
         .map(|(name, n, total)| (name, (n, total)))
         .collect())
+}
+
+/// How many committed writes a count of writes (key '') holds: [`Tally::ProjectWrites`],
+/// [`Tally::ExpertWrites`].
+pub async fn written(ex: Exec<'_>, tally: Tally) -> StoreResult<i64> {
+    total(tally, Some("")).read(ex).await
 }
 
 /// A list's total from a keyed tally: the count of `key`, or of every key with `None` (0

@@ -402,9 +402,15 @@ async fn totals_follow_inserts_moves_and_deletes() {
 /// The public list's pages answered from this instance's cache and from the database
 /// (`/metrics`).
 async fn public_pages(app: &TestApp) -> (i64, i64) {
+    kept_pages(app, "public_project_pages_total").await
+}
+
+/// A kept list's pages answered from this instance's cache and from the database, as `/metrics`
+/// counts them in `metric`.
+async fn kept_pages(app: &TestApp, metric: &str) -> (i64, i64) {
     let text = app.get("/metrics").await.text().await.unwrap();
     let count = |source: &str| {
-        let series = format!("public_project_pages_total{{source=\"{source}\"}} ");
+        let series = format!("{metric}{{source=\"{source}\"}} ");
         text.lines()
             .find_map(|l| l.strip_prefix(series.as_str()))
             .and_then(|v| v.parse().ok())
@@ -478,6 +484,100 @@ async fn public_pages_are_kept_until_a_project_is_written() {
     assert!(writes().await > counted);
     assert_eq!(page(&app, "size=2").await["total"], 0);
     app.stop().await;
+}
+
+/// The expert directory's pages are kept by each instance until an expert changes (migration
+/// 0047): a page is read once, then answered kept; a fold keeps the count of writes; a
+/// profile's text changed in SQL, a skill renamed, a skill held, an account deactivated and a
+/// profile deleted are each seen by the next request; a reset leaves the count higher.
+#[actix_web::test]
+async fn expert_directory_pages_are_kept_until_an_expert_changes() {
+    let m = crate::market::Market::open().await;
+    let mut experts = Vec::new();
+    for (username, bio, skills) in [
+        ("keptone", "Ledger audits", vec!["Python"]),
+        ("kepttwo", "Ledger taxes", vec!["Go"]),
+    ] {
+        let body = serde_json::json!({"bio": bio, "skills": skills});
+        add_expert(&m, &mut experts, username, body).await;
+    }
+    let app = &m.app;
+    let directory = |query: &'static str| async move {
+        let response = app.get(&format!("/api/profiles/experts?{query}")).await;
+        assert_eq!(response.status(), 200, "{query}");
+        json(response).await
+    };
+    let writes = || async {
+        let mut conn = app.db.conn().await.unwrap();
+        marketplace::store::expert_lists::writes(conn.exec())
+            .await
+            .unwrap()
+    };
+    let metric = "expert_directory_pages_total";
+    let before = kept_pages(app, metric).await;
+    let first = directory("q=ledger").await;
+    assert_eq!(first["total"], 2, "{first}");
+    assert_eq!(directory("q=ledger").await, first);
+    assert_eq!(directory("q=ledger").await, first);
+    let after = kept_pages(app, metric).await;
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1),
+        (2, 1),
+        "read once, kept twice"
+    );
+    let counted = writes().await;
+    fold(app).await;
+    assert_eq!(writes().await, counted);
+    assert_eq!(directory("q=ledger").await, first);
+    assert_eq!(kept_pages(app, metric).await.0, after.0 + 1);
+
+    // Every change to what the directory shows is seen at once, whichever way it is made.
+    let newest = experts[1].1;
+    run(
+        app,
+        "UPDATE profiles SET bio = 'Ledger and VAT' WHERE id = $1",
+        newest,
+    )
+    .await;
+    assert!(writes().await > counted);
+    assert_eq!(
+        directory("q=ledger").await["items"][0]["bio"],
+        "Ledger and VAT"
+    );
+    assert_eq!(
+        directory("skill=go").await["items"][0]["skills"][0]["name"],
+        "Go"
+    );
+    let go = count_of(app, "SELECT id FROM skills WHERE slug = 'go'".to_owned()).await;
+    run(app, "UPDATE skills SET name = 'Golang' WHERE id = $1", go).await;
+    assert_eq!(
+        directory("skill=go").await["items"][0]["skills"][0]["name"],
+        "Golang"
+    );
+    assert_eq!(directory("skill=python").await["total"], 1);
+    run(
+        app,
+        "INSERT INTO profile_skills (profile_id, skill_id)
+         SELECT $1, id FROM skills WHERE slug = 'python'",
+        newest,
+    )
+    .await;
+    assert_eq!(directory("skill=python").await["total"], 2);
+    run(
+        app,
+        "UPDATE users SET is_active = FALSE WHERE id = $1",
+        experts[0].0.id,
+    )
+    .await;
+    assert_eq!(directory("q=ledger").await["total"], 1);
+    run(app, "DELETE FROM profiles WHERE id = $1", newest).await;
+    assert_eq!(directory("q=ledger").await["total"], 0);
+
+    // A reset empties the profiles, and the count goes on growing from where it was.
+    let counted = writes().await;
+    marketplace::store::reset::empty_all(&app.db).await.unwrap();
+    assert!(writes().await > counted);
+    assert_eq!(directory("q=ledger").await["total"], 0);
 }
 
 /// The relations a plan reads with a sequential scan.

@@ -1,6 +1,8 @@
 //! Expert search and pages, and the skills catalogue: `/api/profiles/experts*`, `/api/skills/*`.
 
 use crate::domain::search::SearchTerm;
+use actix_web::http::header::ContentType;
+use actix_web::web::Bytes;
 use actix_web::{HttpResponse, get, web};
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -9,6 +11,7 @@ use crate::domain::profile::{self as rules, EXPERT_LEVELS};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::pagination::{Page, PageQuery, Paginated};
 use crate::state::AppState;
+use crate::store::Conn;
 use crate::store::listing::Seek;
 use crate::store::profiles::{self, ExpertFilter};
 use crate::store::{expert_lists, skills};
@@ -60,13 +63,40 @@ pub struct ExpertQuery {
     pub cursor: Option<String>,
 }
 
+/// A page of the directory as JSON. The same answer goes to everyone, so each instance keeps
+/// it until an expert changes: the count of committed writes to what the directory shows is
+/// read first, and an answer kept under that count is served as it is (`store::page_cache`).
 async fn expert_page(
     state: &AppState,
+    filter: ExpertFilter,
+    page: Page,
+    seek: Seek,
+) -> ApiResult<HttpResponse> {
+    let mut conn = state.db.conn().await?;
+    let writes = expert_lists::writes(conn.exec()).await?;
+    let key = (seek, page.size, filter);
+    let body = match state.expert_directory.get(&key, writes) {
+        Some(body) => body,
+        None => {
+            let answer = read_page(&mut conn, &key.2, page, seek).await?;
+            let body = Bytes::from(serde_json::to_vec(&answer).map_err(ApiError::internal)?);
+            state
+                .expert_directory
+                .put(key, writes, body.clone(), body.len());
+            body
+        }
+    };
+    Ok(HttpResponse::Ok()
+        .content_type(ContentType::json())
+        .body(body))
+}
+
+async fn read_page(
+    conn: &mut Conn,
     filter: &ExpertFilter,
     page: Page,
     seek: Seek,
 ) -> ApiResult<Paginated<PublicProfile>> {
-    let mut conn = state.db.conn().await?;
     let window = seek.window(page.size);
     let query = expert_lists::experts_for_page(conn.exec(), filter, window).await?;
     let (items, next, total) = expert_lists::page(conn.exec(), query, seek, page.size).await?;
@@ -79,7 +109,12 @@ async fn expert_page(
     Ok(Paginated::new(views, total, page).with_next(next))
 }
 
-/// Searches experts: by skill, level, availability, verification and free text.
+/// Searches experts: by skill, level, availability, verification and free text. No
+/// authentication.
+///
+/// The same answer goes to everyone, so each instance keeps it until an expert changes (a
+/// profile, a skill held or renamed, an account's activity): the count of committed writes to
+/// those is read first, and an answer kept under that count is served as it is.
 #[utoipa::path(
     tag = "profiles",
     params(ExpertQuery),
@@ -116,7 +151,7 @@ pub async fn search_experts(
         q: q.q.map(SearchTerm::into_string),
     };
     let seek = crate::http::pagination::seek(q.cursor.as_deref(), page)?;
-    Ok(HttpResponse::Ok().json(expert_page(&state, &filter, page, seek).await?))
+    expert_page(&state, filter, page, seek).await
 }
 
 /// Every active skill.
@@ -147,7 +182,7 @@ pub async fn skill(state: web::Data<AppState>, slug: web::Path<String>) -> ApiRe
     Ok(HttpResponse::Ok().json(SkillView::from(skill)))
 }
 
-/// The experts holding a skill, paginated.
+/// The experts holding a skill, paginated; kept by each instance as the expert search is.
 #[utoipa::path(
     tag = "skills",
     params(("slug" = String, Path), PageQuery),
@@ -172,5 +207,5 @@ pub async fn skill_experts(
         ..ExpertFilter::default()
     };
     let seek = Seek::Page(page.page);
-    Ok(HttpResponse::Ok().json(expert_page(&state, &filter, page, seek).await?))
+    expert_page(&state, filter, page, seek).await
 }
