@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::listing::{self, Keyed, ListQuery, Order, Seek, Sql, Total};
+use super::listing::{self, Keyed, ListQuery, Order, Seek, SetTest, Sql, Total};
 use super::tallies::{self, Tally};
 use super::users::{self, User};
 use super::{Exec, StoreResult};
@@ -70,14 +70,19 @@ impl Keyed for Listed {
 /// The administrators' user list, newest first, for `f`: each filter starts from its own
 /// index (roles, profile verification, trigram indexes for the search), never a scan of
 /// every account.
-fn users(engine: &Exec<'_>, f: &UserFilter) -> ListQuery {
+fn users(engine: &Exec<'_>, f: &UserFilter, test: SetTest) -> ListQuery {
     let mut sql = Sql::default();
     let mut filter = Vec::new();
     if let Some(role) = &f.role {
         let role = sql.arg(role.as_str());
-        filter.push(format!(
-            "u.id IN (SELECT user_id FROM user_roles WHERE role = {role})"
-        ));
+        filter.push(match test {
+            SetTest::Lookup => {
+                format!("u.id IN (SELECT user_id FROM user_roles WHERE role = {role})")
+            }
+            SetTest::Probe => format!(
+                "EXISTS (SELECT 1 FROM user_roles r WHERE r.user_id = u.id AND r.role = {role})"
+            ),
+        });
     }
     // `AccountStatus::of`, as conditions on the account's dates and flag.
     match f.status.as_deref().map(AccountStatus::parse) {
@@ -159,6 +164,25 @@ fn matching(engine: &Exec<'_>, sql: &mut Sql, search: &str) -> String {
     }
 }
 
+/// The list of `f` for a page ending at row `window`. On SQLite, which has no statistics to
+/// choose by, a role with no other filter is tested as [`SetTest::cheaper`] says from the kept
+/// counts: the 75,000 experts of 100,000 accounts at M took 29 ms looked up and sorted,
+/// 0.1 ms probed as the accounts are walked newest first.
+async fn users_for_page(ex: Exec<'_>, f: &UserFilter, window: i64) -> StoreResult<ListQuery> {
+    let searched = f.search.as_deref().is_some_and(|s| !s.trim().is_empty());
+    let role_alone =
+        f.role.is_some() && f.status.is_none() && f.verification.is_none() && !searched;
+    if !matches!(ex, Exec::Sqlite(_)) || !role_alone {
+        return Ok(users(&ex, f, SetTest::Lookup));
+    }
+    let without = UserFilter {
+        role: None,
+        ..f.clone()
+    };
+    let whole = users(&ex, &without, SetTest::Lookup);
+    SetTest::choose(ex, window, &whole, |engine, test| users(engine, f, test)).await
+}
+
 /// One page of users, newest first, with what only administrators see of each, and the
 /// total: four statements whatever the page's size.
 pub async fn list(
@@ -167,8 +191,9 @@ pub async fn list(
     page: i64,
     size: i64,
 ) -> StoreResult<(Vec<(User, Standing)>, i64)> {
-    let query = users(&ex, f);
-    let (window, total) = query.run::<Listed>(ex.re(), Seek::Page(page), size).await?;
+    let seek = Seek::Page(page);
+    let query = users_for_page(ex.re(), f, seek.window(size)).await?;
+    let (window, total) = query.run::<Listed>(ex.re(), seek, size).await?;
     let ids: Vec<i64> = window.items.iter().map(|l| l.id).collect();
     let found = users::find_all(ex.re(), &ids).await?;
     let mut standings = standings(ex, &ids).await?;
