@@ -3046,6 +3046,75 @@ async fn expert_search_totals_follow_activity_verification_and_deletions() {
     check(&model, "folded at the end").await;
 }
 
+/// An account's deactivation and an edit of its expert profile racing (PostgreSQL; SQLite has
+/// one writer), in either order: the second waits for the first (a profile's change locks its
+/// user's row, migration 0046), so the profile is not listed at the end and the documents and
+/// word tallies equal a recount.
+#[actix_web::test]
+async fn a_deactivation_racing_a_profile_edit_leaves_the_expert_unlisted() {
+    let m = crate::market::Market::open().await;
+    let marketplace::store::Db::Postgres(pool) = m.app.db.clone() else {
+        return;
+    };
+    let mut experts = Vec::new();
+    for username in ["racedone", "racedtwo"] {
+        let body = serde_json::json!({"bio": "Quarterly ledger", "skills": ["Python"]});
+        add_expert(&m, &mut experts, username, body).await;
+    }
+    let deactivate = "UPDATE users SET is_active = FALSE WHERE id = $1";
+    let edit = "UPDATE profiles SET bio = 'Raced ledger' WHERE user_id = $1";
+    for (step, (first, second)) in [(deactivate, edit), (edit, deactivate)]
+        .into_iter()
+        .enumerate()
+    {
+        let user = experts[step].0.id;
+        let mut tx = pool.begin().await.unwrap();
+        sqlx::query(first)
+            .bind(user)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        let racing = {
+            let pool = pool.clone();
+            tokio::spawn(async move { sqlx::query(second).bind(user).execute(&pool).await })
+        };
+        let mut waited = false;
+        for _ in 0..2_000 {
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM pg_stat_activity
+                  WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            )
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            if waiting > 0 {
+                waited = true;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        assert!(waited, "order {step}: the second write never waited");
+        tx.commit().await.unwrap();
+        racing.await.unwrap().unwrap();
+        let listed: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM expert_search e JOIN profiles p ON p.id = e.profile_id
+              WHERE p.user_id = $1",
+        )
+        .bind(user)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        assert_eq!(
+            listed, 0,
+            "order {step}: an inactive account's profile is listed"
+        );
+        let differences = count_of(&m.app, EXPERT_SEARCH_RECOUNT.to_owned()).await;
+        assert_eq!(differences, 0, "order {step}: documents or tallies differ");
+    }
+    let body = json(m.app.get("/api/profiles/experts?q=ledger").await).await;
+    assert_eq!(body["total"], 0, "{body}");
+}
+
 /// PostgreSQL: rows of `expert_search` (migration 0046) that differ from the listed experts'
 /// documents recomputed, and keys of `expert_words` whose kept count differs from a recount of
 /// those rows (both ways); 0 when all agree.
