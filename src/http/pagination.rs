@@ -1,10 +1,16 @@
 //! Pagination (DESIGN §6): query `page` (default 1) and `size` (default 20, max 100); body
 //! `{"items", "total", "page", "size", "pages"}`.
 
+use std::hash::Hash;
+
+use actix_web::HttpResponse;
+use actix_web::http::header::ContentType;
+use actix_web::web::Bytes;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::error::{ApiError, ApiResult, FieldError};
+use crate::store::page_cache::PageCache;
 
 pub const DEFAULT_PAGE_SIZE: i64 = 20;
 pub const MAX_PAGE_SIZE: i64 = 100;
@@ -137,6 +143,29 @@ impl<T> Paginated<T> {
             next_cursor: self.next_cursor,
         }
     }
+}
+
+/// A list's answer the same for everyone, kept by this instance (`store::page_cache`): the
+/// JSON kept in `cache` for `key` under `writes`, the count of writes read before this call, or
+/// else the page `read` makes, kept under that count.
+pub async fn kept<K: Hash + Eq>(
+    cache: &PageCache<K, Bytes>,
+    key: K,
+    writes: i64,
+    read: impl Future<Output = ApiResult<impl Serialize>>,
+) -> ApiResult<HttpResponse> {
+    let body = match cache.get(&key, writes) {
+        Some(body) => body,
+        None => {
+            let answer = read.await?;
+            let body = Bytes::from(serde_json::to_vec(&answer).map_err(ApiError::internal)?);
+            cache.put(key, writes, body.clone(), body.len());
+            body
+        }
+    };
+    Ok(HttpResponse::Ok()
+        .content_type(ContentType::json())
+        .body(body))
 }
 
 #[cfg(test)]

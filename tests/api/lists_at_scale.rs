@@ -2220,6 +2220,24 @@ async fn review_totals_follow_visibility_reveal_clock_and_deletes() {
     app.stop().await;
 }
 
+/// Whether a statement on the test's database comes to wait on a lock within ten seconds.
+async fn a_statement_waits(pool: &sqlx::PgPool) -> bool {
+    for _ in 0..2_000 {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if waiting > 0 {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    false
+}
+
 /// An invitation and an application of the same expert and project racing (PostgreSQL; SQLite
 /// has one writer): whichever comes second waits on the project's row that the first one's
 /// trigger locked, then sees the first; the expert's kept count holds the pair once, applied,
@@ -2262,22 +2280,10 @@ async fn an_invitation_and_an_application_racing_are_counted_once() {
             })
         };
         // The second statement is waiting on a lock before the first commits.
-        let mut waited = false;
-        for _ in 0..2_000 {
-            let waiting: i64 = sqlx::query_scalar(
-                "SELECT COUNT(*) FROM pg_stat_activity
-                  WHERE datname = current_database() AND wait_event_type = 'Lock'",
-            )
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-            if waiting > 0 {
-                waited = true;
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
-        assert!(waited, "order {step}: the second write never waited");
+        assert!(
+            a_statement_waits(&pool).await,
+            "order {step}: the second write never waited"
+        );
         tx.commit().await.unwrap();
         racing.await.unwrap().unwrap();
         let counted: Vec<(String, i64)> = sqlx::query_as(
@@ -3078,22 +3084,10 @@ async fn a_deactivation_racing_a_profile_edit_leaves_the_expert_unlisted() {
             let pool = pool.clone();
             tokio::spawn(async move { sqlx::query(second).bind(user).execute(&pool).await })
         };
-        let mut waited = false;
-        for _ in 0..2_000 {
-            let waiting: i64 = sqlx::query_scalar(
-                "SELECT COUNT(*) FROM pg_stat_activity
-                  WHERE datname = current_database() AND wait_event_type = 'Lock'",
-            )
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-            if waiting > 0 {
-                waited = true;
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
-        assert!(waited, "order {step}: the second write never waited");
+        assert!(
+            a_statement_waits(&pool).await,
+            "order {step}: the second write never waited"
+        );
         tx.commit().await.unwrap();
         racing.await.unwrap().unwrap();
         let listed: i64 = sqlx::query_scalar(

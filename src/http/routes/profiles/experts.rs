@@ -1,15 +1,13 @@
 //! Expert search and pages, and the skills catalogue: `/api/profiles/experts*`, `/api/skills/*`.
 
 use crate::domain::search::SearchTerm;
-use actix_web::http::header::ContentType;
-use actix_web::web::Bytes;
 use actix_web::{HttpResponse, get, web};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
 use crate::domain::profile::{self as rules, EXPERT_LEVELS};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::http::pagination::{Page, PageQuery, Paginated};
+use crate::http::pagination::{Page, PageQuery, Paginated, kept};
 use crate::state::AppState;
 use crate::store::Conn;
 use crate::store::listing::Seek;
@@ -74,21 +72,9 @@ async fn expert_page(
 ) -> ApiResult<HttpResponse> {
     let mut conn = state.db.conn().await?;
     let writes = expert_lists::writes(conn.exec()).await?;
-    let key = (seek, page.size, filter);
-    let body = match state.expert_directory.get(&key, writes) {
-        Some(body) => body,
-        None => {
-            let answer = read_page(&mut conn, &key.2, page, seek).await?;
-            let body = Bytes::from(serde_json::to_vec(&answer).map_err(ApiError::internal)?);
-            state
-                .expert_directory
-                .put(key, writes, body.clone(), body.len());
-            body
-        }
-    };
-    Ok(HttpResponse::Ok()
-        .content_type(ContentType::json())
-        .body(body))
+    let key = (seek, page.size, filter.clone());
+    let read = read_page(&mut conn, &filter, page, seek);
+    kept(&state.expert_directory, key, writes, read).await
 }
 
 async fn read_page(

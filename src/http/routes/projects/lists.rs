@@ -1,8 +1,6 @@
 //! Project lists: the public list, the company's own, administrators' pending ones.
 
 use crate::domain::search::SearchTerm;
-use actix_web::http::header::ContentType;
-use actix_web::web::Bytes;
 use actix_web::{HttpResponse, get, web};
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -11,7 +9,7 @@ use crate::domain::money::parse_number;
 use crate::domain::project::{ProjectStatus, ProjectType};
 use crate::http::auth::{AdminUser, AuthUser};
 use crate::http::error::{ApiError, ApiResult, ErrorBody, FieldError};
-use crate::http::pagination::{Page, PageQuery, Paginated};
+use crate::http::pagination::{Page, PageQuery, Paginated, kept};
 use crate::state::AppState;
 use crate::store::Conn;
 use crate::store::listing::Seek;
@@ -144,21 +142,9 @@ pub async fn public_list(
     let (page, seek, filter) = query.parse()?;
     let mut conn = state.db.conn().await?;
     let writes = project_lists::writes(conn.exec()).await?;
-    let key = (seek, page.size, filter);
-    let body = match state.public_projects.get(&key, writes) {
-        Some(body) => body,
-        None => {
-            let answer = read_page(&mut conn, Viewer::Anonymous, None, page, seek, &key.2).await?;
-            let body = Bytes::from(serde_json::to_vec(&answer).map_err(ApiError::internal)?);
-            state
-                .public_projects
-                .put(key, writes, body.clone(), body.len());
-            body
-        }
-    };
-    Ok(HttpResponse::Ok()
-        .content_type(ContentType::json())
-        .body(body))
+    let key = (seek, page.size, filter.clone());
+    let read = read_page(&mut conn, Viewer::Anonymous, None, page, seek, &filter);
+    kept(&state.public_projects, key, writes, read).await
 }
 
 /// Projects visible to the caller (public listings and their own), filtered and paginated;
