@@ -120,6 +120,15 @@ impl Rows {
     }
 }
 
+/// The directory's rule over `PROFILES`: expert profiles of active accounts, written as the
+/// partial index `idx_profiles_experts_listed` is.
+fn listed() -> Vec<String> {
+    vec![
+        "p.profile_type = 'experto'".to_owned(),
+        "u.is_active = TRUE".to_owned(),
+    ]
+}
+
 /// A total the list need not count, of one verification or both.
 type Kept<'a> = &'a dyn Fn(Option<bool>) -> Total;
 
@@ -197,11 +206,7 @@ fn experts_with(engine: &Exec<'_>, f: &ExpertFilter, test: SetTest) -> ListQuery
         return searched(engine, f, &words, test);
     }
     let mut sql = Sql::default();
-    // Written as the partial index `idx_profiles_experts_listed` is.
-    let mut filter = vec![
-        "p.profile_type = 'experto'".to_owned(),
-        "u.is_active = TRUE".to_owned(),
-    ];
+    let mut filter = listed();
     if let Some(slug) = &f.skill {
         let slug = sql.arg(slug.as_str());
         // The skill's id first, so each profile is tested by one lookup of
@@ -305,13 +310,10 @@ fn searched(engine: &Exec<'_>, f: &ExpertFilter, words: &[&str], test: SetTest) 
                 SetTest::Lookup => "p.id",
                 SetTest::Probe => "+p.id",
             };
-            let mut filter = vec![
-                "p.profile_type = 'experto'".to_owned(),
-                "u.is_active = TRUE".to_owned(),
-                format!(
-                    "{member} IN (SELECT rowid FROM profile_search WHERE profile_search MATCH {q})"
-                ),
-            ];
+            let mut filter = listed();
+            filter.push(format!(
+                "{member} IN (SELECT rowid FROM profile_search WHERE profile_search MATCH {q})"
+            ));
             filter.extend(narrowed(&mut sql, f, &PROFILES));
             PROFILES.list(f, filter, sql, alone.then_some(&counted as Kept<'_>))
         }
