@@ -4,10 +4,11 @@
 //! on every write) for the fixed filters, for a skill filter from the projects by skill
 //! (`Tally::ProjectsBySkill`, migration 0034), for a search from the projects by word that the
 //! writes keep (PostgreSQL, one word: `Tally::ProjectWords`, migration 0030) or from the FTS5
-//! index alone (SQLite, no other filter), for an expert's invited projects from
+//! index alone (SQLite, a search with no other filter: the public listings' by the index's
+//! `listed` column, migration 0048), for an expert's invited projects from
 //! `Tally::InvitationsByExpert` (0034), and from a count of the rows that match otherwise.
-//! Text is searched by word: PostgreSQL's full-text index over the folded text, SQLite's FTS5
-//! table (both fold case and accents); the tables and triggers are migration 0016's.
+//! Text is searched by word: PostgreSQL's full-text index over the folded text (migration
+//! 0016), SQLite's FTS5 table (0048); both fold case and accents.
 
 use chrono::{DateTime, Utc};
 
@@ -101,8 +102,9 @@ fn listed_or(engine: &Exec<'_>, involved: &str) -> String {
     }
 }
 
+/// Newest first, each project read with its tier's rank as `search_rank`.
 fn newest() -> Order {
-    Order::newest("p.created_at", "p.id")
+    Order::newest("p.created_at", "p.id").ranked_as("search_rank")
 }
 
 /// A project as a list reads it: with its search rank (1 for a title match, else 0).
@@ -158,18 +160,6 @@ fn text_search(engine: &Exec<'_>, sql: &mut Sql, search: &str) -> Option<TextSea
     })
 }
 
-/// The project columns, with the search rank as `search_rank`: 1 for a title match, else 0
-/// (0 without a search).
-fn columns(in_title: Option<&str>) -> String {
-    let rank = in_title.map_or("0".to_owned(), |t| {
-        format!("CASE WHEN {t} THEN 1 ELSE 0 END")
-    });
-    format!(
-        "{}, CAST({rank} AS BIGINT) AS search_rank",
-        super::projects::PROJECT_COLUMNS
-    )
-}
-
 /// How many projects of `project_counts` pass `conditions` (over its type and status).
 fn counted(conditions: &[String], args: &Sql) -> Total {
     let filter = listing::where_clause(conditions);
@@ -204,7 +194,7 @@ fn list(filter: Vec<String>, args: Sql, in_title: Option<String>, total: Total) 
         ];
     }
     ListQuery {
-        columns: columns(in_title.as_deref()),
+        columns: super::projects::PROJECT_COLUMNS.to_owned(),
         from: "projects p",
         filter,
         args,
@@ -315,10 +305,9 @@ impl Filters {
     /// - a skill, the one filter past type and status: from the projects by skill the writes
     ///   keep (`Tally::ProjectsBySkill`);
     /// - PostgreSQL, one word: from the projects by word the writes keep
-    ///   (`Tally::ProjectWords`);
-    /// - SQLite, every project (no filter but the search): from the FTS5 index alone, which
-    ///   counts its matches without reading a row of `projects` (1.2 ms for a word in a
-    ///   quarter of the projects at M, 24 ms joined to them).
+    ///   (`Tally::ProjectWords`).
+    ///
+    /// (On SQLite a search with no other filter is [`searched_on_sqlite`].)
     fn kept_total(&self, engine: &Exec<'_>, listed_only: bool) -> Option<Total> {
         if let Some(skill) = &self.skill {
             let key = |sql: &mut Sql, skill: &str, kind: &str| {
@@ -333,14 +322,6 @@ impl Filters {
                     format!("fold_text({word}) || {}", sql.arg(format!(" {kind}")))
                 };
                 Some(self.tally_total(Tally::ProjectWords, listed_only, word, key))
-            }
-            (Exec::Sqlite(_), words) if !listed_only && self.fixed.is_empty() => {
-                let mut sql = Sql::default();
-                let words: Vec<&str> = words.iter().map(String::as_str).collect();
-                let all = listing::fts5_query(&mut sql, &words, None);
-                Some(Total::Query(sql.with_text(&format!(
-                    "SELECT COUNT(*) FROM projects_fts WHERE projects_fts MATCH {all}"
-                ))))
             }
             _ => None,
         }
@@ -397,6 +378,15 @@ pub async fn visible_for_page(
     f: &ProjectFilter,
     window: i64,
 ) -> StoreResult<ListQuery> {
+    if matches!(ex, Exec::Sqlite(_)) {
+        let search_alone = ProjectFilter {
+            search: None,
+            ..f.clone()
+        } == ProjectFilter::default();
+        if let Some(words) = f.search.as_deref().filter(|_| search_alone) {
+            return searched_on_sqlite(ex, viewer, words, window).await;
+        }
+    }
     let skill_alone = f.skill.as_deref().is_some_and(|s| !s.trim().is_empty())
         && f.min_budget_minor.is_none()
         && f.max_budget_minor.is_none()
@@ -478,6 +468,117 @@ fn visible_with(engine: &Exec<'_>, viewer: Viewer, f: &ProjectFilter, test: SetT
     list(filter, sql, in_title, total)
 }
 
+/// A word search with no other filter, on SQLite, which has no statistics to plan it by. Its
+/// two tiers, the title matches and the other matches, are each one query of the search index,
+/// which counts them alone (the public listings' by its `listed` column, migration 0048; a
+/// user's own projects that are not listed are counted from their few). Each tier is then
+/// tested the cheaper way for the page ([`SetTest::cheaper`]): its matches looked up and
+/// sorted, or probed while the projects the viewer may see are walked newest first.
+async fn searched_on_sqlite(
+    mut ex: Exec<'_>,
+    viewer: Viewer,
+    search: &str,
+    window: i64,
+) -> StoreResult<ListQuery> {
+    let words = listing::words(search);
+    if words.is_empty() {
+        return Ok(ListQuery::nothing(newest()));
+    }
+    let terms = listing::fts5_words(&words);
+    let in_title = format!("title : ({terms})");
+    // The other matches are counted as all of them less the title's: the index counts a
+    // `NOT` at twice the cost of either.
+    let titled = search_members(ex.re(), viewer, &in_title).await?;
+    let total = search_members(ex.re(), viewer, &terms).await?;
+    let tiers = [
+        (1, in_title.clone(), titled),
+        (0, format!("({terms}) NOT {in_title}"), total - titled),
+    ];
+    // What a probe walks: the listings' own index for the public, else every project.
+    let walked = match viewer {
+        Viewer::Anonymous => counted(&[LISTED_COUNTS.to_owned()], &Sql::default()),
+        Viewer::Admin | Viewer::User(_) => counted(&[], &Sql::default()),
+    };
+    let rows = walked.read(ex.re()).await?;
+    let mut sql = Sql::default();
+    let filter = match viewer {
+        Viewer::Admin => Vec::new(),
+        Viewer::Anonymous => vec![LISTED.to_owned()],
+        Viewer::User(user_id) => vec![listed_or(&ex, &involving(&mut sql, user_id))],
+    };
+    let mut order = newest();
+    let mut before = 0;
+    for (rank, set, members) in tiers {
+        // A numbered page reads the later tier up to its part of the window; a page after a
+        // cursor in it reads a window's worth.
+        let reach = if window > before {
+            window - before
+        } else {
+            window
+        };
+        let member = match SetTest::cheaper(members, reach, rows) {
+            SetTest::Lookup => "p.id",
+            SetTest::Probe => "+p.id",
+        };
+        // The public's matches are the listings' alone; a user's include their own.
+        let set = sql.arg(match viewer {
+            Viewer::Anonymous => listings(&set),
+            Viewer::Admin | Viewer::User(_) => set,
+        });
+        order.tiers.push(Tier {
+            rank,
+            condition: format!(
+                "{member} IN (SELECT rowid FROM projects_fts WHERE projects_fts MATCH {set})"
+            ),
+            total: Some(Total::Known(members)),
+        });
+        before += members;
+    }
+    Ok(ListQuery {
+        columns: super::projects::PROJECT_COLUMNS.to_owned(),
+        from: "projects p",
+        filter,
+        args: sql,
+        order,
+        total: Total::Known(total),
+    })
+}
+
+/// The public listings among the matches of `set`, a query of the search index.
+fn listings(set: &str) -> String {
+    format!("listed : \"true\" AND ({set})")
+}
+
+/// How many projects `viewer` may see match `set`, a query of the search index: counted in
+/// the index alone (the public listings by its `listed` column), plus for a user their own
+/// projects that are not listed, counted from their few.
+async fn search_members(mut ex: Exec<'_>, viewer: Viewer, set: &str) -> StoreResult<i64> {
+    let mut sql = Sql::default();
+    let query = match viewer {
+        Viewer::Admin => sql.arg(set),
+        Viewer::Anonymous | Viewer::User(_) => sql.arg(listings(set)),
+    };
+    let indexed = sql
+        .with_text(&format!(
+            "SELECT COUNT(*) FROM projects_fts WHERE projects_fts MATCH {query}"
+        ))
+        .fetch_count(ex.re())
+        .await?;
+    let Viewer::User(user_id) = viewer else {
+        return Ok(indexed);
+    };
+    let mut sql = Sql::default();
+    let involved = involving(&mut sql, user_id);
+    let set = sql.arg(set);
+    // The unary plus keeps SQLite from starting at the matches: it starts at the user's few.
+    let own = vec![
+        involved,
+        format!("NOT ({LISTED})"),
+        format!("+p.id IN (SELECT rowid FROM projects_fts WHERE projects_fts MATCH {set})"),
+    ];
+    Ok(indexed + count(&own, &sql).read(ex).await?)
+}
+
 /// The public list's page `seek` of `size` items under `filter`: what its answers are kept by
 /// (`AppState::public_projects`).
 pub type PublicPage = (Seek, i64, ProjectFilter);
@@ -501,6 +602,27 @@ pub fn mine(user_id: i64, status: Option<ProjectStatus>) -> ListQuery {
     let keys = tallies::state_keys("mine:", &statuses, ProjectStatus::as_str);
     let total = tallies::user_total(Tally::ProjectsByParty, user_id, &keys);
     list(filter, sql, None, total)
+}
+
+/// [`admin`] for a page ending at row `window`: on SQLite a search with no other filter is
+/// [`searched_on_sqlite`].
+pub async fn admin_for_page(
+    ex: Exec<'_>,
+    f: &AdminProjectFilter,
+    window: i64,
+) -> StoreResult<ListQuery> {
+    let search_alone = f.status.is_none()
+        && f.project_type.is_none()
+        && f.company_id.is_none()
+        && f.expert_id.is_none()
+        && f.created_from.is_none()
+        && f.created_to.is_none();
+    match f.search.as_deref() {
+        Some(words) if search_alone && matches!(ex, Exec::Sqlite(_)) => {
+            searched_on_sqlite(ex, Viewer::Admin, words, window).await
+        }
+        _ => Ok(admin(&ex, f)),
+    }
 }
 
 /// Every project for the administrators, newest first (with a search, title matches first).

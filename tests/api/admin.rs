@@ -57,8 +57,9 @@ async fn the_user_list_filters_by_role_status_verification_and_literal_text() {
     let _expert = m.member("pct_expert", "experto", false, false).await;
     let other = register(&m.app, "plain_user", &["experto"]).await;
 
-    let list = |q: &'static str| {
+    let list = |q: &str| {
         let m = &m;
+        let q = q.to_owned();
         async move {
             let r = m
                 .as_admin(Method::GET, &format!("/api/admin/users{q}"), None)
@@ -175,25 +176,27 @@ async fn the_user_list_filters_by_role_status_verification_and_literal_text() {
         .await;
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
 
-    // A role held by most accounts, paged one at a time (on SQLite probed as the accounts are
-    // walked newest first, then looked up as the page's end grows), gives what one page of all
-    // gives.
+    // A role held by most accounts, or a search matching most, paged one at a time (on
+    // SQLite probed as the accounts are walked newest first, then looked up as the page's end
+    // grows), gives what one page of all gives.
     for name in ["role_a", "role_b", "role_c", "role_d"] {
         register(&m.app, name, &["experto"]).await;
     }
-    let (total, all) = list("?role=experto").await;
-    assert_eq!(total, 6, "{all:?}");
-    let mut paged = Vec::new();
-    for number in 1..=total {
-        let path = format!("?role=experto&size=1&page={number}");
-        let r = m
-            .as_admin(Method::GET, &format!("/api/admin/users{path}"), None)
-            .await;
-        let body = json(r).await;
-        assert_eq!(body["total"], total, "{path}");
-        paged.push(body["items"][0]["username"].as_str().unwrap().to_owned());
+    for (filter, expected) in [("role=experto", 6), ("search=role_", 4)] {
+        let (total, all) = list(&format!("?{filter}")).await;
+        assert_eq!(total, expected, "{filter}: {all:?}");
+        let mut paged = Vec::new();
+        for number in 1..=total {
+            let path = format!("?{filter}&size=1&page={number}");
+            let r = m
+                .as_admin(Method::GET, &format!("/api/admin/users{path}"), None)
+                .await;
+            let body = json(r).await;
+            assert_eq!(body["total"], total, "{path}");
+            paged.push(body["items"][0]["username"].as_str().unwrap().to_owned());
+        }
+        assert_eq!(paged, all, "{filter}");
     }
-    assert_eq!(paged, all);
 }
 
 #[actix_web::test]

@@ -329,6 +329,101 @@ async fn search_pages_cross_from_title_matches_to_the_rest() {
     app.stop().await;
 }
 
+/// Every viewer's search, alone on the list, walked by number and by cursor at every page
+/// size (SQLite reads each tier from its matches or probes the list's order, as the page's
+/// depth makes cheaper): the viewer's title matches first, then their other matches, each
+/// once, with the total the viewer may see.
+#[actix_web::test]
+async fn every_viewer_walks_a_search_alike_by_number_and_by_cursor() {
+    let app = spawn_app().await;
+    let company = register(&app, "walker", &["empresa"]).await;
+    let rival = register(&app, "rivalwalker", &["empresa"]).await;
+    let outsider = register(&app, "walkexpert", &["experto"]).await;
+    let (_, admin) = crate::helpers::admin(&app, "walk_admin").await;
+    let (listed, draft) = (ProjectStatus::PublishedCurated, ProjectStatus::Draft);
+    // (id, title match, visible to the company, listed), created oldest first.
+    let mut made = Vec::new();
+    for i in 0..4 {
+        let owner = if i % 2 == 0 { company.id } else { rival.id };
+        for (title, text, status) in [
+            (format!("Lakehouse {i}"), "", listed),
+            (format!("Warehouse {i}"), "over a lakehouse", listed),
+            (format!("Lakehouse draft {i}"), "", draft),
+            (format!("Pipeline draft {i}"), "lakehouse", draft),
+            (format!("Unrelated {i}"), "nothing", listed),
+        ] {
+            let id = project(&app, owner, &title, text, status).await;
+            let matches = title.contains("Lakehouse") || text.contains("lakehouse");
+            if matches {
+                let own = owner == company.id;
+                made.push((id, title.contains("Lakehouse"), own, status == listed));
+            }
+        }
+    }
+    made.reverse();
+    let expected = |sees: &dyn Fn(bool, bool) -> bool| -> Vec<i64> {
+        let mut order: Vec<i64> = Vec::new();
+        for titled in [true, false] {
+            let tier = made.iter().filter(|m| m.1 == titled && sees(m.2, m.3));
+            order.extend(tier.map(|m| m.0));
+        }
+        order
+    };
+    let viewers: [(&str, Option<&str>, Vec<i64>); 5] = [
+        ("/api/projects/public", None, expected(&|_, listed| listed)),
+        (
+            "/api/projects",
+            Some(&company.access_token),
+            expected(&|own, listed| own || listed),
+        ),
+        (
+            "/api/projects",
+            Some(&outsider.access_token),
+            expected(&|_, listed| listed),
+        ),
+        ("/api/projects", Some(&admin), expected(&|_, _| true)),
+        ("/api/admin/projects", Some(&admin), expected(&|_, _| true)),
+    ];
+    let get = |path: String, token: Option<&str>| {
+        let app = &app;
+        let token = token.map(str::to_owned);
+        async move {
+            let mut request = app.client.get(app.url(&path));
+            if let Some(token) = token {
+                request = request.bearer_auth(token);
+            }
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status(), 200, "{path}");
+            json(response).await
+        }
+    };
+    let seen: Vec<usize> = viewers.iter().map(|v| v.2.len()).collect();
+    assert_eq!(seen, [8, 12, 8, 16, 16]);
+    for (path, token, all) in &viewers {
+        for size in [1, 2, 3, 5, 7, 20] {
+            let query = format!("{path}?search=lakehouse&size={size}");
+            let mut by_number = Vec::new();
+            for number in 1..=all.len().div_ceil(size) + 1 {
+                let body = get(format!("{query}&page={number}"), *token).await;
+                assert_eq!(body["total"], all.len(), "{query}");
+                by_number.extend(ids(&body));
+            }
+            assert_eq!(&by_number, all, "{query} by number");
+            let mut by_cursor = Vec::new();
+            let mut body = get(query.clone(), *token).await;
+            loop {
+                by_cursor.extend(ids(&body));
+                let Some(cursor) = body["next_cursor"].as_str() else {
+                    break;
+                };
+                body = get(format!("{query}&cursor={cursor}"), *token).await;
+            }
+            assert_eq!(&by_cursor, all, "{query} by cursor");
+        }
+    }
+    app.stop().await;
+}
+
 fn urlencode(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
