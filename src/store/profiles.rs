@@ -1,6 +1,7 @@
 //! Profiles (one per role per user) and administrators' team profiles.
 
 use chrono::{DateTime, Utc};
+use std::collections::HashMap;
 
 use super::listing::{self, ListQuery, Order, Seek, Sql, Total};
 use super::tallies::{self, Tally};
@@ -696,14 +697,21 @@ pub async fn set_customer(
 const CURATION_RANK: &str = "CASE p.expert_level WHEN 'Enterprise' THEN 2 WHEN 'Pro' THEN 1 \
                              ELSE 0 END DESC, COALESCE(p.internal_rating, 3.0) DESC, p.user_id";
 
-/// An expert curation may suggest, with what the score needs.
-#[derive(Debug, Clone)]
+/// An expert curation may suggest, with what the score needs and no more: the profiles of the
+/// few suggested are read afterwards ([`curated`]).
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct CurationCandidate {
-    pub profile: Profile,
-    /// Skill names.
+    pub profile_id: i64,
+    pub user_id: i64,
+    pub expert_level: String,
+    pub internal_rating: Option<f64>,
+    /// The names of the required skills the expert holds (the score weighs no other).
+    #[sqlx(skip)]
     pub skills: Vec<String>,
     /// Average rating of the reviews the expert received that are shown, and how many.
+    #[sqlx(skip)]
     pub review_average: Option<f64>,
+    #[sqlx(skip)]
     pub review_count: i64,
 }
 
@@ -712,8 +720,8 @@ pub struct CurationCandidate {
 /// not say they are unavailable, other than `excluded`, holding at least one required skill
 /// when the project names any. Chosen in SQL by what the score weighs most — required skills
 /// held, then level, then internal rating — so a request reads a bounded number of experts,
-/// never every one; each comes with its skills and the reviews it received that are shown at
-/// `now`.
+/// never every one; each comes with the required skills it holds and the reviews it received
+/// that are shown at `now`.
 ///
 /// Without required skills, the `bound` best by level and rating (migration 0042's index in
 /// that order). With them, every holder is grouped and ranked while they are few; when they
@@ -811,12 +819,52 @@ pub async fn curation_candidates(
     }
     let mut of = Sql::default();
     let list = of.arg_list(&ids);
-    let profiles: Vec<Profile> = of
+    let mut candidates: Vec<CurationCandidate> = of
         .clone()
         .with_text(&format!(
-            "{} WHERE p.id IN ({list}) ORDER BY p.user_id",
-            select_profiles!("")
+            "SELECT p.id AS profile_id, p.user_id, p.expert_level, p.internal_rating
+             FROM profiles p WHERE p.id IN ({list}) ORDER BY p.user_id"
         ))
+        .fetch_all(ex.re())
+        .await?;
+    let held: Vec<(i64, String)> = if skill_ids.is_empty() {
+        Vec::new()
+    } else {
+        let skills = of.arg_list(&skill_ids);
+        of.with_text(&format!(
+            "SELECT ps.profile_id, s.name FROM profile_skills ps
+             JOIN skills s ON s.id = ps.skill_id
+             WHERE ps.profile_id IN ({list}) AND ps.skill_id IN ({skills})"
+        ))
+        .fetch_all(ex.re())
+        .await?
+    };
+    let users: Vec<i64> = candidates.iter().map(|c| c.user_id).collect();
+    let reviews = super::reviews::averages(ex, &users, now).await?;
+    for c in &mut candidates {
+        let held = held.iter().filter(|s| s.0 == c.profile_id);
+        c.skills = held.map(|s| s.1.clone()).collect();
+        if let Some(review) = reviews.iter().find(|r| r.0 == c.user_id) {
+            (c.review_average, c.review_count) = (Some(review.1), review.2);
+        }
+    }
+    Ok(candidates)
+}
+
+/// The profiles of `ids` that exist, each with its skills' names, by profile id: the experts a
+/// curation suggests.
+pub async fn curated(
+    mut ex: Exec<'_>,
+    ids: &[i64],
+) -> StoreResult<HashMap<i64, (Profile, Vec<String>)>> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let mut of = Sql::default();
+    let list = of.arg_list(ids);
+    let profiles: Vec<Profile> = of
+        .clone()
+        .with_text(&format!("{} WHERE p.id IN ({list})", select_profiles!("")))
         .fetch_all(ex.re())
         .await?;
     let skills: Vec<(i64, String)> = of
@@ -824,24 +872,14 @@ pub async fn curation_candidates(
             "SELECT ps.profile_id, s.name FROM profile_skills ps
              JOIN skills s ON s.id = ps.skill_id WHERE ps.profile_id IN ({list})"
         ))
-        .fetch_all(ex.re())
+        .fetch_all(ex)
         .await?;
-    let users: Vec<i64> = profiles.iter().map(|p| p.user_id).collect();
-    let reviews = super::reviews::averages(ex, &users, now).await?;
     Ok(profiles
         .into_iter()
-        .map(|profile| {
-            let review = reviews.iter().find(|r| r.0 == profile.user_id);
-            CurationCandidate {
-                skills: skills
-                    .iter()
-                    .filter(|s| s.0 == profile.id)
-                    .map(|s| s.1.clone())
-                    .collect(),
-                review_average: review.map(|r| r.1),
-                review_count: review.map_or(0, |r| r.2),
-                profile,
-            }
+        .map(|p| {
+            let held = skills.iter().filter(|s| s.0 == p.id);
+            let names = held.map(|s| s.1.clone()).collect();
+            (p.id, (p, names))
         })
         .collect())
 }

@@ -612,39 +612,48 @@ pub async fn curation_suggestions(
         .map(|i| i.expert_id)
         .collect();
     let required = &p.skills_required.0;
-    let mut ranked: Vec<Suggestion> = candidates
+    let mut ranked: Vec<(rules::CurationScore, profiles::CurationCandidate)> = candidates
         .into_iter()
         .map(|c| {
             let score = rules::curation_score(
                 required,
                 &CurationCandidate {
                     skills: c.skills.clone(),
-                    level: c.profile.expert_level.clone(),
-                    internal_rating: c.profile.internal_rating,
+                    level: c.expert_level.clone(),
+                    internal_rating: c.internal_rating,
                     review_average: c.review_average,
                     review_count: c.review_count,
                 },
             );
-            let expert_id = c.profile.user_id;
-            Suggestion {
+            (score, c)
+        })
+        .filter(|(score, _)| required.is_empty() || score.matched_skills > 0)
+        .collect();
+    ranked.sort_by(|a, b| {
+        b.0.total
+            .total_cmp(&a.0.total)
+            .then(a.1.user_id.cmp(&b.1.user_id))
+    });
+    ranked.truncate(limit);
+    // Only the suggested are read whole.
+    let ids: Vec<i64> = ranked.iter().map(|(_, c)| c.profile_id).collect();
+    let mut curated = profiles::curated(conn.exec(), &ids).await?;
+    Ok(ranked
+        .into_iter()
+        .filter_map(|(score, c)| {
+            // A profile deleted between the two reads is left out.
+            let (profile, skills) = curated.remove(&c.profile_id)?;
+            let expert_id = profile.user_id;
+            Some(Suggestion {
                 expert_id,
                 already_invited: formal.contains(&expert_id)
                     || p.invited_experts.0.contains(&expert_id),
-                profile: c.profile,
-                skills: c.skills,
+                profile,
+                skills,
                 score,
-            }
+            })
         })
-        .filter(|s| required.is_empty() || s.score.matched_skills > 0)
-        .collect();
-    ranked.sort_by(|a, b| {
-        b.score
-            .total
-            .total_cmp(&a.score.total)
-            .then(a.expert_id.cmp(&b.expert_id))
-    });
-    ranked.truncate(limit);
-    Ok(ranked)
+        .collect())
 }
 
 // ---------------------------------------------------------------------------------------

@@ -3511,7 +3511,7 @@ async fn curation_candidates_rank_skills_held_then_level_and_rating() {
         ids
     };
     let chosen = |candidates: &[marketplace::store::profiles::CurationCandidate]| {
-        let mut ids: Vec<i64> = candidates.iter().map(|c| c.profile.user_id).collect();
+        let mut ids: Vec<i64> = candidates.iter().map(|c| c.user_id).collect();
         ids.sort_unstable();
         ids
     };
@@ -3539,7 +3539,7 @@ async fn curation_candidates_rank_skills_held_then_level_and_rating() {
             "{required:?}, all"
         );
         for c in &all {
-            let (average, count) = if c.profile.user_id == experts[0].0.id {
+            let (average, count) = if c.user_id == experts[0].0.id {
                 (Some(4.0), 1)
             } else {
                 (None, 0)

@@ -937,6 +937,28 @@ async fn the_expert_dashboard_and_curation() {
         "{suggestions}"
     );
     assert!(suggestions[0]["score"].as_f64().unwrap() > 0.0);
+    // Each suggestion shows the expert's whole profile and skills, though only the required
+    // skill held (Rust of Rust and SQL) is scored.
+    for s in suggestions.as_array().unwrap() {
+        let mut skills: Vec<&str> = s["skills"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k.as_str().unwrap())
+            .collect();
+        skills.sort_unstable();
+        assert_eq!(skills, ["Rust", "SQL"], "{s}");
+        assert_eq!(s["matched_skills"], 1, "{s}");
+        assert_eq!(s["score_parts"]["skills"], 50.0, "{s}");
+    }
+    let ana_suggested = suggestions
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["expert_id"] == ana.id)
+        .unwrap();
+    assert_eq!(ana_suggested["full_name"], "Expert ana");
+    assert_eq!(ana_suggested["already_invited"], true);
     let r = m
         .as_admin(
             Method::POST,
