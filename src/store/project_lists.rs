@@ -149,15 +149,17 @@ fn text_search(engine: &Exec<'_>, sql: &mut Sql, search: &str) -> Option<TextSea
             let all = listing::fts5_query(sql, &words, None);
             let title = listing::fts5_query(sql, &words, Some("title"));
             TextSearch {
-                matches: format!(
-                    "p.id IN (SELECT rowid FROM projects_fts WHERE projects_fts MATCH {all})"
-                ),
-                in_title: format!(
-                    "p.id IN (SELECT rowid FROM projects_fts WHERE projects_fts MATCH {title})"
-                ),
+                matches: in_index("p.id", &all),
+                in_title: in_index("p.id", &title),
             }
         }
     })
+}
+
+/// `member` (the project's id, or `+p.id` to keep SQLite from starting at the matches) among
+/// the matches of the search index's query bound as `query`.
+fn in_index(member: &str, query: &str) -> String {
+    format!("{member} IN (SELECT rowid FROM projects_fts WHERE projects_fts MATCH {query})")
 }
 
 /// How many projects of `project_counts` pass `conditions` (over its type and status).
@@ -383,7 +385,9 @@ pub async fn visible_for_page(
             search: None,
             ..f.clone()
         } == ProjectFilter::default();
-        if let Some(words) = f.search.as_deref().filter(|_| search_alone) {
+        // A blank search is no filter, as `Filters::search` reads it.
+        let search = f.search.as_deref().filter(|s| !s.trim().is_empty());
+        if let Some(words) = search.filter(|_| search_alone) {
             return searched_on_sqlite(ex, viewer, words, window).await;
         }
     }
@@ -527,9 +531,7 @@ async fn searched_on_sqlite(
         });
         order.tiers.push(Tier {
             rank,
-            condition: format!(
-                "{member} IN (SELECT rowid FROM projects_fts WHERE projects_fts MATCH {set})"
-            ),
+            condition: in_index(member, &set),
             total: Some(Total::Known(members)),
         });
         before += members;
@@ -571,11 +573,7 @@ async fn search_members(mut ex: Exec<'_>, viewer: Viewer, set: &str) -> StoreRes
     let involved = involving(&mut sql, user_id);
     let set = sql.arg(set);
     // The unary plus keeps SQLite from starting at the matches: it starts at the user's few.
-    let own = vec![
-        involved,
-        format!("NOT ({LISTED})"),
-        format!("+p.id IN (SELECT rowid FROM projects_fts WHERE projects_fts MATCH {set})"),
-    ];
+    let own = vec![involved, format!("NOT ({LISTED})"), in_index("+p.id", &set)];
     Ok(indexed + count(&own, &sql).read(ex).await?)
 }
 
@@ -617,7 +615,8 @@ pub async fn admin_for_page(
         && f.expert_id.is_none()
         && f.created_from.is_none()
         && f.created_to.is_none();
-    match f.search.as_deref() {
+    // A blank search is no filter, as `Filters::search` reads it.
+    match f.search.as_deref().filter(|s| !s.trim().is_empty()) {
         Some(words) if search_alone && matches!(ex, Exec::Sqlite(_)) => {
             searched_on_sqlite(ex, Viewer::Admin, words, window).await
         }

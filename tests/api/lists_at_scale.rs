@@ -247,6 +247,11 @@ async fn search_is_by_word_folded_and_ranks_title_matches_first() {
             "{nothing}"
         );
     }
+    // A blank search is no filter: every listed project.
+    for blank in ["", "%20%20"] {
+        let body = page(&app, &format!("search={blank}")).await;
+        assert_eq!((ids(&body).len(), body["total"].as_i64()), (3, Some(3)));
+    }
     // A search walks by cursor across its ranks too.
     let first = page(&app, "search=kubernetes&size=1").await;
     assert_eq!(ids(&first), [in_title]);
@@ -399,6 +404,9 @@ async fn every_viewer_walks_a_search_alike_by_number_and_by_cursor() {
     };
     let seen: Vec<usize> = viewers.iter().map(|v| v.2.len()).collect();
     assert_eq!(seen, [8, 12, 8, 16, 16]);
+    // A blank search is no filter: every one of the 20 projects.
+    let blank = get("/api/admin/projects?search=%20".to_owned(), Some(&admin)).await;
+    assert_eq!(blank["total"], 20);
     for (path, token, all) in &viewers {
         for size in [1, 2, 3, 5, 7, 20] {
             let query = format!("{path}?search=lakehouse&size={size}");
