@@ -749,3 +749,51 @@ async fn growth_windows_from_day_tallies_match_a_recount_of_the_rows() {
     drop(conn);
     app.stop().await;
 }
+
+/// The growth view's statement is planned once per connection on PostgreSQL (`Sql::same_plan`:
+/// its generic plan kept from the first run, never a plan per run), and the setting that asks
+/// for it ends with the statement, on a connection and inside a caller's transaction alike.
+#[actix_web::test]
+async fn the_growth_window_is_planned_once_and_leaves_the_connection_as_it_was() {
+    use marketplace::store::platform_metrics::window;
+    let m = Market::open().await;
+    if !matches!(m.app.db, marketplace::store::Db::Postgres(_)) {
+        return;
+    }
+    let now = m.app.clock.now();
+    let (start, end) = (now - chrono::Duration::days(30), now);
+    let mut conn = m.app.db.conn().await.unwrap();
+    let first = window(conn.exec(), start, end, now).await.unwrap();
+    let again = window(conn.exec(), start, end, now).await.unwrap();
+    assert_eq!(first, again);
+    let marketplace::store::Exec::Postgres(c) = conn.exec() else {
+        unreachable!()
+    };
+    let (generic, custom): (i64, i64) = sqlx::query_as(
+        "SELECT generic_plans, custom_plans FROM pg_prepared_statements
+          WHERE statement LIKE '%AS released_projects%'
+            AND statement NOT LIKE '%pg_prepared_statements%'",
+    )
+    .fetch_one(&mut *c)
+    .await
+    .unwrap();
+    assert_eq!((generic, custom), (2, 0));
+    assert_eq!(plan_mode(c).await, "auto");
+    drop(conn);
+
+    let mut tx = m.app.db.begin().await.unwrap();
+    window(tx.exec(), start, end, now).await.unwrap();
+    let marketplace::store::Exec::Postgres(c) = tx.exec() else {
+        unreachable!()
+    };
+    assert_eq!(plan_mode(c).await, "auto");
+    tx.rollback().await.unwrap();
+    m.app.stop().await;
+}
+
+async fn plan_mode(c: &mut sqlx::PgConnection) -> String {
+    sqlx::query_scalar("SHOW plan_cache_mode")
+        .fetch_one(c)
+        .await
+        .unwrap()
+}
