@@ -356,6 +356,18 @@ pub fn curation_score(required: &[String], c: &CurationCandidate) -> CurationSco
     }
 }
 
+/// The best score `c` could have whatever its reviews: the score with five reviews of five
+/// stars (reviews weigh at most 15). A candidate whose ceiling is below the score of the last
+/// expert a list keeps cannot enter it, so its reviews need not be read.
+pub fn curation_ceiling(required: &[String], c: &CurationCandidate) -> f64 {
+    let best = CurationCandidate {
+        review_average: Some(5.0),
+        review_count: 5,
+        ..c.clone()
+    };
+    curation_score(required, &best).total
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -470,6 +482,31 @@ mod tests {
             ..both.clone()
         };
         assert_eq!(curation_score(&required, &one_review).reviews, 3.0);
+    }
+
+    proptest::proptest! {
+        /// No reviews lift a candidate above its ceiling, and the best reviews reach it.
+        #[test]
+        fn curation_ceiling_bounds_every_record(
+            held in 0usize..3,
+            level in 0usize..3,
+            internal in proptest::option::of(0.0f64..6.0),
+            average in proptest::option::of(0.0f64..6.0),
+            count in 0i64..12,
+        ) {
+            let required = vec!["Rust".to_owned(), "SQL".to_owned(), "Go".to_owned()];
+            let c = CurationCandidate {
+                skills: required[..held].to_vec(),
+                level: ["Global", "Pro", "Enterprise"][level].to_owned(),
+                internal_rating: internal,
+                review_average: average,
+                review_count: count,
+            };
+            let ceiling = curation_ceiling(&required, &c);
+            proptest::prop_assert!(curation_score(&required, &c).total <= ceiling);
+            let best = CurationCandidate { review_average: Some(5.0), review_count: 5, ..c };
+            proptest::prop_assert_eq!(curation_score(&required, &best).total, ceiling);
+        }
     }
 
     #[test]

@@ -708,11 +708,6 @@ pub struct CurationCandidate {
     /// The names of the required skills the expert holds (the score weighs no other).
     #[sqlx(skip)]
     pub skills: Vec<String>,
-    /// Average rating of the reviews the expert received that are shown, and how many.
-    #[sqlx(skip)]
-    pub review_average: Option<f64>,
-    #[sqlx(skip)]
-    pub review_count: i64,
 }
 
 /// The experts curation may suggest for a project requiring `required` skills (lower-cased),
@@ -720,8 +715,8 @@ pub struct CurationCandidate {
 /// not say they are unavailable, other than `excluded`, holding at least one required skill
 /// when the project names any. Chosen in SQL by what the score weighs most — required skills
 /// held, then level, then internal rating — so a request reads a bounded number of experts,
-/// never every one; each comes with the required skills it holds and the reviews it received
-/// that are shown at `now`.
+/// never every one; each comes with the required skills it holds (its reviews are the
+/// caller's to read, for those that may rank: `reviews::averages`).
 ///
 /// Without required skills, the `bound` best by level and rating (migration 0042's index in
 /// that order). With them, every holder is grouped and ranked while they are few; when they
@@ -733,7 +728,6 @@ pub async fn curation_candidates(
     required: &[String],
     excluded: Option<i64>,
     bound: i64,
-    now: DateTime<Utc>,
 ) -> StoreResult<Vec<CurationCandidate>> {
     use super::listing::{SetTest, Sql};
     use super::tallies::{self, Tally};
@@ -766,7 +760,7 @@ pub async fn curation_candidates(
     let bound = sql.arg(bound);
     let text = if skill_ids.is_empty() {
         format!(
-            "SELECT p.id FROM profiles p JOIN users u ON u.id = p.user_id
+            "SELECT {CANDIDATE} FROM profiles p JOIN users u ON u.id = p.user_id
              WHERE {eligible} ORDER BY {CURATION_RANK} LIMIT {bound}"
         )
     } else {
@@ -782,7 +776,7 @@ pub async fn curation_candidates(
         let skills = sql.arg_list(&skill_ids);
         match SetTest::cheaper(holders, walk, listed) {
             SetTest::Lookup => format!(
-                "SELECT p.id FROM profiles p
+                "SELECT {CANDIDATE} FROM profiles p
                    JOIN profile_skills ps ON ps.profile_id = p.id AND ps.skill_id IN ({skills})
                    JOIN users u ON u.id = p.user_id
                  WHERE {eligible}
@@ -797,7 +791,7 @@ pub async fn curation_candidates(
                        WHERE ps.profile_id = p.id AND ps.skill_id IN ({skills}))"
                 );
                 format!(
-                    "SELECT id FROM (
+                    "SELECT {CANDIDATE} FROM (
                          SELECT p.id, p.user_id, p.expert_level, p.internal_rating, {held} AS held
                            FROM profiles p JOIN users u ON u.id = p.user_id
                           WHERE {eligible} AND {held} > 0
@@ -807,49 +801,31 @@ pub async fn curation_candidates(
             }
         }
     };
-    let ids: Vec<i64> = sql
-        .with_text(&text)
-        .fetch_all::<(i64,)>(ex.re())
-        .await?
-        .into_iter()
-        .map(|(id,)| id)
-        .collect();
-    if ids.is_empty() {
-        return Ok(Vec::new());
+    let mut candidates: Vec<CurationCandidate> = sql.with_text(&text).fetch_all(ex.re()).await?;
+    if candidates.is_empty() || skill_ids.is_empty() {
+        return Ok(candidates);
     }
     let mut of = Sql::default();
+    let ids: Vec<i64> = candidates.iter().map(|c| c.profile_id).collect();
     let list = of.arg_list(&ids);
-    let mut candidates: Vec<CurationCandidate> = of
-        .clone()
+    let skills = of.arg_list(&skill_ids);
+    let held: Vec<(i64, String)> = of
         .with_text(&format!(
-            "SELECT p.id AS profile_id, p.user_id, p.expert_level, p.internal_rating
-             FROM profiles p WHERE p.id IN ({list}) ORDER BY p.user_id"
-        ))
-        .fetch_all(ex.re())
-        .await?;
-    let held: Vec<(i64, String)> = if skill_ids.is_empty() {
-        Vec::new()
-    } else {
-        let skills = of.arg_list(&skill_ids);
-        of.with_text(&format!(
             "SELECT ps.profile_id, s.name FROM profile_skills ps
              JOIN skills s ON s.id = ps.skill_id
              WHERE ps.profile_id IN ({list}) AND ps.skill_id IN ({skills})"
         ))
-        .fetch_all(ex.re())
-        .await?
-    };
-    let users: Vec<i64> = candidates.iter().map(|c| c.user_id).collect();
-    let reviews = super::reviews::averages(ex, &users, now).await?;
+        .fetch_all(ex)
+        .await?;
     for c in &mut candidates {
         let held = held.iter().filter(|s| s.0 == c.profile_id);
         c.skills = held.map(|s| s.1.clone()).collect();
-        if let Some(review) = reviews.iter().find(|r| r.0 == c.user_id) {
-            (c.review_average, c.review_count) = (Some(review.1), review.2);
-        }
     }
     Ok(candidates)
 }
+
+/// What a curation candidate is read with ([`CurationCandidate`]), from profiles `p`.
+const CANDIDATE: &str = "p.id AS profile_id, p.user_id, p.expert_level, p.internal_rating";
 
 /// The profiles of `ids` that exist, each with its skills' names, by profile id: the experts a
 /// curation suggests.

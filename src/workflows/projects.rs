@@ -14,7 +14,7 @@ use crate::integrations::mail::Template;
 use crate::state::AppState;
 use crate::store::events::{self, NewEvent};
 use crate::store::projects::{self, NewProject, Project};
-use crate::store::{Exec, LockScope, Tx, profiles, users};
+use crate::store::{Exec, LockScope, Tx, profiles, reviews, users};
 use crate::workflows::emails::email;
 use crate::workflows::error::{FlowError, FlowResult};
 use crate::workflows::notify::{for_admins, for_user};
@@ -603,7 +603,6 @@ pub async fn curation_suggestions(
         &required_names,
         p.company_id,
         CURATION_CANDIDATES,
-        state.clock.now(),
     )
     .await?;
     let formal: Vec<i64> = projects::invitations_of(conn.exec(), id)
@@ -612,28 +611,50 @@ pub async fn curation_suggestions(
         .map(|i| i.expert_id)
         .collect();
     let required = &p.skills_required.0;
-    let mut ranked: Vec<(rules::CurationScore, profiles::CurationCandidate)> = candidates
+    let as_scored = |c: &profiles::CurationCandidate| CurationCandidate {
+        skills: c.skills.clone(),
+        level: c.expert_level.clone(),
+        internal_rating: c.internal_rating,
+        ..Default::default()
+    };
+    // Reviews weigh at most 15 of the 100: they are read for the candidates in order of the
+    // best score each could reach, a batch at a time, until the next could not reach the last
+    // score the list keeps. The list is the one scoring every candidate would give.
+    let mut unread: Vec<(f64, CurationCandidate, profiles::CurationCandidate)> = candidates
         .into_iter()
         .map(|c| {
-            let score = rules::curation_score(
-                required,
-                &CurationCandidate {
-                    skills: c.skills.clone(),
-                    level: c.expert_level.clone(),
-                    internal_rating: c.internal_rating,
-                    review_average: c.review_average,
-                    review_count: c.review_count,
-                },
-            );
-            (score, c)
+            let scored = as_scored(&c);
+            (rules::curation_ceiling(required, &scored), scored, c)
         })
-        .filter(|(score, _)| required.is_empty() || score.matched_skills > 0)
+        .filter(|(_, scored, _)| {
+            required.is_empty() || rules::curation_score(required, scored).matched_skills > 0
+        })
         .collect();
-    ranked.sort_by(|a, b| {
-        b.0.total
-            .total_cmp(&a.0.total)
-            .then(a.1.user_id.cmp(&b.1.user_id))
-    });
+    unread.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.2.user_id.cmp(&b.2.user_id)));
+    let mut unread = unread.into_iter().peekable();
+    let mut ranked: Vec<(rules::CurationScore, profiles::CurationCandidate)> = Vec::new();
+    let batch = (2 * limit).max(20);
+    let now = state.clock.now();
+    while let Some((ceiling, ..)) = unread.peek() {
+        let kept_last = (ranked.len() >= limit).then(|| ranked[limit - 1].0.total);
+        if limit == 0 || kept_last.is_some_and(|last| *ceiling < last) {
+            break;
+        }
+        let next: Vec<_> = unread.by_ref().take(batch).collect();
+        let users: Vec<i64> = next.iter().map(|(_, _, c)| c.user_id).collect();
+        let reviews = reviews::averages(conn.exec(), &users, now).await?;
+        for (_, mut scored, c) in next {
+            if let Some(r) = reviews.iter().find(|r| r.0 == c.user_id) {
+                (scored.review_average, scored.review_count) = (Some(r.1), r.2);
+            }
+            ranked.push((rules::curation_score(required, &scored), c));
+        }
+        ranked.sort_by(|a, b| {
+            b.0.total
+                .total_cmp(&a.0.total)
+                .then(a.1.user_id.cmp(&b.1.user_id))
+        });
+    }
     ranked.truncate(limit);
     // Only the suggested are read whole.
     let ids: Vec<i64> = ranked.iter().map(|(_, c)| c.profile_id).collect();

@@ -3428,7 +3428,7 @@ async fn skill_directory_pages_agree_whether_probed_or_looked_up() {
 /// level, then internal rating. Required skills held by few are looked up, every holder
 /// ranked; held by many (their count squared over the walk times the verified experts), the
 /// walk keeps the `4 × bound` best holders by level and rating before ranking them. Both are
-/// the rows' answer, recomputed here; each candidate's reviews come from the kept ratings.
+/// the rows' answer, recomputed here; each candidate comes with the required skills it holds.
 #[actix_web::test]
 async fn curation_candidates_rank_skills_held_then_level_and_rating() {
     use marketplace::store::profiles::curation_candidates;
@@ -3533,12 +3533,12 @@ async fn curation_candidates_rank_skills_held_then_level_and_rating() {
         (vec!["rust", "sql"], false),
     ] {
         let names: Vec<String> = required.iter().map(|s| s.to_string()).collect();
-        let got = curation_candidates(conn.exec(), &names, Some(excluded), 2, now)
+        let got = curation_candidates(conn.exec(), &names, Some(excluded), 2)
             .await
             .unwrap();
         assert_eq!(chosen(&got), expected(&required, 2, walked), "{required:?}");
         // Walked or not, everyone when the bound is past them: the lookup's full ranking.
-        let all = curation_candidates(conn.exec(), &names, Some(excluded), 50, now)
+        let all = curation_candidates(conn.exec(), &names, Some(excluded), 50)
             .await
             .unwrap();
         assert_eq!(
@@ -3547,16 +3547,21 @@ async fn curation_candidates_rank_skills_held_then_level_and_rating() {
             "{required:?}, all"
         );
         for c in &all {
-            let (average, count) = if c.user_id == experts[0].0.id {
-                (Some(4.0), 1)
-            } else {
-                (None, 0)
-            };
-            assert_eq!((c.review_average, c.review_count), (average, count));
+            let i = experts.iter().position(|e| e.0.id == c.user_id).unwrap();
+            let mut held: Vec<String> = specs[i]
+                .0
+                .iter()
+                .filter(|s| required.contains(&s.to_lowercase().as_str()))
+                .map(|s| s.to_string())
+                .collect();
+            let mut skills = c.skills.clone();
+            held.sort();
+            skills.sort();
+            assert_eq!(skills, held, "{required:?}, expert {i}");
         }
     }
     // Without required skills: the best by level and rating, whatever they hold.
-    let got = curation_candidates(conn.exec(), &[], Some(excluded), 3, now)
+    let got = curation_candidates(conn.exec(), &[], Some(excluded), 3)
         .await
         .unwrap();
     let mut listed: Vec<usize> = (0..specs.len())
@@ -3567,5 +3572,97 @@ async fn curation_candidates_rank_skills_held_then_level_and_rating() {
     best.sort_unstable();
     assert_eq!(chosen(&got), best);
     drop(conn);
+    m.app.stop().await;
+}
+
+/// Curation reads the reviews of its candidates in order of the best score each could reach
+/// and stops when the next could not reach the list: the list is still the one scoring every
+/// candidate gives. Twenty Enterprise experts rated 5.0 without reviews fill the first batch
+/// (60 of a possible 75 on a project requiring Rust and Kubernetes); a Pro expert rated 5.0
+/// with five shown five-star reviews comes after them and ranks first (65), and the stars of
+/// a review still blind count for nothing.
+#[actix_web::test]
+async fn curation_reads_reviews_while_they_could_change_the_list() {
+    use marketplace::workflows::projects::curation_suggestions;
+    let m = crate::market::Market::open().await;
+    let mut experts = Vec::new();
+    // (level, reviews of five stars shown, of five stars still blind)
+    let mut specs = vec![("Enterprise", 0, 0); 20];
+    specs[3].2 = 5;
+    specs.push(("Pro", 5, 0));
+    specs.push(("Global", 5, 0));
+    for (i, (level, _, _)) in specs.iter().enumerate() {
+        let body = serde_json::json!({"skills": ["Rust"]});
+        add_expert(&m, &mut experts, &format!("reviewed{i}"), body).await;
+        let mut conn = m.app.db.conn().await.unwrap();
+        marketplace::on_exec!(conn.exec(), c => sqlx::query(
+            "UPDATE profiles SET expert_level = $2, internal_rating = 5.0, is_verified = TRUE,
+                    availability = 'available' WHERE id = $1")
+            .bind(experts[i].1).bind(*level)
+            .execute(c).await.map(drop))
+        .unwrap();
+    }
+    let company = m.company("reviewing").await;
+    let now = m.app.clock.now();
+    for (i, (_, shown, blind)) in specs.iter().enumerate() {
+        for k in 0..shown + blind {
+            let revealed = k < *shown;
+            // A company reviews once a project.
+            let on = project(&m.app, company.id, "Reviewed", "", ProjectStatus::Completed).await;
+            let mut conn = m.app.db.conn().await.unwrap();
+            marketplace::on_exec!(conn.exec(), c => sqlx::query(
+                "INSERT INTO reviews (project_id, reviewer_id, reviewee_id, rating, visibility,
+                                      created_at, updated_at, reviewer_role, revealed_at,
+                                      blind_until)
+                 VALUES ($1, $2, $3, 5, 'published', $4, $4, 'empresa', $5, $6)")
+                .bind(on).bind(company.id).bind(experts[i].0.id).bind(now)
+                .bind(revealed.then_some(now))
+                .bind((!revealed).then(|| now + chrono::Duration::days(7)))
+                .execute(c).await.map(drop))
+            .unwrap();
+        }
+    }
+    let curated = project(
+        &m.app,
+        company.id,
+        "Curated",
+        "",
+        ProjectStatus::PublishedCurated,
+    )
+    .await;
+    let ranked = |list: Vec<marketplace::workflows::projects::Suggestion>| {
+        list.into_iter()
+            .map(|s| (s.expert_id, s.score.total))
+            .collect::<Vec<_>>()
+    };
+    let got = ranked(
+        curation_suggestions(&m.app.state, curated, 1)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(got, [(experts[20].0.id, 65.0)]);
+    let got = ranked(
+        curation_suggestions(&m.app.state, curated, 3)
+            .await
+            .unwrap(),
+    );
+    let mut enterprise: Vec<i64> = experts[..20].iter().map(|e| e.0.id).collect();
+    enterprise.sort_unstable();
+    assert_eq!(
+        got,
+        [
+            (experts[20].0.id, 65.0),
+            (enterprise[0], 60.0),
+            (enterprise[1], 60.0)
+        ]
+    );
+    // Every candidate, as scoring all of them gives: the Global expert's reviews read too.
+    let all = ranked(
+        curation_suggestions(&m.app.state, curated, 50)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(all.len(), 22);
+    assert_eq!(all[21], (experts[21].0.id, 55.0));
     m.app.stop().await;
 }
