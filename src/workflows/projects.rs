@@ -636,8 +636,8 @@ pub async fn curation_suggestions(
     let batch = (2 * limit).max(20);
     let now = state.clock.now();
     while let Some((ceiling, ..)) = unread.peek() {
-        let kept_last = (ranked.len() >= limit).then(|| ranked[limit - 1].0.total);
-        if limit == 0 || kept_last.is_some_and(|last| *ceiling < last) {
+        let kept_last = limit.checked_sub(1).and_then(|last| ranked.get(last));
+        if limit == 0 || kept_last.is_some_and(|last| *ceiling < last.0.total) {
             break;
         }
         let next: Vec<_> = unread.by_ref().take(batch).collect();

@@ -3635,6 +3635,10 @@ async fn curation_reads_reviews_while_they_could_change_the_list() {
             .map(|s| (s.expert_id, s.score.total))
             .collect::<Vec<_>>()
     };
+    let none = curation_suggestions(&m.app.state, curated, 0)
+        .await
+        .unwrap();
+    assert!(none.is_empty());
     let got = ranked(
         curation_suggestions(&m.app.state, curated, 1)
             .await
