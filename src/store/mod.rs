@@ -368,6 +368,31 @@ pub enum LockScope {
     Administrators = 4,
 }
 
+/// A pooled connection unused for longer than this is pinged before it is handed out.
+pub const PING_AFTER_IDLE: Duration = Duration::from_millis(500);
+
+/// sqlx pings every connection before handing it out (`test_before_acquire`), and again when
+/// it comes back: two round trips beside a request's one query. Only the first is ours to
+/// drop, and only for connections in recent use, as HikariCP's alive-bypass window does: one
+/// unused for [`PING_AFTER_IDLE`] is still checked, so a database restarted while the service
+/// was quiet costs no request; one broken while busy fails the use that finds it (its
+/// transaction rolls back whole) and is closed on its way back.
+fn checked_when_idle<DB: sqlx::Database>(
+    options: sqlx::pool::PoolOptions<DB>,
+) -> sqlx::pool::PoolOptions<DB> {
+    use sqlx::Connection as _;
+    options
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for > PING_AFTER_IDLE {
+                    conn.ping().await?;
+                }
+                Ok(true)
+            })
+        })
+}
+
 impl Db {
     /// Opens the database (creating an SQLite file and its directory when needed) and runs the
     /// embedded migrations.
@@ -424,7 +449,7 @@ impl Db {
                     options = options
                         .options([("statement_timeout", format!("{}ms", limit.as_millis()))]);
                 }
-                let pool = PgPoolOptions::new()
+                let pool = checked_when_idle(PgPoolOptions::new())
                     .max_connections(max_connections.unwrap_or(20))
                     .acquire_timeout(Duration::from_secs(10))
                     .connect_with(options)
@@ -442,7 +467,7 @@ impl Db {
                     .synchronous(SqliteSynchronous::Normal)
                     .foreign_keys(true)
                     .busy_timeout(Duration::from_secs(30));
-                let pool = SqlitePoolOptions::new()
+                let pool = checked_when_idle(SqlitePoolOptions::new())
                     .max_connections(max_connections.unwrap_or(8))
                     .acquire_timeout(Duration::from_secs(30))
                     .connect_with(options)

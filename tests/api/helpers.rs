@@ -244,6 +244,12 @@ async fn drop_stale_databases(admin: &mut sqlx::PgConnection, now: i64) {
 /// A migrated database of the engine under test, without a server (for store and dispatcher
 /// tests that must own every consumer). The directory keeps an SQLite file alive.
 pub async fn fresh_db() -> (Db, tempfile::TempDir) {
+    let (target, dir) = fresh_target().await;
+    (Db::connect(&target).await.expect("database opens"), dir)
+}
+
+/// [`fresh_db`]'s database, not yet opened: for tests that open it their own way.
+pub async fn fresh_target() -> (marketplace::config::DatabaseTarget, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("temporary directory");
     let target = match std::env::var("TEST_DATABASE_URL") {
         Ok(url) => {
@@ -251,7 +257,7 @@ pub async fn fresh_db() -> (Db, tempfile::TempDir) {
         }
         Err(_) => marketplace::config::DatabaseTarget::Sqlite(dir.path().join("test.db")),
     };
-    (Db::connect(&target).await.expect("database opens"), dir)
+    (target, dir)
 }
 
 /// The password every test account uses.

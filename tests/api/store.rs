@@ -190,3 +190,52 @@ async fn a_statement_past_the_timeout_is_cut_with_a_clear_error() {
     assert_eq!(app.get("/health").await.status(), 200);
     app.stop().await;
 }
+
+/// A pooled connection in recent use is handed out without a ping (a round trip a request
+/// saved), one unused for longer is pinged first: a connection the database dropped is
+/// replaced unseen after a quiet spell, and fails only the one use that finds it while busy.
+#[actix_web::test]
+async fn the_pool_pings_only_connections_left_idle() {
+    use marketplace::store::{Db, Exec, PING_AFTER_IDLE};
+    let (target, _dir) = crate::helpers::fresh_target().await;
+    let marketplace::config::DatabaseTarget::Postgres(url) = &target else {
+        return;
+    };
+    let admin = sqlx::PgPool::connect(url).await.unwrap();
+    let db = Db::connect_sized(&target, Some(1)).await.unwrap();
+    async fn backend(db: &Db) -> Result<i32, sqlx::Error> {
+        let mut conn = db.conn().await.unwrap();
+        let Exec::Postgres(c) = conn.exec() else {
+            unreachable!()
+        };
+        sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(&mut *c)
+            .await
+    }
+    async fn terminate(admin: &sqlx::PgPool, pid: i32) {
+        let ended: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1, 5000)")
+            .bind(pid)
+            .fetch_one(admin)
+            .await
+            .unwrap();
+        assert!(ended);
+    }
+
+    let first = backend(&db).await.unwrap();
+    terminate(&admin, first).await;
+    assert!(
+        backend(&db).await.is_err(),
+        "a connection used moments ago is handed out as it is"
+    );
+    let second = backend(&db).await.expect("the broken one was closed");
+    assert_ne!(second, first);
+
+    terminate(&admin, second).await;
+    tokio::time::sleep(PING_AFTER_IDLE + std::time::Duration::from_millis(100)).await;
+    let third = backend(&db)
+        .await
+        .expect("an idle connection is checked first");
+    assert_ne!(third, second);
+    admin.close().await;
+    db.close().await;
+}
