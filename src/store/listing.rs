@@ -63,14 +63,16 @@ impl From<DateTime<Utc>> for Arg {
 ///
 /// Without a bound value nothing in it varies, so it is prepared once per connection and its
 /// plan kept: planning the public list's page took 0.5 of the 0.7 ms PostgreSQL spent on it.
-/// A statement marked [`Sql::same_plan`] is prepared too, and PostgreSQL is told to keep its
-/// generic plan from the first run.
+/// A statement marked [`Sql::same_plan`] is prepared too, and one marked
+/// [`Sql::planned_once`] also keeps its generic plan from the first run.
 #[derive(Debug, Clone, Default)]
 pub struct Sql {
     text: String,
     args: Vec<Arg>,
     /// Prepared even with values: its plan is the same for all of them ([`Sql::same_plan`]).
     same_plan: bool,
+    /// Planned for no values from its first run on PostgreSQL ([`Sql::planned_once`]).
+    planned_once: bool,
 }
 
 macro_rules! bind_all {
@@ -89,12 +91,12 @@ macro_rules! bind_all {
 }
 
 /// Runs `$query` with the statement's values and `$fetch`: prepared or not as
-/// [`Sql::prepared`] says, and a [`Sql::same_plan`] statement on PostgreSQL under
+/// [`Sql::prepared`] says, and a [`Sql::planned_once`] statement on PostgreSQL under
 /// [`generic_plans`].
 macro_rules! run {
     ($sql:expr, $ex:expr, $query:expr, $fetch:ident) => {
         match $ex {
-            Exec::Postgres(c) if $sql.same_plan => {
+            Exec::Postgres(c) if $sql.planned_once => {
                 let mut planned_once = generic_plans(c).await?;
                 let out = bind_all!($query.persistent(true), &$sql.args)
                     .$fetch(&mut *planned_once)
@@ -130,19 +132,25 @@ impl Sql {
     }
 
     /// Marks a statement whose best plan is the same whatever its values (a lookup of a few
-    /// keys in a primary key, range reads each under its own index): it is prepared and
-    /// planned once per connection like one without values.
-    ///
-    /// PostgreSQL alone would plan it again on every run: it plans a prepared statement's
-    /// first five runs for their values, and after them keeps planning for the values while
-    /// that plan looks cheaper than the generic one, which for the growth view's thirty range
-    /// reads was always (0 generic plans in 8 runs, 7.5 ms planned for 5 ms read at M). So
-    /// it runs with `plan_cache_mode = force_generic_plan`, set in a (sub)transaction of its
-    /// own that is rolled back after the read: the setting never outlives the statement, even
-    /// when the request is dropped half way (the connection rolls back before it is reused).
+    /// keys in a primary key): it is prepared once per connection like one without values,
+    /// and PostgreSQL keeps its generic plan after five runs planned for their values, as
+    /// it does when that plan costs no more.
     pub fn same_plan(mut self) -> Self {
         self.same_plan = true;
         self
+    }
+
+    /// [`Sql::same_plan`] for a statement PostgreSQL would plan on every run: after the first
+    /// five it keeps planning for the values while that plan looks cheaper than the generic
+    /// one, which for the growth view's thirty range reads was always (0 generic plans in 8
+    /// runs, 7.5 ms planned for 5 ms read at M). So it runs with `plan_cache_mode =
+    /// force_generic_plan`, set in a (sub)transaction of its own that is rolled back after
+    /// the read: the setting never outlives the statement, even when the request is dropped
+    /// half way (the connection rolls back before it is reused). That costs three round trips
+    /// more (0.25 ms here), so only a statement whose planning costs more is marked.
+    pub fn planned_once(mut self) -> Self {
+        self.planned_once = true;
+        self.same_plan()
     }
 
     /// Whether the statement is prepared and its plan kept (see [`Sql`]).
@@ -176,7 +184,7 @@ impl Sql {
 }
 
 /// A (sub)transaction on `c` whose prepared statements keep their generic plan
-/// ([`Sql::same_plan`]); rolled back when done with, or when dropped.
+/// ([`Sql::planned_once`]); rolled back when done with, or when dropped.
 async fn generic_plans(
     c: &mut sqlx::PgConnection,
 ) -> StoreResult<sqlx::Transaction<'_, sqlx::Postgres>> {

@@ -332,10 +332,10 @@ pub async fn window(
         company_sum = rated("experto", "SUM(rating)"),
     );
     // Thirty small range reads, each under its own index whatever the times: planning them
-    // took longer than reading them (9 ms at M), so the statement is prepared once.
+    // took longer than reading them (9 ms at M), so the statement is planned once.
     let rows: FromRows = sql
         .with_text(&text)
-        .same_plan()
+        .planned_once()
         .fetch_all::<FromRows>(ex)
         .await?
         .pop()

@@ -750,7 +750,7 @@ async fn growth_windows_from_day_tallies_match_a_recount_of_the_rows() {
     app.stop().await;
 }
 
-/// The growth view's statement is planned once per connection on PostgreSQL (`Sql::same_plan`:
+/// The growth view's statement is planned once per connection on PostgreSQL (`Sql::planned_once`:
 /// its generic plan kept from the first run, never a plan per run), and the setting that asks
 /// for it ends with the statement, on a connection and inside a caller's transaction alike.
 #[actix_web::test]
