@@ -610,52 +610,9 @@ pub async fn curation_suggestions(
         .into_iter()
         .map(|i| i.expert_id)
         .collect();
-    let required = &p.skills_required.0;
-    let as_scored = |c: &profiles::CurationCandidate| CurationCandidate {
-        skills: c.skills.clone(),
-        level: c.expert_level.clone(),
-        internal_rating: c.internal_rating,
-        ..Default::default()
-    };
-    // Reviews weigh at most 15 of the 100: they are read for the candidates in order of the
-    // best score each could reach, a batch at a time, until the next could not reach the last
-    // score the list keeps. The list is the one scoring every candidate would give.
-    let mut unread: Vec<(f64, CurationCandidate, profiles::CurationCandidate)> = candidates
-        .into_iter()
-        .map(|c| {
-            let scored = as_scored(&c);
-            (rules::curation_ceiling(required, &scored), scored, c)
-        })
-        .filter(|(_, scored, _)| {
-            required.is_empty() || rules::curation_score(required, scored).matched_skills > 0
-        })
-        .collect();
-    unread.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.2.user_id.cmp(&b.2.user_id)));
-    let mut unread = unread.into_iter().peekable();
-    let mut ranked: Vec<(rules::CurationScore, profiles::CurationCandidate)> = Vec::new();
-    let batch = (2 * limit).max(20);
     let now = state.clock.now();
-    while let Some((ceiling, ..)) = unread.peek() {
-        let kept_last = limit.checked_sub(1).and_then(|last| ranked.get(last));
-        if limit == 0 || kept_last.is_some_and(|last| *ceiling < last.0.total) {
-            break;
-        }
-        let next: Vec<_> = unread.by_ref().take(batch).collect();
-        let users: Vec<i64> = next.iter().map(|(_, _, c)| c.user_id).collect();
-        let reviews = reviews::averages(conn.exec(), &users, now).await?;
-        for (_, mut scored, c) in next {
-            if let Some(r) = reviews.iter().find(|r| r.0 == c.user_id) {
-                (scored.review_average, scored.review_count) = (Some(r.1), r.2);
-            }
-            ranked.push((rules::curation_score(required, &scored), c));
-        }
-        ranked.sort_by(|a, b| {
-            b.0.total
-                .total_cmp(&a.0.total)
-                .then(a.1.user_id.cmp(&b.1.user_id))
-        });
-    }
-    ranked.truncate(limit);
+    let ranked =
+        ranked_with_reviews(conn.exec(), &p.skills_required.0, candidates, limit, now).await?;
     // Only the suggested are read whole.
     let ids: Vec<i64> = ranked.iter().map(|(_, c)| c.profile_id).collect();
     let mut curated = profiles::curated(conn.exec(), &ids).await?;
@@ -675,6 +632,62 @@ pub async fn curation_suggestions(
             })
         })
         .collect())
+}
+
+/// The `limit` best of `candidates` scored with their reviews, best first ([`best_first`]).
+///
+/// Reviews weigh at most 15 of the 100: they are read for the candidates in order of the best
+/// score each could reach, a batch at a time, until the next could not reach the last score
+/// the list keeps. The list is the one scoring every candidate would give.
+async fn ranked_with_reviews(
+    mut ex: Exec<'_>,
+    required: &[String],
+    candidates: Vec<profiles::CurationCandidate>,
+    limit: usize,
+    now: DateTime<Utc>,
+) -> FlowResult<Vec<(rules::CurationScore, profiles::CurationCandidate)>> {
+    let mut unread: Vec<(f64, CurationCandidate, profiles::CurationCandidate)> = candidates
+        .into_iter()
+        .map(|c| {
+            let scored = CurationCandidate {
+                skills: c.skills.clone(),
+                level: c.expert_level.clone(),
+                internal_rating: c.internal_rating,
+                ..Default::default()
+            };
+            (rules::curation_ceiling(required, &scored), scored, c)
+        })
+        .filter(|(_, scored, _)| {
+            required.is_empty() || rules::curation_score(required, scored).matched_skills > 0
+        })
+        .collect();
+    unread.sort_by(|a, b| best_first((a.0, a.2.user_id), (b.0, b.2.user_id)));
+    let mut unread = unread.into_iter().peekable();
+    let mut ranked: Vec<(rules::CurationScore, profiles::CurationCandidate)> = Vec::new();
+    let batch = (2 * limit).max(20);
+    while let Some((ceiling, ..)) = unread.peek() {
+        let kept_last = limit.checked_sub(1).and_then(|last| ranked.get(last));
+        if limit == 0 || kept_last.is_some_and(|last| *ceiling < last.0.total) {
+            break;
+        }
+        let next: Vec<_> = unread.by_ref().take(batch).collect();
+        let users: Vec<i64> = next.iter().map(|(_, _, c)| c.user_id).collect();
+        let reviews = reviews::averages(ex.re(), &users, now).await?;
+        for (_, mut scored, c) in next {
+            if let Some(r) = reviews.iter().find(|r| r.0 == c.user_id) {
+                (scored.review_average, scored.review_count) = (Some(r.1), r.2);
+            }
+            ranked.push((rules::curation_score(required, &scored), c));
+        }
+        ranked.sort_by(|a, b| best_first((a.0.total, a.1.user_id), (b.0.total, b.1.user_id)));
+    }
+    ranked.truncate(limit);
+    Ok(ranked)
+}
+
+/// Curation's order over (score, user id): highest score first, then lowest user id.
+fn best_first(a: (f64, i64), b: (f64, i64)) -> std::cmp::Ordering {
+    b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
 }
 
 // ---------------------------------------------------------------------------------------
