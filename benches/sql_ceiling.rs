@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use marketplace::config::DatabaseTarget;
-use marketplace::store::{Db, projects, sessions, users};
+use marketplace::store::{Db, Pool, projects, sessions, users};
 use support::{env_number, env_text, load_average};
 
 fn main() {
@@ -116,14 +116,14 @@ async fn session(db: &Db, session_id: i64) -> anyhow::Result<()> {
 /// The smallest read there is: one indexed row, two columns.
 async fn primary_key_select(db: &Db, user_id: i64) -> anyhow::Result<()> {
     const QUERY: &str = "SELECT id, email FROM users WHERE id = $1";
-    let found: Option<(i64, String)> = match db {
-        Db::Postgres(pool) => {
+    let found: Option<(i64, String)> = match db.pool() {
+        Pool::Postgres(pool) => {
             sqlx::query_as(QUERY)
                 .bind(user_id)
                 .fetch_optional(pool)
                 .await?
         }
-        Db::Sqlite(pool) => {
+        Pool::Sqlite(pool) => {
             sqlx::query_as(QUERY)
                 .bind(user_id)
                 .fetch_optional(pool)

@@ -13,7 +13,7 @@ use actors::{Jobs, PeriodicHandle};
 
 use crate::integrations::realtime;
 use crate::state::AppState;
-use crate::store::{Db, session_cache};
+use crate::store::{Pool, session_cache};
 use crate::workflows::crm::{self, CrmService};
 use crate::workflows::emails::{self, MailSender};
 use crate::workflows::outbox::{self, Dispatcher};
@@ -87,7 +87,7 @@ pub fn start_all(state: &AppState) {
     );
     // Sessions are kept in memory only where every instance shares their epoch (Redis) and
     // the database announces their changes (PostgreSQL).
-    if let (Db::Postgres(pool), "redis") = (&state.db, state.cache.backend()) {
+    if let (Pool::Postgres(pool), "redis") = (state.db.pool(), state.cache.backend()) {
         jobs.listening(
             session_cache::LISTENER,
             (pool.clone(), state.sessions.clone()),

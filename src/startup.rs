@@ -16,8 +16,10 @@ use crate::domain::access_token::AccessTokens;
 use crate::integrations::{cache, crm, mail, processor};
 use crate::state::{AppState, KeyedActors};
 use crate::store::Db;
+use crate::store::kept_projects::{self, KeptProjects};
 use crate::workflows::crm::CrmService;
 use crate::workflows::emails::MailSender;
+use crate::workflows::kept_projects::ProjectTokens;
 use crate::workflows::outbox::Dispatcher;
 use crate::{background, http};
 
@@ -53,6 +55,16 @@ impl Application {
         )
         .await
         .context("cannot reach the cache (REDIS_URL)")?;
+        // Project rows are kept where every instance reads the same tokens: one shared cache,
+        // or SQLite's one instance. Told after each commit which it wrote, before answering.
+        let kept_projects = (cache.backend() == "redis" || db.engine() == "sqlite").then(|| {
+            let kept = Arc::new(KeptProjects::holding(kept_projects::MAX_ROWS));
+            db.watch_commits(Arc::new(ProjectTokens {
+                kept: kept.clone(),
+                cache: cache.clone(),
+            }));
+            kept
+        });
         let mailer = build_mailer(&settings)?;
         let processor = Arc::new(
             processor::connect_with_clock(&settings, clock.clone())
@@ -143,6 +155,7 @@ impl Application {
             sockets,
             sessions: Arc::default(),
             public_projects: Arc::default(),
+            kept_projects,
             expert_directory: Arc::default(),
             // Past this many waiting in a lane, a stored event is left to the sweep.
             processor_events: Arc::new(

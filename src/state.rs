@@ -70,6 +70,10 @@ pub struct AppState {
     pub public_projects: Arc<
         crate::store::page_cache::PageCache<crate::store::project_lists::PublicPage, bytes::Bytes>,
     >,
+    /// Project rows read by `GET /api/projects/{id}`, kept under tokens in the shared cache
+    /// that every commit writing them replaces (`store::kept_projects`); `None` where the
+    /// tokens would not be shared by every instance (PostgreSQL without Redis).
+    pub kept_projects: Option<Arc<crate::store::kept_projects::KeptProjects>>,
     /// The expert directory's answers (JSON), kept under the count of writes to what it
     /// shows read before each (`store::page_cache`).
     pub expert_directory: Arc<

@@ -161,6 +161,18 @@ pub async fn metrics(
         "source",
         [("kept", kept as f64), ("read", read as f64)],
     );
+    let (kept, read) = state
+        .kept_projects
+        .as_ref()
+        .map_or((0, 0), |rows| rows.counts());
+    super::metrics::render_labeled(
+        &mut out,
+        "kept_project_rows_total",
+        "counter",
+        "Reads of one project (GET /api/projects/{id}) by whether this instance held its row under the project's current tokens, or not (then read from the database).",
+        "source",
+        [("kept", kept as f64), ("read", read as f64)],
+    );
     let (kept, read) = state.expert_directory.counts();
     super::metrics::render_labeled(
         &mut out,

@@ -28,6 +28,7 @@ pub mod events;
 pub mod expert_lists;
 pub mod idempotency;
 pub mod invitations;
+pub mod kept_projects;
 pub mod listing;
 pub mod mail_queue;
 pub mod milestones;
@@ -53,6 +54,10 @@ pub mod user_admin;
 pub mod users;
 pub mod webhook_deliveries;
 pub mod webhooks;
+pub mod written;
+
+use written::CommitWatch;
+pub use written::{AfterCommit, Written};
 
 /// Runs the same query code on whichever engine backs an [`Exec`]:
 /// `on_exec!(ex, c => sqlx::query("…").bind(x).execute(c).await)`.
@@ -252,9 +257,16 @@ pub fn escape_like(value: &str) -> String {
         .replace('_', "\\_")
 }
 
-/// The database pool of either engine.
+/// The database pool, and who is told which projects each commit wrote (`written`).
 #[derive(Clone, Debug)]
-pub enum Db {
+pub struct Db {
+    pool: Pool,
+    watch: CommitWatch,
+}
+
+/// The pool of either engine.
+#[derive(Clone, Debug)]
+pub enum Pool {
     Postgres(PgPool),
     Sqlite(SqlitePool),
 }
@@ -265,9 +277,17 @@ pub enum Conn {
     Sqlite(PoolConnection<Sqlite>),
 }
 
-/// A transaction. On SQLite it began `IMMEDIATE`, so two writers queue on the busy timeout
-/// instead of failing when a read lock cannot be upgraded.
-pub enum Tx {
+/// A transaction, and who its commit tells which projects it wrote.
+pub struct Tx {
+    conn: TxConn,
+    watch: CommitWatch,
+    /// Rows changed without their triggers (a truncation): every project counts as written.
+    all_written: bool,
+}
+
+/// A transaction's connection. On SQLite it began `IMMEDIATE`, so two writers queue on the
+/// busy timeout instead of failing when a read lock cannot be upgraded.
+pub enum TxConn {
     Postgres(Transaction<'static, Postgres>),
     Sqlite(Transaction<'static, Sqlite>),
 }
@@ -299,24 +319,43 @@ impl Conn {
 
 impl Tx {
     pub fn exec(&mut self) -> Exec<'_> {
-        match self {
-            Tx::Postgres(t) => Exec::Postgres(t),
-            Tx::Sqlite(t) => Exec::Sqlite(t),
+        match &mut self.conn {
+            TxConn::Postgres(t) => Exec::Postgres(t),
+            TxConn::Sqlite(t) => Exec::Sqlite(t),
         }
     }
 
-    pub async fn commit(self) -> StoreResult<()> {
-        match self {
-            Tx::Postgres(t) => t.commit().await?,
-            Tx::Sqlite(t) => t.commit().await?,
+    /// Commits, then tells the pool's [`AfterCommit`] which projects were written, before
+    /// the caller goes on to answer.
+    pub async fn commit(mut self) -> StoreResult<()> {
+        let written = if self.all_written {
+            Some(Written::All)
+        } else {
+            written::take_note(&mut self.conn, self.watch.installed()).await?
+        };
+        match self.conn {
+            TxConn::Postgres(t) => t.commit().await?,
+            TxConn::Sqlite(t) => t.commit().await?,
         }
+        self.watch.tell(written).await;
         Ok(())
     }
 
+    /// The connection of either engine, for what a store module writes per engine.
+    pub fn conn(&mut self) -> &mut TxConn {
+        &mut self.conn
+    }
+
+    /// Counts every project as written by this transaction (one that changes rows without
+    /// their triggers).
+    pub fn note_every_project_written(&mut self) {
+        self.all_written = true;
+    }
+
     pub async fn rollback(self) -> StoreResult<()> {
-        match self {
-            Tx::Postgres(t) => t.rollback().await?,
-            Tx::Sqlite(t) => t.rollback().await?,
+        match self.conn {
+            TxConn::Postgres(t) => t.rollback().await?,
+            TxConn::Sqlite(t) => t.rollback().await?,
         }
         Ok(())
     }
@@ -325,7 +364,7 @@ impl Tx {
     /// commit, across instances (PostgreSQL advisory lock). On SQLite the transaction already
     /// holds the database's single write lock, so nothing more is needed.
     pub async fn lock(&mut self, scope: LockScope, id: i64) -> StoreResult<()> {
-        if let Tx::Postgres(t) = self {
+        if let TxConn::Postgres(t) = &mut self.conn {
             sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
                 .bind(scope as i32)
                 .bind(lock_key(id))
@@ -338,7 +377,7 @@ impl Tx {
     /// [`lock`](Self::lock) of every id in `ids`, in one statement, in ascending order (as
     /// every transaction taking several of one scope must, lest two wait for each other).
     pub async fn lock_all(&mut self, scope: LockScope, ids: &[i64]) -> StoreResult<()> {
-        if let Tx::Postgres(t) = self {
+        if let TxConn::Postgres(t) = &mut self.conn {
             let mut keys: Vec<i32> = ids.iter().map(|id| lock_key(*id)).collect();
             keys.sort_unstable();
             keys.dedup();
@@ -394,6 +433,24 @@ fn checked_when_idle<DB: sqlx::Database>(
 }
 
 impl Db {
+    fn new(pool: Pool) -> Self {
+        Db {
+            pool,
+            watch: CommitWatch::default(),
+        }
+    }
+
+    /// The pool of either engine, for what is written per engine.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// Installs who is told, after each commit on this pool, which projects it wrote (once,
+    /// when the service starts).
+    pub fn watch_commits(&self, watcher: std::sync::Arc<dyn AfterCommit>) -> bool {
+        self.watch.install(watcher)
+    }
+
     /// Opens the database (creating an SQLite file and its directory when needed) and runs the
     /// embedded migrations.
     pub async fn connect(target: &DatabaseTarget) -> StoreResult<Self> {
@@ -454,7 +511,7 @@ impl Db {
                     .acquire_timeout(Duration::from_secs(10))
                     .connect_with(options)
                     .await?;
-                Ok(Db::Postgres(pool))
+                Ok(Db::new(Pool::Postgres(pool)))
             }
             DatabaseTarget::Sqlite(path) => {
                 if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -472,14 +529,14 @@ impl Db {
                     .acquire_timeout(Duration::from_secs(30))
                     .connect_with(options)
                     .await?;
-                Ok(Db::Sqlite(pool))
+                Ok(Db::new(Pool::Sqlite(pool)))
             }
         }
     }
 
     pub async fn migrate(&self) -> StoreResult<()> {
-        match self {
-            Db::Postgres(pool) => {
+        match &self.pool {
+            Pool::Postgres(pool) => {
                 // A migration may rewrite a large table: no statement timeout for it.
                 let mut conn = pool.acquire().await?;
                 sqlx::query("SET statement_timeout = 0")
@@ -491,31 +548,36 @@ impl Db {
                     .await?;
                 migrated?
             }
-            Db::Sqlite(pool) => SQLITE_MIGRATOR.run(pool).await?,
+            Pool::Sqlite(pool) => SQLITE_MIGRATOR.run(pool).await?,
         }
         Ok(())
     }
 
     pub fn engine(&self) -> &'static str {
-        match self {
-            Db::Postgres(_) => "postgres",
-            Db::Sqlite(_) => "sqlite",
+        match &self.pool {
+            Pool::Postgres(_) => "postgres",
+            Pool::Sqlite(_) => "sqlite",
         }
     }
 
     pub async fn conn(&self) -> StoreResult<Conn> {
-        Ok(match self {
-            Db::Postgres(pool) => Conn::Postgres(pool.acquire().await?),
-            Db::Sqlite(pool) => Conn::Sqlite(pool.acquire().await?),
+        Ok(match &self.pool {
+            Pool::Postgres(pool) => Conn::Postgres(pool.acquire().await?),
+            Pool::Sqlite(pool) => Conn::Sqlite(pool.acquire().await?),
         })
     }
 
     /// A transaction; one begun for a request holding an idempotency key first marks the key
     /// (`idempotency::mark_work`), so the mark commits with the work or not at all.
     pub async fn begin(&self) -> StoreResult<Tx> {
-        let mut tx = match self {
-            Db::Postgres(pool) => Tx::Postgres(pool.begin().await?),
-            Db::Sqlite(pool) => Tx::Sqlite(pool.begin_with("BEGIN IMMEDIATE").await?),
+        let conn = match &self.pool {
+            Pool::Postgres(pool) => TxConn::Postgres(pool.begin().await?),
+            Pool::Sqlite(pool) => TxConn::Sqlite(pool.begin_with("BEGIN IMMEDIATE").await?),
+        };
+        let mut tx = Tx {
+            conn,
+            watch: self.watch.clone(),
+            all_written: false,
         };
         if let Some(claim) = idempotency::current() {
             idempotency::mark_work(tx.exec(), &claim).await?;
@@ -532,16 +594,16 @@ impl Db {
 
     /// Pool size and idle connections, for `/metrics`.
     pub fn pool_stats(&self) -> (u32, usize) {
-        match self {
-            Db::Postgres(p) => (p.size(), p.num_idle()),
-            Db::Sqlite(p) => (p.size(), p.num_idle()),
+        match &self.pool {
+            Pool::Postgres(p) => (p.size(), p.num_idle()),
+            Pool::Sqlite(p) => (p.size(), p.num_idle()),
         }
     }
 
     pub async fn close(&self) {
-        match self {
-            Db::Postgres(p) => p.close().await,
-            Db::Sqlite(p) => p.close().await,
+        match &self.pool {
+            Pool::Postgres(p) => p.close().await,
+            Pool::Sqlite(p) => p.close().await,
         }
     }
 }

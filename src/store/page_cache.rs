@@ -9,6 +9,10 @@
 //! request read its page after its count, so the page holds every write the count covers. An
 //! answer kept under another count is never served, so a write forgets nothing here; the
 //! bounds start the cache over (a bound, not an eviction policy, as in `session_cache`).
+//!
+//! The count is the default stamp. Another may stand in its place: the tokens of
+//! `workflows::kept_projects`, which are equal or not and never older or newer (their
+//! `partial_cmp` is `None` unless equal), so there the last answer kept stays.
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -22,39 +26,48 @@ const MAX_BYTES: usize = 32 << 20;
 /// An answer larger than this is not kept: a few such would fill the cache.
 const MAX_ANSWER_BYTES: usize = MAX_BYTES / 64;
 
-pub struct PageCache<K, V> {
-    inner: Mutex<Inner<K, V>>,
+pub struct PageCache<K, V, S = i64> {
+    inner: Mutex<Inner<K, V, S>>,
+    max_entries: usize,
     hits: AtomicU64,
     misses: AtomicU64,
 }
 
-struct Inner<K, V> {
-    entries: HashMap<K, Entry<V>>,
+struct Inner<K, V, S> {
+    entries: HashMap<K, Entry<V, S>>,
     bytes: usize,
 }
 
-struct Entry<V> {
-    writes: i64,
+struct Entry<V, S> {
+    writes: S,
     answer: V,
     bytes: usize,
 }
 
-impl<K, V> Default for PageCache<K, V> {
+impl<K, V, S> Default for PageCache<K, V, S> {
     fn default() -> Self {
+        Self::holding(MAX_ENTRIES)
+    }
+}
+
+impl<K, V, S> PageCache<K, V, S> {
+    /// A cache of `max_entries` answers at most (and `MAX_BYTES` in all, as every one).
+    pub fn holding(max_entries: usize) -> Self {
         Self {
             inner: Mutex::new(Inner {
                 entries: HashMap::new(),
                 bytes: 0,
             }),
+            max_entries,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         }
     }
 }
 
-impl<K: Hash + Eq, V: Clone> PageCache<K, V> {
+impl<K: Hash + Eq, V: Clone, S: PartialOrd> PageCache<K, V, S> {
     /// The answer to `key` kept under `writes`, the count read before this call.
-    pub fn get(&self, key: &K, writes: i64) -> Option<V> {
+    pub fn get(&self, key: &K, writes: S) -> Option<V> {
         let found = self
             .lock()
             .entries
@@ -72,7 +85,7 @@ impl<K: Hash + Eq, V: Clone> PageCache<K, V> {
 
     /// Keeps `answer` (of `bytes` bytes) to `key`, read after the count `writes` was read. An
     /// answer kept under a higher count stays: it is the one later requests will ask for.
-    pub fn put(&self, key: K, writes: i64, answer: V, bytes: usize) {
+    pub fn put(&self, key: K, writes: S, answer: V, bytes: usize) {
         if bytes > MAX_ANSWER_BYTES {
             return;
         }
@@ -83,7 +96,7 @@ impl<K: Hash + Eq, V: Clone> PageCache<K, V> {
             }
             let freed = kept.bytes;
             inner.bytes -= freed;
-        } else if inner.entries.len() >= MAX_ENTRIES || inner.bytes + bytes > MAX_BYTES {
+        } else if inner.entries.len() >= self.max_entries || inner.bytes + bytes > MAX_BYTES {
             inner.entries.clear();
             inner.bytes = 0;
         }
@@ -98,6 +111,21 @@ impl<K: Hash + Eq, V: Clone> PageCache<K, V> {
         );
     }
 
+    /// Forgets the answer to `key`.
+    pub fn forget(&self, key: &K) {
+        let mut inner = self.lock();
+        if let Some(entry) = inner.entries.remove(key) {
+            inner.bytes -= entry.bytes;
+        }
+    }
+
+    /// Forgets every answer.
+    pub fn clear(&self) {
+        let mut inner = self.lock();
+        inner.entries.clear();
+        inner.bytes = 0;
+    }
+
     /// Answers served from the cache and answers not found there, since the start.
     pub fn counts(&self) -> (u64, u64) {
         (
@@ -106,7 +134,7 @@ impl<K: Hash + Eq, V: Clone> PageCache<K, V> {
         )
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner<K, V>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner<K, V, S>> {
         // A panic while holding the lock leaves whole entries only: use them.
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }

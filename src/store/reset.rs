@@ -6,7 +6,7 @@
 //! would replay an answer meant for an object that no longer exists.
 
 use super::tallies::Tally;
-use super::{Db, StoreResult, Tx};
+use super::{Db, StoreResult, TxConn};
 
 /// Tables the reset keeps: the migrations' record, the commission levels (reset to the
 /// defaults the first migration seeds) and the kept project counts (reset to zero: a
@@ -22,8 +22,10 @@ pub async fn empty_all(db: &Db) -> StoreResult<usize> {
     for tally in [Tally::ProjectWrites, Tally::ExpertWrites] {
         writes.push((tally, super::tallies::written(tx.exec(), tally).await?));
     }
-    let emptied = match &mut tx {
-        Tx::Postgres(t) => {
+    // A truncation fires no row trigger: every kept project row is to be forgotten.
+    tx.note_every_project_written();
+    let emptied = match tx.conn() {
+        TxConn::Postgres(t) => {
             let tables: Vec<String> = sqlx::query_scalar(
                 "SELECT tablename::text FROM pg_tables WHERE schemaname = current_schema()
                  ORDER BY tablename",
@@ -47,7 +49,7 @@ pub async fn empty_all(db: &Db) -> StoreResult<usize> {
             }
             tables.len()
         }
-        Tx::Sqlite(t) => {
+        TxConn::Sqlite(t) => {
             // Ordinary tables only: the search index (a virtual table and its shadow tables)
             // is emptied through its own command below.
             let tables: Vec<String> = sqlx::query_scalar(

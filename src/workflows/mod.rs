@@ -21,6 +21,7 @@ pub mod escrow;
 pub mod escrow_jobs;
 pub mod idempotency;
 pub mod invitations;
+pub mod kept_projects;
 pub mod milestones;
 pub mod money_audit;
 pub mod notify;

@@ -62,18 +62,31 @@ pub async fn load_visible(
     let (p, invited_formally, applied) = projects::find_with_ties(ex.re(), id, caller.id)
         .await?
         .ok_or_else(|| FlowError::not_found("Project not found"))?;
-    let rel = Relation {
-        owner: p.company_id == Some(caller.id),
-        assigned: p.expert_id == Some(caller.id),
-        target: p.target_expert_id == Some(caller.id),
-        invited: p.invited_experts.0.contains(&caller.id) || invited_formally,
-        applicant: applied,
-    };
-    if caller.admin || is_public(&p) || rel.takes_part() {
+    let mut rel = relation_by_row(&p, caller);
+    rel.invited |= invited_formally;
+    rel.applicant = applied;
+    if sees(caller, &p, &rel) {
         Ok((p, rel))
     } else {
         Err(FlowError::not_found("Project not found"))
     }
+}
+
+/// How `caller` stands to `p` as far as its own columns tell: neither a formal invitation
+/// nor an application (rows of their own tables).
+pub fn relation_by_row(p: &Project, caller: &Caller) -> Relation {
+    Relation {
+        owner: p.company_id == Some(caller.id),
+        assigned: p.expert_id == Some(caller.id),
+        target: p.target_expert_id == Some(caller.id),
+        invited: p.invited_experts.0.contains(&caller.id),
+        applicant: false,
+    }
+}
+
+/// Whether `caller`, standing as `rel` to `p`, may see it.
+pub fn sees(caller: &Caller, p: &Project, rel: &Relation) -> bool {
+    caller.admin || is_public(p) || rel.takes_part()
 }
 
 /// The project if `caller` owns it (or, with `admin_ok`, is an administrator): 404 when it

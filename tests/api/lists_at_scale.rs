@@ -2348,7 +2348,7 @@ async fn a_statement_waits(pool: &sqlx::PgPool) -> bool {
 #[actix_web::test]
 async fn an_invitation_and_an_application_racing_are_counted_once() {
     let app = spawn_app().await;
-    let marketplace::store::Db::Postgres(pool) = app.db.clone() else {
+    let marketplace::store::Pool::Postgres(pool) = app.db.pool().clone() else {
         app.stop().await;
         return;
     };
@@ -3090,7 +3090,7 @@ async fn expert_search_totals_follow_activity_verification_and_deletions() {
                 assert_eq!(paged, expected, "{step}: {one}, pages of one");
                 assert_eq!(walked, expected, "{step}: {one}, by cursor");
             }
-            if matches!(app.db, marketplace::store::Db::Postgres(_)) {
+            if matches!(app.db.pool(), marketplace::store::Pool::Postgres(_)) {
                 let differences = count_of(app, EXPERT_SEARCH_RECOUNT.to_owned()).await;
                 assert_eq!(
                     differences, 0,
@@ -3162,7 +3162,7 @@ async fn expert_search_totals_follow_activity_verification_and_deletions() {
 #[actix_web::test]
 async fn a_deactivation_racing_a_profile_edit_leaves_the_expert_unlisted() {
     let m = crate::market::Market::open().await;
-    let marketplace::store::Db::Postgres(pool) = m.app.db.clone() else {
+    let marketplace::store::Pool::Postgres(pool) = m.app.db.pool().clone() else {
         return;
     };
     let mut experts = Vec::new();

@@ -22,6 +22,7 @@ mod hostile;
 mod idempotency;
 mod idle_sockets;
 mod invitations;
+mod kept_projects;
 mod list_filters;
 mod lists_at_scale;
 mod market;

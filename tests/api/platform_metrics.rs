@@ -757,7 +757,7 @@ async fn growth_windows_from_day_tallies_match_a_recount_of_the_rows() {
 async fn the_growth_window_is_planned_once_and_leaves_the_connection_as_it_was() {
     use marketplace::store::platform_metrics::window;
     let m = Market::open().await;
-    if !matches!(m.app.db, marketplace::store::Db::Postgres(_)) {
+    if !matches!(m.app.db.pool(), marketplace::store::Pool::Postgres(_)) {
         return;
     }
     let now = m.app.clock.now();

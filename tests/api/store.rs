@@ -239,3 +239,114 @@ async fn the_pool_pings_only_connections_left_idle() {
     admin.close().await;
     db.close().await;
 }
+
+/// Records what each commit tells.
+#[derive(Default)]
+struct Told(std::sync::Mutex<Vec<marketplace::store::Written>>);
+
+#[async_trait::async_trait]
+impl marketplace::store::AfterCommit for Told {
+    async fn projects_written(&self, written: &marketplace::store::Written) {
+        self.0.lock().unwrap().push(written.clone());
+    }
+}
+
+impl Told {
+    fn take(&self) -> Vec<marketplace::store::Written> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+async fn insert_project(tx: &mut Tx, now: chrono::DateTime<chrono::Utc>) -> i64 {
+    on_exec!(tx.exec(), c => sqlx::query_scalar(
+        "INSERT INTO projects (company_id, title, description, budget_minor, currency,
+                               project_type, status, invited_experts, skills_required, created_at, updated_at)
+         VALUES (NULL, 'Site', 'A web site', 100000, 'eur', 'curated', 'draft', $2, $2, $1, $1)
+         RETURNING id",
+    )
+    .bind(now)
+    .bind(sqlx::types::Json(serde_json::json!([])))
+    .fetch_one(c)
+    .await)
+    .unwrap()
+}
+
+async fn rename(tx: &mut Tx, id: i64) {
+    on_exec!(tx.exec(), c => sqlx::query("UPDATE projects SET title = title || '.' WHERE id = $1")
+        .bind(id)
+        .execute(c)
+        .await
+        .map(drop))
+    .unwrap();
+}
+
+/// Each commit tells, once committed, the projects whose rows it updated or deleted (triggers
+/// of migration 0050), however the rows were written; inserts, rolled-back work and
+/// transactions that wrote no project tell nothing, and more than `MAX_NAMED` projects are
+/// told as all of them.
+#[actix_web::test]
+async fn a_commit_tells_which_projects_it_wrote() {
+    use marketplace::store::Written;
+    let (db, _dir) = crate::helpers::fresh_db().await;
+    let told = std::sync::Arc::new(Told::default());
+    assert!(db.watch_commits(told.clone()));
+    let now = chrono::Utc::now();
+
+    let mut tx = db.begin().await.unwrap();
+    let ids = [
+        insert_project(&mut tx, now).await,
+        insert_project(&mut tx, now).await,
+        insert_project(&mut tx, now).await,
+    ];
+    tx.commit().await.unwrap();
+    assert_eq!(told.take(), [], "new rows: nobody can keep them yet");
+
+    let mut tx = db.begin().await.unwrap();
+    rename(&mut tx, ids[2]).await;
+    rename(&mut tx, ids[0]).await;
+    rename(&mut tx, ids[2]).await;
+    assert_eq!(told.take(), [], "nothing before the commit");
+    tx.commit().await.unwrap();
+    assert_eq!(told.take(), [Written::These(vec![ids[0], ids[2]])]);
+
+    let mut tx = db.begin().await.unwrap();
+    rename(&mut tx, ids[1]).await;
+    tx.rollback().await.unwrap();
+    let mut tx = db.begin().await.unwrap();
+    exec_sql(&mut tx, "UPDATE users SET username = username WHERE id = 0")
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(told.take(), [], "rolled back, or no project written");
+
+    let mut tx = db.begin().await.unwrap();
+    on_exec!(tx.exec(), c => sqlx::query("DELETE FROM projects WHERE id = $1")
+        .bind(ids[1])
+        .execute(c)
+        .await
+        .map(drop))
+    .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(told.take(), [Written::These(vec![ids[1]])], "a deletion");
+
+    let mut tx = db.begin().await.unwrap();
+    for _ in 0..marketplace::store::written::MAX_NAMED {
+        insert_project(&mut tx, now).await;
+    }
+    tx.commit().await.unwrap();
+    let mut tx = db.begin().await.unwrap();
+    exec_sql(&mut tx, "UPDATE projects SET title = 'Every one'")
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(told.take(), [Written::All], "too many to name");
+
+    let mut tx = db.begin().await.unwrap();
+    rename(&mut tx, ids[0]).await;
+    tx.commit().await.unwrap();
+    assert_eq!(
+        told.take(),
+        [Written::These(vec![ids[0]])],
+        "each transaction tells its own"
+    );
+}

@@ -8,6 +8,7 @@ use crate::domain::project::ProjectStatus;
 use crate::http::auth::{AdminUser, AuthUser, CsrfChecked};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::state::AppState;
+use crate::workflows::kept_projects::load_visible_kept;
 use crate::workflows::projects::{self as flow};
 
 use super::*;
@@ -61,8 +62,7 @@ pub async fn get_project(
     path: web::Path<i64>,
 ) -> ApiResult<HttpResponse> {
     let c = caller(&auth);
-    let mut conn = state.db.conn().await?;
-    let (p, _) = flow::load_visible(conn.exec(), &c, path.into_inner()).await?;
+    let p = load_visible_kept(&state, &c, path.into_inner()).await?;
     Ok(HttpResponse::Ok().json(ProjectView::for_caller(p, Some(&c))))
 }
 
