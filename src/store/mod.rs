@@ -35,6 +35,7 @@ pub mod milestones;
 pub mod notifications;
 pub mod page_cache;
 pub mod payments;
+mod pg_tx;
 pub mod platform_metrics;
 pub mod processor_events;
 pub mod profiles;
@@ -56,6 +57,7 @@ pub mod webhook_deliveries;
 pub mod webhooks;
 pub mod written;
 
+use pg_tx::PgTx;
 use written::CommitWatch;
 pub use written::{AfterCommit, Written};
 
@@ -288,7 +290,7 @@ pub struct Tx {
 /// A transaction's connection. On SQLite it began `IMMEDIATE`, so two writers queue on the
 /// busy timeout instead of failing when a read lock cannot be upgraded.
 pub enum TxConn {
-    Postgres(Transaction<'static, Postgres>),
+    Postgres(PgTx),
     Sqlite(Transaction<'static, Sqlite>),
 }
 
@@ -327,17 +329,29 @@ impl Tx {
 
     /// Commits, then tells the pool's [`AfterCommit`] which projects were written, before
     /// the caller goes on to answer.
-    pub async fn commit(mut self) -> StoreResult<()> {
-        let written = if self.all_written {
-            Some(Written::All)
-        } else {
-            written::take_note(&mut self.conn, self.watch.installed()).await?
+    pub async fn commit(self) -> StoreResult<()> {
+        let Tx {
+            conn,
+            watch,
+            all_written,
+        } = self;
+        let noted = match conn {
+            // Without a watcher the note is not read: it ends with the transaction.
+            TxConn::Postgres(t) => Written::parse(t.commit(watch.installed()).await?.as_deref()),
+            // Taken whoever commits, so the table never holds more than one transaction's.
+            TxConn::Sqlite(mut t) => {
+                let noted = written::take_sqlite_note(&mut t).await?;
+                t.commit().await?;
+                noted
+            }
         };
-        match self.conn {
-            TxConn::Postgres(t) => t.commit().await?,
-            TxConn::Sqlite(t) => t.commit().await?,
-        }
-        self.watch.tell(written).await;
+        watch
+            .tell(if all_written {
+                Some(Written::All)
+            } else {
+                noted
+            })
+            .await;
         Ok(())
     }
 
@@ -571,7 +585,7 @@ impl Db {
     /// (`idempotency::mark_work`), so the mark commits with the work or not at all.
     pub async fn begin(&self) -> StoreResult<Tx> {
         let conn = match &self.pool {
-            Pool::Postgres(pool) => TxConn::Postgres(pool.begin().await?),
+            Pool::Postgres(pool) => TxConn::Postgres(PgTx::begin(pool).await?),
             Pool::Sqlite(pool) => TxConn::Sqlite(pool.begin_with("BEGIN IMMEDIATE").await?),
         };
         let mut tx = Tx {

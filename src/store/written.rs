@@ -2,15 +2,16 @@
 //! project rows (issue #32: `workflows::kept_projects`).
 //!
 //! The database notes each project row updated or deleted (triggers of migration 0050: a
-//! setting local to the transaction on PostgreSQL, a table only the one writer sees on
-//! SQLite). [`Tx::commit`](super::Tx::commit) takes the note just before committing and,
+//! setting local to the transaction on PostgreSQL, read in the commit's own round trip by
+//! `store::pg_tx`; a table only the one writer sees on SQLite).
+//! [`Tx::commit`](super::Tx::commit) takes the note just before committing and,
 //! once committed, hands it to the [`AfterCommit`] the service installed, before the
 //! workflow answers: so the next request, on any instance, finds every copy it may be
 //! served already replaced. Inserts are not noted: nobody keeps a row not yet read.
 
 use std::sync::{Arc, OnceLock};
 
-use super::{StoreResult, TxConn};
+use super::StoreResult;
 
 /// Projects named one by one at most; a transaction writing more tells [`Written::All`].
 pub const MAX_NAMED: usize = 100;
@@ -25,7 +26,7 @@ pub enum Written {
 
 impl Written {
     /// The PostgreSQL note: `,12,57,`, `*` for every project, empty or absent for none.
-    fn parse(note: Option<&str>) -> Option<Self> {
+    pub(super) fn parse(note: Option<&str>) -> Option<Self> {
         let note = note.unwrap_or_default();
         if note == "*" {
             return Some(Written::All);
@@ -82,27 +83,15 @@ impl CommitWatch {
     }
 }
 
-/// Takes the transaction's note of written projects, before its commit. PostgreSQL's note
-/// ends with the transaction and is read only for a `watcher`; SQLite's table is emptied
-/// whoever commits, so it never holds more than one transaction's note.
-pub(super) async fn take_note(conn: &mut TxConn, watcher: bool) -> StoreResult<Option<Written>> {
-    Ok(match conn {
-        TxConn::Postgres(_) if !watcher => None,
-        TxConn::Postgres(t) => {
-            let note: Option<String> =
-                sqlx::query_scalar("SELECT current_setting('marketplace.written_projects', true)")
-                    .fetch_one(&mut **t)
-                    .await?;
-            Written::parse(note.as_deref())
-        }
-        TxConn::Sqlite(t) => {
-            let ids: Vec<i64> =
-                sqlx::query_scalar("DELETE FROM written_projects RETURNING project_id")
-                    .fetch_all(&mut **t)
-                    .await?;
-            Written::named(ids)
-        }
-    })
+/// Takes SQLite's note of written projects, just before the commit: the rows of its table,
+/// which only the one writer sees.
+pub(super) async fn take_sqlite_note(
+    conn: &mut sqlx::SqliteConnection,
+) -> StoreResult<Option<Written>> {
+    let ids: Vec<i64> = sqlx::query_scalar("DELETE FROM written_projects RETURNING project_id")
+        .fetch_all(conn)
+        .await?;
+    Ok(Written::named(ids))
 }
 
 #[cfg(test)]

@@ -350,3 +350,55 @@ async fn a_commit_tells_which_projects_it_wrote() {
         "each transaction tells its own"
     );
 }
+
+/// A transaction dropped without a commit or a rollback (an error, a cancelled request)
+/// leaves nothing behind, and its connection goes back to the pool out of the transaction.
+#[actix_web::test]
+async fn a_transaction_dropped_unfinished_rolls_back() {
+    let (db, _dir) = crate::helpers::fresh_db().await;
+    // A connection back in the pool inside its transaction makes the next ones wait.
+    tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        dropped_transactions(&db),
+    )
+    .await
+    .expect("the pool answers");
+}
+
+async fn dropped_transactions(db: &marketplace::store::Db) {
+    let now = chrono::Utc::now();
+    for round in 0..3 {
+        let mut tx = db.begin().await.unwrap();
+        let id = insert_project(&mut tx, now).await;
+        drop(tx);
+        let mut conn = db.conn().await.unwrap();
+        let found: Option<i64> = on_exec!(conn.exec(), c => sqlx::query_scalar(
+            "SELECT id FROM projects WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(c)
+        .await)
+        .unwrap();
+        assert_eq!(found, None, "round {round}");
+    }
+    if let marketplace::store::Pool::Postgres(pool) = db.pool() {
+        let open = || async {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
+            )
+            .fetch_one(pool)
+            .await
+            .unwrap()
+        };
+        let mut left = open().await;
+        for _ in 0..50 {
+            if left == 0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            left = open().await;
+        }
+        assert_eq!(left, 0, "a connection left inside its transaction");
+    }
+}
