@@ -154,7 +154,7 @@ pub async fn kept<K: Hash + Eq>(
     writes: i64,
     read: impl Future<Output = ApiResult<impl Serialize>>,
 ) -> ApiResult<HttpResponse> {
-    let body = match cache.get(&key, writes) {
+    let body = match cache.get(&key, &writes) {
         Some(body) => body,
         None => {
             let answer = read.await?;

@@ -336,8 +336,11 @@ impl Tx {
             all_written,
         } = self;
         let noted = match conn {
-            // Without a watcher the note is not read: it ends with the transaction.
-            TxConn::Postgres(t) => Written::parse(t.commit(watch.installed()).await?.as_deref()),
+            // Read only when someone is told it: it ends with the transaction.
+            TxConn::Postgres(t) => {
+                let read = watch.installed() && !all_written;
+                Written::parse(t.commit(read).await?.as_deref())
+            }
             // Taken whoever commits, so the table never holds more than one transaction's.
             TxConn::Sqlite(mut t) => {
                 let noted = written::take_sqlite_note(&mut t).await?;

@@ -67,12 +67,12 @@ impl<K, V, S> PageCache<K, V, S> {
 
 impl<K: Hash + Eq, V: Clone, S: PartialOrd> PageCache<K, V, S> {
     /// The answer to `key` kept under `writes`, the count read before this call.
-    pub fn get(&self, key: &K, writes: S) -> Option<V> {
+    pub fn get(&self, key: &K, writes: &S) -> Option<V> {
         let found = self
             .lock()
             .entries
             .get(key)
-            .filter(|e| e.writes == writes)
+            .filter(|e| e.writes == *writes)
             .map(|e| e.answer.clone());
         let counter = if found.is_some() {
             &self.hits
@@ -147,18 +147,18 @@ mod tests {
     #[test]
     fn an_answer_is_served_under_its_own_count_only() {
         let cache = PageCache::<&str, u32>::default();
-        assert_eq!(cache.get(&"p1", 7), None);
+        assert_eq!(cache.get(&"p1", &7), None);
         cache.put("p1", 7, 1, 10);
-        assert_eq!(cache.get(&"p1", 7), Some(1));
-        assert_eq!(cache.get(&"p1", 8), None, "a write committed since");
+        assert_eq!(cache.get(&"p1", &7), Some(1));
+        assert_eq!(cache.get(&"p1", &8), None, "a write committed since");
         cache.put("p1", 8, 2, 10);
         cache.put("p1", 7, 3, 10);
         assert_eq!(
-            cache.get(&"p1", 8),
+            cache.get(&"p1", &8),
             Some(2),
             "a slower request keeps no older answer"
         );
-        assert_eq!(cache.get(&"p1", 7), None);
+        assert_eq!(cache.get(&"p1", &7), None);
         assert_eq!(cache.counts(), (2, 3));
     }
 
@@ -168,12 +168,12 @@ mod tests {
         for key in 0..MAX_ENTRIES {
             cache.put(key, 1, 0, 1);
         }
-        assert_eq!(cache.get(&0, 1), Some(0));
+        assert_eq!(cache.get(&0, &1), Some(0));
         cache.put(MAX_ENTRIES, 1, 0, 1);
-        assert_eq!(cache.get(&0, 1), None);
-        assert_eq!(cache.get(&MAX_ENTRIES, 1), Some(0));
+        assert_eq!(cache.get(&0, &1), None);
+        assert_eq!(cache.get(&MAX_ENTRIES, &1), Some(0));
         cache.put(1, 1, 0, MAX_ANSWER_BYTES + 1);
-        assert_eq!(cache.get(&1, 1), None, "too large to keep");
+        assert_eq!(cache.get(&1, &1), None, "too large to keep");
         let cache = PageCache::<usize, u32>::default();
         for key in 0..64 {
             cache.put(key, 1, 0, MAX_ANSWER_BYTES);

@@ -16,6 +16,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::domain::token::random_token;
 use crate::integrations::cache::{Cache, CacheError};
 use crate::state::AppState;
 use crate::store::kept_projects::{Kept, KeptProjects, Tokens};
@@ -37,26 +38,29 @@ const TOKEN_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 /// are rows of their own tables, not kept).
 pub async fn load_visible_kept(state: &AppState, caller: &Caller, id: i64) -> FlowResult<Project> {
     let Some(rows) = &state.kept_projects else {
-        let mut conn = state.db.conn().await?;
-        return Ok(load_visible(conn.exec(), caller, id).await?.0);
+        return read_visible(state, caller, id).await;
     };
     let now = state.clock.now();
     let tokens = tokens_of(state.cache.as_ref(), id).await;
     if let Some(tokens) = &tokens
-        && let Some(kept) = rows.get(&id, tokens.clone())
+        && let Some(kept) = rows.get(&id, tokens)
         && let Some(p) = kept.fresh_at(now)
         && sees(caller, p, &relation_by_row(p, caller))
     {
         return Ok(p.clone());
     }
-    let mut conn = state.db.conn().await?;
-    let (p, _) = load_visible(conn.exec(), caller, id).await?;
+    let p = read_visible(state, caller, id).await?;
     if let Some(tokens) = tokens {
         let kept = Kept::new(p.clone(), now);
         let bytes = kept.bytes();
         rows.put(id, tokens, kept, bytes);
     }
     Ok(p)
+}
+
+async fn read_visible(state: &AppState, caller: &Caller, id: i64) -> FlowResult<Project> {
+    let mut conn = state.db.conn().await?;
+    Ok(load_visible(conn.exec(), caller, id).await?.0)
 }
 
 /// The current tokens of project `id`, or `None` when the cache fails (then nothing is kept).
@@ -101,8 +105,9 @@ fn project_key(id: i64) -> String {
     format!("{PROJECT_KEY}{id}")
 }
 
+/// A new token: 96 random bits, as the sessions' epoch (`workflows::auth`).
 fn fresh_token() -> String {
-    format!("{:032x}", rand::random::<u128>())
+    random_token(12)
 }
 
 /// Told by the store after each commit that wrote project rows: forgets them here and

@@ -2,12 +2,12 @@
 //! served until a write changes it, never after the answer of that write, on this instance
 //! or another, and shows nobody what the database would not.
 
-use crate::helpers::{TestApp, json, spawn_app_with};
+use crate::helpers::{Account, TestApp, json, spawn_app_with};
 use crate::market::{Market, send};
 use marketplace::store::kept_projects::MAX_AGE;
-use marketplace::{on_exec, store::Tx};
+use marketplace::{on_exec, store::Exec};
 use reqwest::{Method, StatusCode};
-use serde_json::{Value, json as j};
+use serde_json::json as j;
 
 /// Reads served from a kept row, and reads that went to the database, so far.
 fn reads(app: &TestApp) -> (u64, u64) {
@@ -18,7 +18,7 @@ fn reads(app: &TestApp) -> (u64, u64) {
         .counts()
 }
 
-async fn title(m: &Market, account: &crate::helpers::Account, id: i64) -> String {
+async fn title(m: &Market, account: &Account, id: i64) -> String {
     let r = m
         .send(account, Method::GET, &format!("/api/projects/{id}"), None)
         .await;
@@ -26,8 +26,9 @@ async fn title(m: &Market, account: &crate::helpers::Account, id: i64) -> String
     json(r).await["title"].as_str().unwrap().to_string()
 }
 
-async fn set_title(tx: &mut Tx, id: i64, title: &str) {
-    on_exec!(tx.exec(), c => sqlx::query("UPDATE projects SET title = $2 WHERE id = $1")
+/// Writes a project's title by hand, in a transaction of the service or outside any.
+async fn set_title(ex: Exec<'_>, id: i64, title: &str) {
+    on_exec!(ex, c => sqlx::query("UPDATE projects SET title = $2 WHERE id = $1")
         .bind(id)
         .bind(title.to_string())
         .execute(c)
@@ -36,10 +37,14 @@ async fn set_title(tx: &mut Tx, id: i64, title: &str) {
     .unwrap();
 }
 
-fn draft() -> Value {
-    j!({"title": "Data platform", "description": "Build it", "budget": 500.0,
+/// A company and its draft project, titled "Data platform".
+async fn acme_with_draft(m: &Market) -> (Account, i64) {
+    let acme = m.company("acme").await;
+    let draft = j!({"title": "Data platform", "description": "Build it", "budget": 500.0,
         "deadline": "2099-01-01T00:00:00", "skills_required": ["Rust"],
-        "project_type": "curated", "status": "draft"})
+        "project_type": "curated", "status": "draft"});
+    let id = m.create_project(&acme, draft).await["id"].as_i64().unwrap();
+    (acme, id)
 }
 
 fn keeps(app: &TestApp) -> bool {
@@ -52,10 +57,7 @@ async fn a_kept_row_gives_way_to_every_committed_write_at_once() {
     if !keeps(&m.app) {
         return; // PostgreSQL without Redis reads every time.
     }
-    let acme = m.company("acme").await;
-    let id = m.create_project(&acme, draft()).await["id"]
-        .as_i64()
-        .unwrap();
+    let (acme, id) = acme_with_draft(&m).await;
 
     assert_eq!(title(&m, &acme, id).await, "Data platform");
     let before = reads(&m.app);
@@ -76,7 +78,7 @@ async fn a_kept_row_gives_way_to_every_committed_write_at_once() {
 
     // Any transaction writing the row, whatever wrote it.
     let mut tx = m.app.db.begin().await.unwrap();
-    set_title(&mut tx, id, "Written in SQL").await;
+    set_title(tx.exec(), id, "Written in SQL").await;
     tx.commit().await.unwrap();
     assert_eq!(title(&m, &acme, id).await, "Written in SQL");
 
@@ -84,7 +86,7 @@ async fn a_kept_row_gives_way_to_every_committed_write_at_once() {
     assert_eq!(title(&m, &acme, id).await, "Written in SQL");
     let before = reads(&m.app);
     let mut tx = m.app.db.begin().await.unwrap();
-    set_title(&mut tx, id, "Never committed").await;
+    set_title(tx.exec(), id, "Never committed").await;
     tx.rollback().await.unwrap();
     assert_eq!(title(&m, &acme, id).await, "Written in SQL");
     assert_eq!(reads(&m.app), (before.0 + 1, before.1));
@@ -109,19 +111,11 @@ async fn a_write_from_outside_the_service_shows_within_the_age_limit() {
     if !keeps(&m.app) {
         return;
     }
-    let acme = m.company("acme").await;
-    let id = m.create_project(&acme, draft()).await["id"]
-        .as_i64()
-        .unwrap();
+    let (acme, id) = acme_with_draft(&m).await;
     assert_eq!(title(&m, &acme, id).await, "Data platform");
 
     let mut conn = m.app.db.conn().await.unwrap();
-    on_exec!(conn.exec(), c => sqlx::query("UPDATE projects SET title = 'Changed by hand' WHERE id = $1")
-        .bind(id)
-        .execute(c)
-        .await
-        .map(drop))
-    .unwrap();
+    set_title(conn.exec(), id, "Changed by hand").await;
     drop(conn);
     m.app.clock.advance(MAX_AGE);
     assert_eq!(title(&m, &acme, id).await, "Changed by hand");
@@ -200,10 +194,7 @@ async fn another_instance_serves_no_row_a_write_changed() {
         ("CACHE_PREFIX", &m.app.state.settings.cache_prefix),
     ])
     .await;
-    let acme = m.company("acme").await;
-    let id = m.create_project(&acme, draft()).await["id"]
-        .as_i64()
-        .unwrap();
+    let (acme, id) = acme_with_draft(&m).await;
     let path = format!("/api/projects/{id}");
     let read_there = || async {
         let r = send(&other, Method::GET, &path, &acme, None).await;
