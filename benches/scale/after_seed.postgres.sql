@@ -208,6 +208,10 @@ SELECT 'payments_by_party', 'expert:' || status, expert_id, COUNT(*), 0
 -- Migration 0046: the listed experts' search documents and their words' tallies, written
 -- directly (the tally's trigger would append a delta for each word of each expert).
 SET session_replication_role = replica;
+-- Each profile's skill ids (0051).
+UPDATE profiles p SET skill_ids = profile_skill_ids(p.id)
+ WHERE EXISTS (SELECT 1 FROM profile_skills ps WHERE ps.profile_id = p.id);
+
 TRUNCATE expert_search;
 INSERT INTO expert_search (profile_id, is_verified, created_at, words)
 SELECT p.id, p.is_verified, p.created_at,

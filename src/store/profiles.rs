@@ -692,7 +692,7 @@ pub async fn set_customer(
     Ok(rows == 1)
 }
 
-/// Curation's order past the skills held: level, then internal rating, as migration 0042's
+/// Curation's order past the skills held: level, then internal rating, as migration 0051's
 /// index holds the verified experts.
 const CURATION_RANK: &str = "CASE p.expert_level WHEN 'Enterprise' THEN 2 WHEN 'Pro' THEN 1 \
                              ELSE 0 END DESC, COALESCE(p.internal_rating, 3.0) DESC, p.user_id";
@@ -705,9 +705,20 @@ pub struct CurationCandidate {
     pub user_id: i64,
     pub expert_level: String,
     pub internal_rating: Option<f64>,
+    /// The ids of every skill the expert holds, as migration 0051 keeps them (`,4,24,`).
+    skill_ids: Option<String>,
     /// The names of the required skills the expert holds (the score weighs no other).
     #[sqlx(skip)]
     pub skills: Vec<String>,
+}
+
+impl CurationCandidate {
+    /// Whether the expert holds the skill `id`.
+    fn holds(&self, id: i64) -> bool {
+        self.skill_ids
+            .as_deref()
+            .is_some_and(|ids| ids.contains(&format!(",{id},")))
+    }
 }
 
 /// The experts curation may suggest for a project requiring `required` skills (lower-cased),
@@ -718,53 +729,65 @@ pub struct CurationCandidate {
 /// never every one; each comes with the required skills it holds (its reviews are the
 /// caller's to read, for those that may rank: `reviews::averages`).
 ///
-/// Without required skills, the `bound` best by level and rating (migration 0042's index in
-/// that order). With them, every holder is grouped and ranked while they are few; when they
-/// are many (`listing::SetTest`, from the kept counts of each skill's experts and of all
-/// listed ones), the candidates are the `4 × bound` best holders by level and rating, found
-/// walking that index and probing each expert's skills, then ranked by skills held.
+/// Without required skills, the `bound` best by level and rating (the rank's index, migration
+/// 0051, in that order). With them, every holder is grouped and ranked while they are few;
+/// when they are many (`listing::SetTest`, from the kept counts of each skill's experts and of
+/// all listed ones), the candidates are the `4 × bound` best holders by level and rating (the
+/// `bound` best for one skill), found walking that index, whose entries hold each expert's
+/// skills, then ranked by skills held.
 pub async fn curation_candidates(
     mut ex: Exec<'_>,
     required: &[String],
     excluded: Option<i64>,
     bound: i64,
 ) -> StoreResult<Vec<CurationCandidate>> {
-    use super::listing::{SetTest, Sql};
-    use super::tallies::{self, Tally};
-    let skill_ids: Vec<i64> = if required.is_empty() {
+    use super::listing::SetTest;
+    let skills: Vec<(i64, String)> = if required.is_empty() {
         Vec::new()
     } else {
         let mut sql = Sql::default();
         let names: Vec<&str> = required.iter().map(String::as_str).collect();
         let names = sql.arg_list(&names);
-        let ids: Vec<(i64,)> = sql
+        let found: Vec<(i64, String)> = sql
             .with_text(&format!(
-                "SELECT id FROM skills WHERE LOWER(name) IN ({names})"
+                "SELECT id, name FROM skills WHERE LOWER(name) IN ({names})"
             ))
             .fetch_all(ex.re())
             .await?;
-        if ids.is_empty() {
+        if found.is_empty() {
             return Ok(Vec::new());
         }
-        ids.into_iter().map(|(id,)| id).collect()
+        found
     };
     let mut sql = Sql::default();
     let excluded = sql.arg(excluded.unwrap_or(0));
+    // Few accounts are inactive: 0051's index of them answers for each expert walked without
+    // reading the account (SQLite would read it by its rowid, unless told).
+    let inactive = match ex {
+        Exec::Sqlite(_) => "users u INDEXED BY idx_users_inactive",
+        _ => "users u",
+    };
     let eligible = format!(
-        "p.profile_type = 'experto' AND p.is_verified = TRUE AND u.is_active = TRUE
+        "p.profile_type = 'experto' AND p.is_verified = TRUE
          AND LOWER(COALESCE(p.availability, 'available'))
              NOT IN ('unavailable', 'not_available', 'busy')
-         AND p.user_id <> {excluded}"
+         AND p.user_id <> {excluded}
+         AND NOT EXISTS (SELECT 1 FROM {inactive} WHERE u.id = p.user_id AND u.is_active = FALSE)"
     );
-    let walk = bound.saturating_mul(4);
-    let bound = sql.arg(bound);
-    let text = if skill_ids.is_empty() {
+    // With one required skill every holder holds as many, so the first `bound` walked are the
+    // candidates; with more, the walk reads four times as many to rank by skills held.
+    let walk = match skills.len() {
+        1 => bound,
+        _ => bound.saturating_mul(4),
+    };
+    let text = if skills.is_empty() {
+        let bound = sql.arg(bound);
         format!(
-            "SELECT {CANDIDATE} FROM profiles p JOIN users u ON u.id = p.user_id
+            "SELECT {CANDIDATE} FROM profiles p
              WHERE {eligible} ORDER BY {CURATION_RANK} LIMIT {bound}"
         )
     } else {
-        let keys: Vec<String> = skill_ids.iter().map(|id| format!("{id}:true")).collect();
+        let keys: Vec<String> = skills.iter().map(|(id, _)| format!("{id}:true")).collect();
         let holders = tallies::total_of(Tally::ExpertsBySkill, |sql| {
             keys.iter().map(|k| sql.arg(k.as_str())).collect()
         })
@@ -773,59 +796,53 @@ pub async fn curation_candidates(
         let listed = tallies::total(Tally::ListedExperts, Some("true"))
             .read(ex.re())
             .await?;
-        let skills = sql.arg_list(&skill_ids);
         match SetTest::cheaper(holders, walk, listed) {
-            SetTest::Lookup => format!(
-                "SELECT {CANDIDATE} FROM profiles p
-                   JOIN profile_skills ps ON ps.profile_id = p.id AND ps.skill_id IN ({skills})
-                   JOIN users u ON u.id = p.user_id
-                 WHERE {eligible}
-                 GROUP BY p.id, p.user_id, p.expert_level, p.internal_rating
-                 ORDER BY COUNT(*) DESC, {CURATION_RANK} LIMIT {bound}"
-            ),
-            // The count of skills held is a scalar subquery, not a join or `EXISTS`, so the
-            // planner cannot start from the skills' holders: it walks the rank's index.
-            SetTest::Probe => {
-                let held = format!(
-                    "(SELECT COUNT(*) FROM profile_skills ps
-                       WHERE ps.profile_id = p.id AND ps.skill_id IN ({skills}))"
-                );
+            SetTest::Lookup => {
+                let ids: Vec<i64> = skills.iter().map(|(id, _)| *id).collect();
+                let ids = sql.arg_list(&ids);
+                let bound = sql.arg(bound);
                 format!(
-                    "SELECT {CANDIDATE} FROM (
-                         SELECT p.id, p.user_id, p.expert_level, p.internal_rating, {held} AS held
-                           FROM profiles p JOIN users u ON u.id = p.user_id
-                          WHERE {eligible} AND {held} > 0
-                          ORDER BY {CURATION_RANK} LIMIT {walk}) p
-                     ORDER BY held DESC, {CURATION_RANK} LIMIT {bound}"
+                    "SELECT {CANDIDATE} FROM profiles p
+                       JOIN profile_skills ps ON ps.profile_id = p.id AND ps.skill_id IN ({ids})
+                     WHERE {eligible}
+                     GROUP BY p.id, p.user_id, p.expert_level, p.internal_rating, p.skill_ids
+                     ORDER BY COUNT(*) DESC, {CURATION_RANK} LIMIT {bound}"
+                )
+            }
+            // Each entry of the rank's index holds the expert's skills: the walk reads no
+            // profile and probes no skill.
+            SetTest::Probe => {
+                let held_any: Vec<String> = skills
+                    .iter()
+                    .map(|(id, _)| format!("p.skill_ids LIKE {}", sql.arg(format!("%,{id},%"))))
+                    .collect();
+                let walk = sql.arg(walk);
+                format!(
+                    "SELECT {CANDIDATE} FROM profiles p
+                     WHERE ({held_any}) AND {eligible}
+                     ORDER BY {CURATION_RANK} LIMIT {walk}",
+                    held_any = held_any.join(" OR ")
                 )
             }
         }
     };
-    let mut candidates: Vec<CurationCandidate> = sql.with_text(&text).fetch_all(ex.re()).await?;
-    if candidates.is_empty() || skill_ids.is_empty() {
-        return Ok(candidates);
-    }
-    let mut of = Sql::default();
-    let ids: Vec<i64> = candidates.iter().map(|c| c.profile_id).collect();
-    let list = of.arg_list(&ids);
-    let skills = of.arg_list(&skill_ids);
-    let held: Vec<(i64, String)> = of
-        .with_text(&format!(
-            "SELECT ps.profile_id, s.name FROM profile_skills ps
-             JOIN skills s ON s.id = ps.skill_id
-             WHERE ps.profile_id IN ({list}) AND ps.skill_id IN ({skills})"
-        ))
-        .fetch_all(ex)
-        .await?;
+    let mut candidates: Vec<CurationCandidate> = sql.with_text(&text).fetch_all(ex).await?;
     for c in &mut candidates {
-        let held = held.iter().filter(|s| s.0 == c.profile_id);
-        c.skills = held.map(|s| s.1.clone()).collect();
+        c.skills = skills
+            .iter()
+            .filter(|(id, _)| c.holds(*id))
+            .map(|(_, name)| name.clone())
+            .collect();
     }
+    // Walked in rank order: the most skills held first, in that order (a stable sort).
+    candidates.sort_by_key(|c| std::cmp::Reverse(c.skills.len()));
+    candidates.truncate(usize::try_from(bound).unwrap_or(0));
     Ok(candidates)
 }
 
 /// What a curation candidate is read with ([`CurationCandidate`]), from profiles `p`.
-const CANDIDATE: &str = "p.id AS profile_id, p.user_id, p.expert_level, p.internal_rating";
+const CANDIDATE: &str =
+    "p.id AS profile_id, p.user_id, p.expert_level, p.internal_rating, p.skill_ids";
 
 /// The profiles of `ids` that exist, each with its skills' names, by profile id: the experts a
 /// curation suggests.

@@ -3423,18 +3423,19 @@ async fn skill_directory_pages_agree_whether_probed_or_looked_up() {
     }
 }
 
-/// Curation's candidates (migration 0042's rank): verified, available experts of active
+/// Curation's candidates (migration 0051's rank): verified, available experts of active
 /// users other than the one excluded, holding a required skill, ranked by skills held, then
 /// level, then internal rating. Required skills held by few are looked up, every holder
 /// ranked; held by many (their count squared over the walk times the verified experts), the
 /// walk keeps the `4 × bound` best holders by level and rating before ranking them. Both are
-/// the rows' answer, recomputed here; each candidate comes with the required skills it holds.
+/// the rows' answer, recomputed here; each candidate comes with the required skills it holds,
+/// also after experts changed their skills.
 #[actix_web::test]
 async fn curation_candidates_rank_skills_held_then_level_and_rating() {
     use marketplace::store::profiles::curation_candidates;
     let m = crate::market::Market::open().await;
     // Skills, level, internal rating, and whether curation may suggest the expert.
-    let specs: [(&[&str], &str, Option<f64>, &str); 15] = [
+    let specs: [(&[&str], &str, Option<f64>, &str); 16] = [
         (&["Python", "Go"], "Enterprise", Some(4.0), "listed"),
         (&["Python"], "Pro", Some(5.0), "listed"),
         (&["Python", "Go", "Rust"], "Global", Some(1.2), "listed"),
@@ -3450,6 +3451,7 @@ async fn curation_candidates_rank_skills_held_then_level_and_rating() {
         (&["Python", "Go"], "Enterprise", Some(5.0), "unverified"),
         (&["Python", "Go"], "Enterprise", Some(5.0), "busy"),
         (&["SQL"], "Pro", Some(4.0), "listed"),
+        (&["Python", "Go"], "Enterprise", Some(5.0), "inactive"),
     ];
     let mut experts = Vec::new();
     for (i, (skills, level, rating, kind)) in specs.iter().enumerate() {
@@ -3464,6 +3466,13 @@ async fn curation_candidates_rank_skills_held_then_level_and_rating() {
             .bind(if *kind == "busy" { "busy" } else { "available" })
             .execute(c).await.map(drop))
         .unwrap();
+        if *kind == "inactive" {
+            marketplace::on_exec!(conn.exec(), c => sqlx::query(
+                "UPDATE users SET is_active = FALSE WHERE id = $1")
+                .bind(experts[i].0.id)
+                .execute(c).await.map(drop))
+            .unwrap();
+        }
     }
     // A review by a company shown to everyone, and one still blind: only the first counts.
     let company = m.company("curating").await;
@@ -3495,69 +3504,97 @@ async fn curation_candidates_rank_skills_held_then_level_and_rating() {
             experts[i].0.id,
         )
     };
-    // The answer from the rows: holders by rank, `walk` of them when walked, then by skills held.
-    let expected = |required: &[&str], bound: usize, walked: bool| {
-        let held = |i: usize| {
-            specs[i]
-                .0
-                .iter()
-                .filter(|s| required.contains(&s.to_lowercase().as_str()))
-                .count()
-        };
-        let mut holders: Vec<usize> = (0..specs.len())
-            .filter(|&i| specs[i].3 == "listed" && held(i) > 0)
-            .collect();
-        holders.sort_by_key(|&i| rank(i));
-        if walked {
-            holders.truncate(4 * bound);
-        }
-        holders.sort_by_key(|&i| (std::cmp::Reverse(held(i)), rank(i)));
-        holders.truncate(bound);
-        // Which experts, not their order: the workflow orders them by score.
-        let mut ids: Vec<i64> = holders.into_iter().map(|i| experts[i].0.id).collect();
-        ids.sort_unstable();
-        ids
-    };
     let chosen = |candidates: &[marketplace::store::profiles::CurationCandidate]| {
         let mut ids: Vec<i64> = candidates.iter().map(|c| c.user_id).collect();
         ids.sort_unstable();
         ids
     };
+    let mut holds: Vec<Vec<&str>> = specs.iter().map(|s| s.0.to_vec()).collect();
     let mut conn = m.app.db.conn().await.unwrap();
-    // 12 verified experts: Python's 11 holders are many for a walk of 8 (121 > 8 × 12), Rust's
-    // 3 few (9 < 96).
-    for (required, walked) in [
-        (vec!["python"], true),
-        (vec!["python", "go"], true),
-        (vec!["rust"], false),
-        (vec!["rust", "sql"], false),
-    ] {
-        let names: Vec<String> = required.iter().map(|s| s.to_string()).collect();
-        let got = curation_candidates(conn.exec(), &names, Some(excluded), 2)
-            .await
-            .unwrap();
-        assert_eq!(chosen(&got), expected(&required, 2, walked), "{required:?}");
-        // Walked or not, everyone when the bound is past them: the lookup's full ranking.
-        let all = curation_candidates(conn.exec(), &names, Some(excluded), 50)
-            .await
-            .unwrap();
-        assert_eq!(
-            chosen(&all),
-            expected(&required, 50, false),
-            "{required:?}, all"
-        );
-        for c in &all {
-            let i = experts.iter().position(|e| e.0.id == c.user_id).unwrap();
-            let mut held: Vec<String> = specs[i]
-                .0
-                .iter()
-                .filter(|s| required.contains(&s.to_lowercase().as_str()))
-                .map(|s| s.to_string())
+    // The second round after three experts changed their skills: one dropped them all, one
+    // Python, one added Rust (the skills each profile's row holds, migration 0051, follow).
+    for round in 0..2 {
+        if round == 1 {
+            drop(conn);
+            let changes = [
+                (0usize, vec![]),
+                (2, vec!["Go", "Rust"]),
+                (8, vec!["Python", "Rust"]),
+            ];
+            for (i, skills) in changes {
+                edit(&m, i, &experts, serde_json::json!({"skills": skills})).await;
+                let mut conn = m.app.db.conn().await.unwrap();
+                marketplace::on_exec!(conn.exec(), c => sqlx::query(
+                    "UPDATE profiles SET is_verified = TRUE, availability = 'available'
+                      WHERE id = $1")
+                    .bind(experts[i].1)
+                    .execute(c).await.map(drop))
+                .unwrap();
+                holds[i] = skills;
+            }
+            conn = m.app.db.conn().await.unwrap();
+        }
+        // The answer from the rows: holders by rank, `walk` of them when walked, then by
+        // skills held.
+        let expected = |required: &[&str], bound: usize, walked: bool| {
+            let held = |i: usize| {
+                holds[i]
+                    .iter()
+                    .filter(|s| required.contains(&s.to_lowercase().as_str()))
+                    .count()
+            };
+            let mut holders: Vec<usize> = (0..specs.len())
+                .filter(|&i| specs[i].3 == "listed" && held(i) > 0)
                 .collect();
-            let mut skills = c.skills.clone();
-            held.sort();
-            skills.sort();
-            assert_eq!(skills, held, "{required:?}, expert {i}");
+            holders.sort_by_key(|&i| rank(i));
+            if walked {
+                holders.truncate(4 * bound);
+            }
+            holders.sort_by_key(|&i| (std::cmp::Reverse(held(i)), rank(i)));
+            holders.truncate(bound);
+            // Which experts, not their order: the workflow orders them by score.
+            let mut ids: Vec<i64> = holders.into_iter().map(|i| experts[i].0.id).collect();
+            ids.sort_unstable();
+            ids
+        };
+        // 12 verified experts: Python's 11 holders (9 in the second round) are many for a
+        // walk of 2 alone, 8 with Go (121 > 8 × 12), Rust's 3 (4) few (9 < 96).
+        for (required, walked) in [
+            (vec!["python"], true),
+            (vec!["python", "go"], true),
+            (vec!["rust"], false),
+            (vec!["rust", "sql"], false),
+        ] {
+            let names: Vec<String> = required.iter().map(|s| s.to_string()).collect();
+            let got = curation_candidates(conn.exec(), &names, Some(excluded), 2)
+                .await
+                .unwrap();
+            assert_eq!(
+                chosen(&got),
+                expected(&required, 2, walked),
+                "round {round}, {required:?}"
+            );
+            // Walked or not, everyone when the bound is past them: the lookup's full ranking.
+            let all = curation_candidates(conn.exec(), &names, Some(excluded), 50)
+                .await
+                .unwrap();
+            assert_eq!(
+                chosen(&all),
+                expected(&required, 50, false),
+                "{required:?}, all"
+            );
+            for c in &all {
+                let i = experts.iter().position(|e| e.0.id == c.user_id).unwrap();
+                let mut held: Vec<String> = holds[i]
+                    .iter()
+                    .filter(|s| required.contains(&s.to_lowercase().as_str()))
+                    .map(|s| s.to_string())
+                    .collect();
+                let mut skills = c.skills.clone();
+                held.sort();
+                skills.sort();
+                assert_eq!(skills, held, "{required:?}, expert {i}");
+            }
         }
     }
     // Without required skills: the best by level and rating, whatever they hold.
