@@ -7,7 +7,8 @@
 //!   cap, refresh reuse, password change, suspension, deactivation, role change, deletion)
 //!   replaces after its commit and before it answers. A request reads the epoch first and uses
 //!   an entry only if its tag is the current epoch, so no instance serves a session after the
-//!   answer that ended it.
+//!   answer that ended it. An epoch missing there (expired, or the cache restarted empty) is
+//!   set afresh before it is used, so no entry tagged before matches it.
 //! - **Other changes are announced.** A trigger (migration 0010) announces every change to a
 //!   user, its roles or its sessions at commit on the channel `auth_changed`, and each
 //!   instance's listener forgets that user's entries (an e-mail or a name changed elsewhere).
@@ -34,8 +35,8 @@ pub const CHANNEL: &str = "auth_changed";
 /// service with more live sessions than this reads the rest from the database).
 const CAPACITY: usize = 50_000;
 
-/// How long an entry is used at most, well within [`EPOCH_TTL`]: an epoch value could only
-/// come back after its key expired.
+/// How long an entry is used at most, well within [`EPOCH_TTL`]: a bound beside the epoch and
+/// the announcements.
 const MAX_AGE: Duration = Duration::from_secs(600);
 
 /// The shared cache's key of the sessions' epoch, and how long a value lives there.

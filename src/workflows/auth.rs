@@ -13,7 +13,7 @@ use crate::domain::access_token::revoke_reason;
 use crate::domain::access_token::{Bearer, TokenRejection};
 use crate::domain::token::{constant_time_eq, hash_token, random_token};
 use crate::domain::user::Role;
-use crate::integrations::cache::CacheError;
+use crate::integrations::cache::{CacheError, fresh_token, token_or_fresh};
 use crate::state::AppState;
 use crate::store::sessions::{self, NewSession, Session};
 use crate::store::users::User;
@@ -207,11 +207,9 @@ async fn session_with_user(
     let mut held = None;
     // `None` while the cache is not listening: then nothing is served or kept.
     if let Some(start) = state.sessions.read_start() {
-        let epoch = state
-            .cache
-            .get(session_cache::EPOCH_KEY)
-            .await?
-            .unwrap_or_default();
+        let key = session_cache::EPOCH_KEY;
+        let found = state.cache.get(key).await?;
+        let epoch = token_or_fresh(&*state.cache, key, found, session_cache::EPOCH_TTL).await?;
         if let Some(found) = state.sessions.get(session_id, &epoch) {
             return Ok(Some(found));
         }
@@ -252,7 +250,7 @@ pub async fn session_ended(state: &AppState, session_id: i64) -> Result<(), Cach
 }
 
 async fn new_epoch(state: &AppState) -> Result<(), CacheError> {
-    let epoch = random_token(12);
+    let epoch = fresh_token();
     state
         .cache
         .set(session_cache::EPOCH_KEY, &epoch, session_cache::EPOCH_TTL)

@@ -16,8 +16,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::domain::token::random_token;
-use crate::integrations::cache::{Cache, CacheError};
+use crate::integrations::cache::{Cache, CacheError, fresh_token, token_or_fresh};
 use crate::state::AppState;
 use crate::store::kept_projects::{Kept, KeptProjects, Tokens};
 use crate::store::projects::Project;
@@ -71,8 +70,8 @@ async fn tokens_of(cache: &dyn Cache, id: i64) -> Option<Tokens> {
         let every = found.next().flatten();
         let project = found.next().flatten();
         Ok::<_, CacheError>(Tokens {
-            every: current(cache, &keys[0], every).await?,
-            project: current(cache, &keys[1], project).await?,
+            every: token_or_fresh(cache, &keys[0], every, TOKEN_TTL).await?,
+            project: token_or_fresh(cache, &keys[1], project, TOKEN_TTL).await?,
         })
     };
     match read.await {
@@ -84,30 +83,8 @@ async fn tokens_of(cache: &dyn Cache, id: i64) -> Option<Tokens> {
     }
 }
 
-/// The token `found` under `key`, or a fresh one set there when none was.
-async fn current(
-    cache: &dyn Cache,
-    key: &str,
-    found: Option<String>,
-) -> Result<String, CacheError> {
-    if let Some(token) = found {
-        return Ok(token);
-    }
-    let fresh = fresh_token();
-    if cache.set_if_absent(key, &fresh, TOKEN_TTL).await? {
-        return Ok(fresh);
-    }
-    // Another request set one between the two calls: that one.
-    Ok(cache.get(key).await?.unwrap_or(fresh))
-}
-
 fn project_key(id: i64) -> String {
     format!("{PROJECT_KEY}{id}")
-}
-
-/// A new token: 96 random bits, as the sessions' epoch (`workflows::auth`).
-fn fresh_token() -> String {
-    random_token(12)
 }
 
 /// Told by the store after each commit that wrote project rows: forgets them here and

@@ -998,6 +998,39 @@ async fn the_registration_session_refreshes_with_its_session_id() {
     app.stop().await;
 }
 
+/// The sessions' epoch lost from the shared cache (expired, or Redis restarted empty) is set
+/// afresh by the next request that keeps a session in memory, and differently each time: no
+/// session kept in memory before stays tagged with the epoch in force, and none is tagged
+/// with a value a missing key would read as. Only PostgreSQL with Redis keeps sessions.
+#[actix_web::test]
+async fn a_lost_session_epoch_is_set_afresh() {
+    use marketplace::store::session_cache::EPOCH_KEY;
+    let app = spawn_app().await;
+    let held = app.state.db.engine() == "postgres" && app.state.cache.backend() == "redis";
+    if held {
+        let listening = || app.state.sessions.is_listening().then_some(());
+        crate::helpers::wait_for(std::time::Duration::from_secs(10), listening)
+            .await
+            .expect("the instance listens for session changes");
+    }
+    register(&app, "epochs", &["empresa"]).await;
+    let token = login(&app, "epochs", PASSWORD).await;
+    let mut seen = Vec::new();
+    for round in 0..2 {
+        app.state.cache.delete(EPOCH_KEY).await.unwrap();
+        assert_eq!(me(&app, &token).await.status(), 200, "round {round}");
+        let epoch = app.state.cache.get(EPOCH_KEY).await.unwrap();
+        assert_eq!(epoch.is_some(), held, "round {round}: {epoch:?}");
+        if let Some(epoch) = epoch {
+            assert!(epoch.len() >= 16, "round {round}: {epoch}");
+            assert!(!seen.contains(&epoch), "round {round}: {epoch} again");
+            seen.push(epoch);
+        }
+        assert_eq!(me(&app, &token).await.status(), 200, "round {round}");
+    }
+    app.stop().await;
+}
+
 /// On PostgreSQL with Redis each instance keeps sessions in memory between requests; a change made on
 /// one instance holds on the other from its very next request: a logout, a change of the
 /// user's roles and a suspension, each right after the other instance served that session.

@@ -146,6 +146,30 @@ pub async fn connect_prefixed(
     Ok(cache)
 }
 
+/// A new random token for a key that stamps what instances keep (96 bits).
+pub fn fresh_token() -> String {
+    crate::domain::token::random_token(12)
+}
+
+/// The token under `key` (`found`, as just read there), or a fresh one set there when none
+/// was: a key expired or lost with the cache never reads as a value something was kept under.
+pub async fn token_or_fresh(
+    cache: &dyn Cache,
+    key: &str,
+    found: Option<String>,
+    ttl: Duration,
+) -> Result<String, CacheError> {
+    if let Some(token) = found {
+        return Ok(token);
+    }
+    let fresh = fresh_token();
+    if cache.set_if_absent(key, &fresh, ttl).await? {
+        return Ok(fresh);
+    }
+    // Another caller set one between the two calls: that one.
+    Ok(cache.get(key).await?.unwrap_or(fresh))
+}
+
 /// Longest TTL or window accepted; longer ones are shortened to it so that deadline
 /// arithmetic cannot overflow.
 const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
