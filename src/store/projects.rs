@@ -172,10 +172,10 @@ pub async fn count_by_company(ex: Exec<'_>, company_id: i64) -> StoreResult<i64>
     .await)?)
 }
 
-/// How many projects an expert has been selected for (the first needs complete fiscal data).
-pub async fn count_assigned_to(ex: Exec<'_>, expert_id: i64) -> StoreResult<i64> {
+/// Whether an expert was ever selected for a project (the first needs complete fiscal data).
+pub async fn ever_assigned(ex: Exec<'_>, expert_id: i64) -> StoreResult<bool> {
     Ok(on_exec!(ex, c => sqlx::query_scalar(
-        "SELECT COUNT(*) FROM projects WHERE expert_id = $1",
+        "SELECT EXISTS (SELECT 1 FROM projects WHERE expert_id = $1)",
     )
     .bind(expert_id)
     .fetch_one(c)
@@ -504,12 +504,12 @@ pub async fn list_assigned_to(
     .bind(offset)
     .fetch_all(c)
     .await)?;
-    let total: i64 = on_exec!(ex, c => sqlx::query_scalar(
-        "SELECT COUNT(*) FROM projects WHERE expert_id = $1",
-    )
-    .bind(expert_id)
-    .fetch_one(c)
-    .await)?;
+    // Kept by the writes (migration 0032), as `assigned_counts` reads them.
+    let keys = super::tallies::state_keys("expert:", &ProjectStatus::ALL, ProjectStatus::as_str);
+    let total =
+        super::tallies::user_total(super::tallies::Tally::ProjectsByParty, expert_id, &keys)
+            .read(ex)
+            .await?;
     Ok((items, total))
 }
 

@@ -91,7 +91,7 @@ async fn select_now(
     let fiscal_complete = profiles::find_by_user(conn.exec(), expert_id, "experto")
         .await?
         .is_some_and(|pr| pr.fiscal_data_complete);
-    if !fiscal_complete && projects::count_assigned_to(conn.exec(), expert_id).await? == 0 {
+    if !fiscal_complete && !projects::ever_assigned(conn.exec(), expert_id).await? {
         drop(conn);
         fiscal_data_required(state, expert_id, "experto", "start your first project").await?;
         return Err(FlowError::rule(

@@ -1714,8 +1714,9 @@ async fn admin_profile_totals_follow_verification_and_type() {
 }
 
 /// Each user's projects and applications, kept by the writes: a company's and an expert's
-/// own list (`/api/projects/my`, with and without a status) and an expert's statistics
-/// equal a count of the rows through creation, assignment, moves, a fold and deletes.
+/// own list (`/api/projects/my`, with and without a status), an expert's statistics and their
+/// lists of assigned projects and applications equal a count of the rows through creation,
+/// assignment, moves, a fold and deletes.
 #[actix_web::test]
 async fn party_totals_follow_ownership_assignment_and_status() {
     use marketplace::store::applications::{self, Proposal};
@@ -1782,7 +1783,7 @@ async fn party_totals_follow_ownership_assignment_and_status() {
             let stats = json(
                 app.client
                     .get(app.url("/api/expert/stats"))
-                    .bearer_auth(expert)
+                    .bearer_auth(&expert)
                     .send()
                     .await
                     .unwrap(),
@@ -1810,10 +1811,23 @@ async fn party_totals_follow_ownership_assignment_and_status() {
                 "SELECT COUNT(*) FROM applications WHERE expert_id = $1 AND status = 'pending'",
                 expert_id,
             );
+            let pending = pending.await;
+            assert_eq!(stats["applications"]["pending"], pending, "{step}: {stats}");
+            // The expert's own lists read the same kept totals.
+            let token = Some(expert.as_str());
+            let lists = (
+                listed_total(app, "/api/expert/assigned-projects", token).await,
+                listed_total(app, "/api/expert/applications", token).await,
+                listed_total(app, "/api/expert/applications?status=pending", token).await,
+            );
             assert_eq!(
-                stats["applications"]["pending"],
-                pending.await,
-                "{step}: {stats}"
+                lists,
+                (
+                    stats["projects"]["total"].as_i64().unwrap(),
+                    stats["applications"]["total"].as_i64().unwrap(),
+                    pending
+                ),
+                "{step}"
             );
             (totals, stats["projects"]["completed"].as_i64().unwrap())
         }
