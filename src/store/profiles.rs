@@ -713,11 +713,11 @@ pub struct CurationCandidate {
 }
 
 impl CurationCandidate {
-    /// Whether the expert holds the skill `id`.
-    fn holds(&self, id: i64) -> bool {
+    /// Whether the expert holds the skill whose id is `pattern` (`,<id>,`).
+    fn holds(&self, pattern: &str) -> bool {
         self.skill_ids
             .as_deref()
-            .is_some_and(|ids| ids.contains(&format!(",{id},")))
+            .is_some_and(|ids| ids.contains(pattern))
     }
 }
 
@@ -827,11 +827,15 @@ pub async fn curation_candidates(
         }
     };
     let mut candidates: Vec<CurationCandidate> = sql.with_text(&text).fetch_all(ex).await?;
+    let patterns: Vec<(String, &String)> = skills
+        .iter()
+        .map(|(id, name)| (format!(",{id},"), name))
+        .collect();
     for c in &mut candidates {
-        c.skills = skills
+        c.skills = patterns
             .iter()
-            .filter(|(id, _)| c.holds(*id))
-            .map(|(_, name)| name.clone())
+            .filter(|(pattern, _)| c.holds(pattern))
+            .map(|(_, name)| (*name).clone())
             .collect();
     }
     // Walked in rank order: the most skills held first, in that order (a stable sort).
