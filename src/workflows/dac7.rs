@@ -11,6 +11,7 @@ use crate::domain::dac7::{self, Dac7ReviewStatus, amount, csv_field, is_reportab
 use crate::domain::money::minor_to_number;
 use crate::integrations::mail::Template;
 use crate::state::AppState;
+use crate::store::Db;
 use crate::store::dac7::{self as store, SellerYear};
 use crate::store::events::{self, NewEvent};
 use crate::store::profiles::{self, Profile};
@@ -265,12 +266,31 @@ const REPORT_HEADER: &str = "year,user_id,fiscal_name,tax_id,vat_number,fiscal_t
      fiscal_address,fiscal_postal_code,fiscal_city,fiscal_country,currency,gross_q1,gross_q2,\
      gross_q3,gross_q4,gross_total,commission_total,net_total,paid_activities,review_status\n";
 
-/// How many lines of the report may wait for a slow client before its reading stops.
-const REPORT_LINES_BUFFERED: usize = 64;
+/// The report goes out in pieces of about this many bytes, not a piece per line.
+const REPORT_PIECE_BYTES: usize = 64 * 1024;
 
-/// The annual report: a CSV header, then one line per reportable seller of `year`, streamed
-/// as the database answers them, so a report of any size takes the memory of a few lines.
-/// A failure after the first line ends the stream early (logged): the client sees a
+/// How many pieces of the report may wait for a slow client before its reading stops.
+const REPORT_PIECES_BUFFERED: usize = 4;
+
+type ReportPieces = tokio::sync::mpsc::Sender<Result<String, std::io::Error>>;
+
+/// Why the report's writing stopped before its end.
+enum Stopped {
+    /// The client went away: nothing more to read.
+    ClientGone,
+    Failed(crate::store::StoreError),
+}
+
+impl From<crate::store::StoreError> for Stopped {
+    fn from(e: crate::store::StoreError) -> Self {
+        Stopped::Failed(e)
+    }
+}
+
+/// The annual report: a CSV header, then one line per reportable seller of `year` by account
+/// id, streamed as the database answers them, so a report of any size takes the memory of a
+/// few pieces.
+/// A failure after the first piece ends the stream early (logged): the client sees a
 /// truncated download, never a report that silently misses sellers.
 pub fn report_csv(
     state: &AppState,
@@ -278,45 +298,43 @@ pub fn report_csv(
 ) -> FlowResult<impl futures_util::Stream<Item = Result<String, std::io::Error>> + use<>> {
     check_year(year)?;
     let db = state.db.clone();
-    let (lines, received) = tokio::sync::mpsc::channel(REPORT_LINES_BUFFERED);
+    let (pieces, received) = tokio::sync::mpsc::channel(REPORT_PIECES_BUFFERED);
     actix_web::rt::spawn(async move {
-        use futures_util::StreamExt as _;
-        if lines.send(Ok(REPORT_HEADER.to_owned())).await.is_err() {
-            return;
-        }
-        let mut conn = match db.conn().await {
-            Ok(conn) => conn,
-            Err(e) => {
-                tracing::error!(error = %e, "DAC7 report not read");
-                let _ = lines
-                    .send(Err(std::io::Error::other("report interrupted")))
-                    .await;
-                return;
-            }
-        };
-        let mut sellers = store::year_income_stream(conn.exec(), year);
-        while let Some(seller) = sellers.next().await {
-            let line = match seller {
-                Ok(s) if is_reportable(s.paid_activities, s.gross_minor) => report_line(year, &s),
-                Ok(_) => continue,
-                Err(e) => {
-                    tracing::error!(error = %e, "DAC7 report interrupted");
-                    let _ = lines
-                        .send(Err(std::io::Error::other("report interrupted")))
-                        .await;
-                    return;
-                }
-            };
-            // The client went away: stop reading.
-            if lines.send(Ok(line)).await.is_err() {
-                return;
-            }
+        if let Err(Stopped::Failed(error)) = write_report(&db, year, &pieces).await {
+            tracing::error!(%error, "DAC7 report interrupted");
+            let _ = pieces
+                .send(Err(std::io::Error::other("report interrupted")))
+                .await;
         }
     });
     Ok(futures_util::stream::unfold(
         received,
-        |mut received| async move { received.recv().await.map(|line| (line, received)) },
+        |mut received| async move { received.recv().await.map(|piece| (piece, received)) },
     ))
+}
+
+/// Sends the report's pieces to `pieces` as the sellers are read.
+async fn write_report(db: &Db, year: i32, pieces: &ReportPieces) -> Result<(), Stopped> {
+    use futures_util::StreamExt as _;
+    let send = |piece: String| async move {
+        pieces
+            .send(Ok(piece))
+            .await
+            .map_err(|_| Stopped::ClientGone)
+    };
+    let mut piece = String::from(REPORT_HEADER);
+    let mut conn = db.conn().await?;
+    let mut sellers = store::year_income_stream(conn.exec(), year);
+    while let Some(seller) = sellers.next().await {
+        let seller = seller?;
+        if is_reportable(seller.paid_activities, seller.gross_minor) {
+            piece.push_str(&report_line(year, &seller));
+        }
+        if piece.len() >= REPORT_PIECE_BYTES {
+            send(std::mem::take(&mut piece)).await?;
+        }
+    }
+    send(piece).await
 }
 
 /// One seller's line of the report.

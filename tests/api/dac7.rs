@@ -225,3 +225,83 @@ async fn incomplete_fiscal_data_is_refused() {
         .await;
     assert_eq!(code(&json(r).await), "FISCAL_DATA_REQUIRED");
 }
+
+/// A report longer than one piece of the stream lists each reportable seller once, by
+/// account id; sellers under both thresholds stay out.
+#[actix_web::test]
+async fn the_report_lists_every_reportable_seller_once_by_account() {
+    let m = Market::open().await;
+    let year = m.app.clock.now().year();
+    // Every third account under both thresholds (one activity, EUR 1.00); the others above
+    // the consideration threshold (EUR 2,500.00).
+    let ids: Vec<i64> = (0..3_000).rev().map(|k| 4_000 + 7 * k).collect();
+    let reportable = |id: i64| id % 3 != 0;
+    let users = ids
+        .iter()
+        .map(|id| format!("({id}, 'seller{id}@example.com', 'seller{id}', 'x', 'experto', $1, $1)"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let tallies = ids
+        .iter()
+        .map(|id| {
+            let total = if reportable(*id) { 250_000 } else { 100 };
+            format!("('seller_income', '{year}-Q2 gross', {id}, 1, {total})")
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    {
+        let mut conn = m.app.db.conn().await.unwrap();
+        let now = m.app.clock.now();
+        marketplace::on_exec!(conn.exec(), c => async {
+            // Integers and fixed words only: nothing from outside the test.
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO users (id, email, username, password_hash, active_role, created_at,
+                                    updated_at) VALUES {users}"
+            )))
+            .bind(now)
+            .execute(&mut *c)
+            .await?;
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO tallies (name, key, user_id, n, total) VALUES {tallies}"
+            )))
+            .execute(&mut *c)
+            .await
+            .map(drop)
+        }
+        .await)
+        .unwrap();
+    }
+
+    let r = m
+        .as_admin(
+            Method::GET,
+            &format!("/api/dac7/admin/report?year={year}"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let csv = r.text().await.unwrap();
+    assert!(csv.len() > 64 * 1024, "more than one piece: {}", csv.len());
+    let listed: Vec<i64> = csv
+        .lines()
+        .skip(1)
+        .map(|line| line.split(',').nth(1).unwrap().parse().unwrap())
+        .collect();
+    let mut expected: Vec<i64> = ids.into_iter().filter(|id| reportable(*id)).collect();
+    expected.sort_unstable();
+    let first_difference = listed.iter().zip(&expected).find(|(got, want)| got != want);
+    assert!(
+        listed == expected,
+        "{} listed, {} expected; first difference (listed, expected): {first_difference:?}",
+        listed.len(),
+        expected.len()
+    );
+    assert!(
+        csv.lines()
+            .skip(1)
+            .all(|line| line
+                .ends_with(",eur,0.00,2500.00,0.00,0.00,2500.00,0.00,0.00,1,pending_review")),
+        "{}",
+        csv.lines().nth(1).unwrap()
+    );
+}
