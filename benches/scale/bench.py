@@ -59,16 +59,18 @@ def machine():
     return info
 
 
-def binary_info(path):
+def binary_info(path, build=None, commit=None):
+    """What was run. A binary copied out of the target directory names its build and commit
+    (--build, --commit): its path no longer tells them."""
     st = os.stat(path)
-    build = "release" if "/release/" in path else "debug"
-    commit = None
-    try:
-        commit = subprocess.run(["git", "-C", os.path.dirname(path) + "/../..", "rev-parse",
-                                 "--short", "HEAD"], capture_output=True, text=True,
-                                check=True).stdout.strip()
-    except (subprocess.CalledProcessError, OSError):
-        pass
+    build = build or ("release" if "/release/" in path else "debug")
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "-C", os.path.dirname(path) + "/../..", "rev-parse",
+                                     "--short", "HEAD"], capture_output=True, text=True,
+                                    check=True).stdout.strip()
+        except (subprocess.CalledProcessError, OSError):
+            pass
     return {"path": path, "profile": build,
             "mtime": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(st.st_mtime)),
             "source_commit": commit}
@@ -223,7 +225,7 @@ class Bench:
         size = a.size or m.get("size")
         binary = common.find_binary(a.binary)
         report = {"size": size, "engine": self.engine, "database": self.dbname(),
-                  "machine": machine(), "build": binary_info(binary),
+                  "machine": machine(), "build": binary_info(binary, a.build, a.commit),
                   "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "warmup": WARMUP, "requests": a.requests, "timeout_s": TIMEOUT,
                   "slow_seconds": a.slow_seconds, "slow_requests": a.slow_requests}
@@ -418,6 +420,10 @@ def main():
     ap.add_argument("--redis-url", help="Redis for the service (PostgreSQL runs only)")
     ap.add_argument("--json", help="write the full report (with plans) here")
     ap.add_argument("--binary", help="service binary (default: release, else debug build)")
+    ap.add_argument("--build", choices=["release", "debug"],
+                    help="the binary's build profile (default: from its path)")
+    ap.add_argument("--commit", help="the commit the binary was built from (default: the "
+                                     "checkout its path is in)")
     ap.add_argument("--data-dir", default="/work/scale-data")
     ap.add_argument("--manifest", help="manifest written by seed.py (default: "
                                        "<data-dir>/<db>.<engine>.manifest.json)")
