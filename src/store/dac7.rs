@@ -2,6 +2,7 @@
 
 use chrono::{DateTime, Utc};
 
+use super::listing::Sql;
 use super::tallies::Tally;
 use super::{Exec, StoreResult};
 use crate::domain::dac7::Dac7ReviewStatus;
@@ -211,33 +212,59 @@ pub async fn mark_reviewed(
     Ok(rows == 1)
 }
 
-/// Marks the year `notified` with its deadline; false when the expert already reviewed it.
+/// Marks the year `notified` with its deadline for each of `experts` who has not reviewed it
+/// yet, and their profiles: two statements however many they are. Answers those marked.
 pub async fn mark_notified(
     mut ex: Exec<'_>,
-    user_id: i64,
+    experts: &[i64],
     period: i64,
     review_deadline: &str,
     now: DateTime<Utc>,
-) -> StoreResult<bool> {
-    let rows = on_exec!(ex.re(), c => sqlx::query(
-        "INSERT INTO dac7_reviews (user_id, period, status, review_deadline, notified_at,
-                                   created_at, updated_at)
-         VALUES ($1, $2, 'notified', $3, $4, $4, $4)
-         ON CONFLICT (user_id, period) DO UPDATE
-             SET status = 'notified', review_deadline = $3, notified_at = $4, updated_at = $4
-             WHERE dac7_reviews.status <> 'reviewed'",
-    )
-    .bind(user_id)
-    .bind(period)
-    .bind(review_deadline)
-    .bind(now)
-    .execute(c)
-    .await
-    .map(|r| r.rows_affected()))?;
-    if rows == 1 {
-        set_profile_status(ex, user_id, Dac7ReviewStatus::Notified, period, None, now).await?;
+) -> StoreResult<Vec<i64>> {
+    if experts.is_empty() {
+        return Ok(Vec::new());
     }
-    Ok(rows == 1)
+    let mut sql = Sql::default();
+    let (year, deadline, at) = (sql.arg(period), sql.arg(review_deadline), sql.arg(now));
+    let rows: Vec<String> = experts
+        .iter()
+        .map(|id| {
+            format!(
+                "({}, {year}, 'notified', {deadline}, {at}, {at}, {at})",
+                sql.arg(*id)
+            )
+        })
+        .collect();
+    let marked: Vec<(i64,)> = sql
+        .with_text(&format!(
+            "INSERT INTO dac7_reviews (user_id, period, status, review_deadline, notified_at,
+                                       created_at, updated_at)
+             VALUES {rows}
+             ON CONFLICT (user_id, period) DO UPDATE
+                 SET status = 'notified', review_deadline = {deadline}, notified_at = {at},
+                     updated_at = {at}
+                 WHERE dac7_reviews.status <> 'reviewed'
+             RETURNING user_id",
+            rows = rows.join(", ")
+        ))
+        .fetch_all(ex.re())
+        .await?;
+    let marked: Vec<i64> = marked.into_iter().map(|(id,)| id).collect();
+    if !marked.is_empty() {
+        let mut sql = Sql::default();
+        let status = sql.arg(Dac7ReviewStatus::Notified.as_str());
+        let (year, at) = (sql.arg(period), sql.arg(now));
+        let list = sql.arg_list(&marked);
+        sql.with_text(&format!(
+            "UPDATE profiles SET dac7_review_status = {status}, dac7_review_period = {year},
+                    updated_at = {at}
+             WHERE user_id IN ({list}) AND profile_type = 'experto'
+             RETURNING user_id"
+        ))
+        .fetch_all::<(i64,)>(ex)
+        .await?;
+    }
+    Ok(marked)
 }
 
 /// The expert profile keeps the latest review (`dac7_review_*`).

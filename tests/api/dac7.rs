@@ -305,3 +305,107 @@ async fn the_report_lists_every_reportable_seller_once_by_account() {
         csv.lines().nth(1).unwrap()
     );
 }
+
+/// Asking more experts than one event holds: every expert with income and complete fiscal
+/// data is marked and told once, in one event per thousand; one who reviewed is skipped.
+#[actix_web::test]
+async fn notifying_thousands_of_experts_marks_and_tells_each_once() {
+    let m = Market::open().await;
+    let year = m.app.clock.now().year();
+    let ids: Vec<i64> = (0..1_500).map(|k| 20_000 + k).collect();
+    let reviewed = ids[700];
+    let listed = |rows: &dyn Fn(i64) -> String| {
+        ids.iter()
+            .map(|id| rows(*id))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let users =
+        listed(&|id| format!("({id}, 'tax{id}@example.com', 'tax{id}', 'x', 'experto', $1, $1)"));
+    let profiles = listed(&|id| format!("({id}, 'experto', TRUE, 'Seller {id}', $1, $1)"));
+    let tallies = listed(&|id| format!("('seller_income', '{year}-Q1 gross', {id}, 1, 50000)"));
+    {
+        let mut conn = m.app.db.conn().await.unwrap();
+        let now = m.app.clock.now();
+        // Integers and fixed words only: nothing from outside the test.
+        marketplace::on_exec!(conn.exec(), c => async {
+            for statement in [
+                format!(
+                    "INSERT INTO users (id, email, username, password_hash, active_role,
+                                        created_at, updated_at) VALUES {users}"
+                ),
+                format!(
+                    "INSERT INTO profiles (user_id, profile_type, fiscal_data_complete,
+                                           fiscal_name, created_at, updated_at) VALUES {profiles}"
+                ),
+                format!("INSERT INTO tallies (name, key, user_id, n, total) VALUES {tallies}"),
+                format!(
+                    "INSERT INTO dac7_reviews (user_id, period, status, reviewed_at, created_at,
+                                               updated_at)
+                     VALUES ({reviewed}, {year}, 'reviewed', $1, $1, $1)"
+                ),
+            ] {
+                sqlx::query(sqlx::AssertSqlSafe(statement))
+                    .bind(now)
+                    .execute(&mut *c)
+                    .await?;
+            }
+            Ok::<_, sqlx::Error>(())
+        }
+        .await)
+        .unwrap();
+    }
+
+    let r = m
+        .as_admin(
+            Method::POST,
+            "/api/dac7/admin/notify-experts",
+            Some(&j!({"year": year, "review_deadline": format!("{}-03-31", year + 1)})),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let outcome = json(r).await;
+    assert_eq!(
+        (
+            outcome["notified_count"].as_i64(),
+            outcome["skipped_count"].as_i64()
+        ),
+        (Some(1_499), Some(1))
+    );
+    let count = |sql: &'static str| m.count(sql, i64::from(year));
+    assert_eq!(
+        count("SELECT COUNT(*) FROM dac7_reviews WHERE period = $1 AND status = 'notified'").await,
+        1_499
+    );
+    assert_eq!(
+        count(
+            "SELECT COUNT(*) FROM profiles
+              WHERE dac7_review_period = $1 AND dac7_review_status = 'notified'"
+        )
+        .await,
+        1_499
+    );
+    assert_eq!(
+        count(
+            "SELECT COUNT(*) FROM events
+              WHERE kind = 'dac7.experts_notified' AND aggregate_id = $1"
+        )
+        .await,
+        2,
+        "one event per thousand experts"
+    );
+    for expert in [ids[0], ids[999], ids[1_000], ids[1_499]] {
+        wait_notification(&m.app, expert, "dac7_review_requested").await;
+    }
+    let mut conn = m.app.db.conn().await.unwrap();
+    let told: Vec<i64> = marketplace::on_exec!(conn.exec(), c => sqlx::query_scalar(
+        "SELECT user_id FROM notifications WHERE type = 'dac7_review_requested' ORDER BY user_id")
+        .fetch_all(c).await)
+    .unwrap();
+    let expected: Vec<i64> = ids.iter().copied().filter(|id| *id != reviewed).collect();
+    assert_eq!(told.len(), expected.len());
+    assert!(
+        told == expected,
+        "each expert told once, the reviewed one not"
+    );
+}
