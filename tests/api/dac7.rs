@@ -157,13 +157,7 @@ async fn the_summary_review_notification_and_report_follow_released_money() {
     assert_eq!(r.status(), StatusCode::OK);
 
     // The annual report lists the reportable seller.
-    let r = m
-        .as_admin(
-            Method::GET,
-            &format!("/api/dac7/admin/report?year={year}"),
-            None,
-        )
-        .await;
+    let r = report(&m, year).await;
     assert_eq!(r.status(), StatusCode::OK);
     assert!(
         r.headers()["content-type"]
@@ -187,13 +181,7 @@ async fn the_summary_review_notification_and_report_follow_released_money() {
             "a cell starts a formula: {cell}"
         );
     }
-    let r = m
-        .as_admin(
-            Method::GET,
-            &format!("/api/dac7/admin/report?year={}", year - 1),
-            None,
-        )
-        .await;
+    let r = report(&m, year - 1).await;
     assert_eq!(
         r.text().await.unwrap().lines().count(),
         1,
@@ -236,49 +224,22 @@ async fn the_report_lists_every_reportable_seller_once_by_account() {
     // the consideration threshold (EUR 2,500.00).
     let ids: Vec<i64> = (0..3_000).rev().map(|k| 4_000 + 7 * k).collect();
     let reportable = |id: i64| id % 3 != 0;
-    let users = ids
-        .iter()
-        .map(|id| format!("({id}, 'seller{id}@example.com', 'seller{id}', 'x', 'experto', $1, $1)"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let tallies = ids
-        .iter()
-        .map(|id| {
-            let total = if reportable(*id) { 250_000 } else { 100 };
-            format!("('seller_income', '{year}-Q2 gross', {id}, 1, {total})")
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
-    {
-        let mut conn = m.app.db.conn().await.unwrap();
-        let now = m.app.clock.now();
-        marketplace::on_exec!(conn.exec(), c => async {
-            // Integers and fixed words only: nothing from outside the test.
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "INSERT INTO users (id, email, username, password_hash, active_role, created_at,
-                                    updated_at) VALUES {users}"
-            )))
-            .bind(now)
-            .execute(&mut *c)
-            .await?;
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "INSERT INTO tallies (name, key, user_id, n, total) VALUES {tallies}"
-            )))
-            .execute(&mut *c)
-            .await
-            .map(drop)
-        }
-        .await)
-        .unwrap();
-    }
+    store_rows(
+        &m,
+        &[
+            expert_accounts(&ids),
+            format!(
+                "INSERT INTO tallies (name, key, user_id, n, total) VALUES {}",
+                values(&ids, |id| {
+                    let total = if reportable(id) { 250_000 } else { 100 };
+                    format!("('seller_income', '{year}-Q2 gross', {id}, 1, {total})")
+                })
+            ),
+        ],
+    )
+    .await;
 
-    let r = m
-        .as_admin(
-            Method::GET,
-            &format!("/api/dac7/admin/report?year={year}"),
-            None,
-        )
-        .await;
+    let r = report(&m, year).await;
     assert_eq!(r.status(), StatusCode::OK);
     let csv = r.text().await.unwrap();
     assert!(csv.len() > 64 * 1024, "more than one piece: {}", csv.len());
@@ -314,47 +275,31 @@ async fn notifying_thousands_of_experts_marks_and_tells_each_once() {
     let year = m.app.clock.now().year();
     let ids: Vec<i64> = (0..1_500).map(|k| 20_000 + k).collect();
     let reviewed = ids[700];
-    let listed = |rows: &dyn Fn(i64) -> String| {
-        ids.iter()
-            .map(|id| rows(*id))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let users =
-        listed(&|id| format!("({id}, 'tax{id}@example.com', 'tax{id}', 'x', 'experto', $1, $1)"));
-    let profiles = listed(&|id| format!("({id}, 'experto', TRUE, 'Seller {id}', $1, $1)"));
-    let tallies = listed(&|id| format!("('seller_income', '{year}-Q1 gross', {id}, 1, 50000)"));
-    {
-        let mut conn = m.app.db.conn().await.unwrap();
-        let now = m.app.clock.now();
-        // Integers and fixed words only: nothing from outside the test.
-        marketplace::on_exec!(conn.exec(), c => async {
-            for statement in [
-                format!(
-                    "INSERT INTO users (id, email, username, password_hash, active_role,
-                                        created_at, updated_at) VALUES {users}"
-                ),
-                format!(
-                    "INSERT INTO profiles (user_id, profile_type, fiscal_data_complete,
-                                           fiscal_name, created_at, updated_at) VALUES {profiles}"
-                ),
-                format!("INSERT INTO tallies (name, key, user_id, n, total) VALUES {tallies}"),
-                format!(
-                    "INSERT INTO dac7_reviews (user_id, period, status, reviewed_at, created_at,
-                                               updated_at)
-                     VALUES ({reviewed}, {year}, 'reviewed', $1, $1, $1)"
-                ),
-            ] {
-                sqlx::query(sqlx::AssertSqlSafe(statement))
-                    .bind(now)
-                    .execute(&mut *c)
-                    .await?;
-            }
-            Ok::<_, sqlx::Error>(())
-        }
-        .await)
-        .unwrap();
-    }
+    store_rows(
+        &m,
+        &[
+            expert_accounts(&ids),
+            format!(
+                "INSERT INTO profiles (user_id, profile_type, fiscal_data_complete, fiscal_name,
+                                       created_at, updated_at) VALUES {}",
+                values(&ids, |id| format!(
+                    "({id}, 'experto', TRUE, 'Seller {id}', $1, $1)"
+                ))
+            ),
+            format!(
+                "INSERT INTO tallies (name, key, user_id, n, total) VALUES {}",
+                values(&ids, |id| format!(
+                    "('seller_income', '{year}-Q1 gross', {id}, 1, 50000)"
+                ))
+            ),
+            format!(
+                "INSERT INTO dac7_reviews (user_id, period, status, reviewed_at, created_at,
+                                           updated_at)
+                 VALUES ({reviewed}, {year}, 'reviewed', $1, $1, $1)"
+            ),
+        ],
+    )
+    .await;
 
     let r = m
         .as_admin(
@@ -408,4 +353,49 @@ async fn notifying_thousands_of_experts_marks_and_tells_each_once() {
         told == expected,
         "each expert told once, the reviewed one not"
     );
+}
+
+/// The annual report of `year`, as an administrator downloads it.
+async fn report(m: &Market, year: i32) -> reqwest::Response {
+    m.as_admin(
+        Method::GET,
+        &format!("/api/dac7/admin/report?year={year}"),
+        None,
+    )
+    .await
+}
+
+/// The statement writing an expert's account for each of `ids`, created at `$1`.
+fn expert_accounts(ids: &[i64]) -> String {
+    format!(
+        "INSERT INTO users (id, email, username, password_hash, active_role, created_at,
+                            updated_at) VALUES {}",
+        values(ids, |id| {
+            format!("({id}, 'seller{id}@example.com', 'seller{id}', 'x', 'experto', $1, $1)")
+        })
+    )
+}
+
+/// `row` for each of `ids`, as the rows of one `VALUES`.
+fn values(ids: &[i64], row: impl Fn(i64) -> String) -> String {
+    ids.iter().map(|id| row(*id)).collect::<Vec<_>>().join(", ")
+}
+
+/// Writes rows straight into the tables: the report and the review requests read accounts,
+/// profiles and the income the writes keep, however they came to be. Each statement runs with
+/// the clock's time as `$1`, and holds integers and fixed words only.
+async fn store_rows(m: &Market, statements: &[String]) {
+    let mut conn = m.app.db.conn().await.unwrap();
+    let now = m.app.clock.now();
+    marketplace::on_exec!(conn.exec(), c => async {
+        for statement in statements {
+            sqlx::query(sqlx::AssertSqlSafe(statement.as_str()))
+                .bind(now)
+                .execute(&mut *c)
+                .await?;
+        }
+        Ok::<_, sqlx::Error>(())
+    }
+    .await)
+    .unwrap();
 }
