@@ -51,8 +51,8 @@ pub struct SellerYear {
 /// `Tally::SellerIncome` (`$14`, migration 0044), whose twelve keys of the year are
 /// `$1`–`$12` ([`income_keys`]), the tax year `$13`, narrowed by `$narrowing` (conditions
 /// on the tally rows). The sums come out by account, so each expert's account, profile and
-/// review are looked up in id order, as they lie on disk, and the join needs no sort after:
-/// looked up in the order of a hash, the pages of a million accounts were read at random.
+/// review are looked up in id order, as they lie on disk, and the join needs no sort after
+/// (at M PostgreSQL's hash aggregate handed them out in hash order).
 macro_rules! year_income_sql {
     ($narrowing:literal) => {
         concat!(
@@ -199,15 +199,7 @@ pub async fn mark_reviewed(
     .await
     .map(|r| r.rows_affected()))?;
     if rows == 1 {
-        set_profile_status(
-            ex,
-            user_id,
-            Dac7ReviewStatus::Reviewed,
-            period,
-            Some(now),
-            now,
-        )
-        .await?;
+        set_profile_status(ex, &[user_id], Dac7ReviewStatus::Reviewed, period, now).await?;
     }
     Ok(rows == 1)
 }
@@ -250,44 +242,38 @@ pub async fn mark_notified(
         .fetch_all(ex.re())
         .await?;
     let marked: Vec<i64> = marked.into_iter().map(|(id,)| id).collect();
-    if !marked.is_empty() {
-        let mut sql = Sql::default();
-        let status = sql.arg(Dac7ReviewStatus::Notified.as_str());
-        let (year, at) = (sql.arg(period), sql.arg(now));
-        let list = sql.arg_list(&marked);
-        sql.with_text(&format!(
-            "UPDATE profiles SET dac7_review_status = {status}, dac7_review_period = {year},
-                    updated_at = {at}
-             WHERE user_id IN ({list}) AND profile_type = 'experto'
-             RETURNING user_id"
-        ))
-        .fetch_all::<(i64,)>(ex)
-        .await?;
-    }
+    set_profile_status(ex, &marked, Dac7ReviewStatus::Notified, period, now).await?;
     Ok(marked)
 }
 
-/// The expert profile keeps the latest review (`dac7_review_*`).
+/// The expert profiles of `experts` keep their latest review (`dac7_review_*`), in one
+/// statement: a review stamps its time, a request to review keeps the last review's.
 async fn set_profile_status(
     ex: Exec<'_>,
-    user_id: i64,
+    experts: &[i64],
     status: Dac7ReviewStatus,
     period: i64,
-    reviewed_at: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
 ) -> StoreResult<()> {
-    on_exec!(ex, c => sqlx::query(
-        "UPDATE profiles SET dac7_review_status = $2, dac7_review_period = $3,
-                dac7_reviewed_at = COALESCE($4, dac7_reviewed_at), updated_at = $5
-         WHERE user_id = $1 AND profile_type = 'experto'",
-    )
-    .bind(user_id)
-    .bind(status)
-    .bind(period)
-    .bind(reviewed_at)
-    .bind(now)
-    .execute(c)
-    .await
-    .map(drop))?;
+    if experts.is_empty() {
+        return Ok(());
+    }
+    let mut sql = Sql::default();
+    let (to, year, at) = (sql.arg(status.as_str()), sql.arg(period), sql.arg(now));
+    let reviewed_at = if status == Dac7ReviewStatus::Reviewed {
+        format!(", dac7_reviewed_at = {at}")
+    } else {
+        String::new()
+    };
+    let list = sql.arg_list(experts);
+    // `Sql` reads rows: the ids updated are read back only to run the statement.
+    sql.with_text(&format!(
+        "UPDATE profiles SET dac7_review_status = {to}, dac7_review_period = {year},
+                updated_at = {at}{reviewed_at}
+         WHERE user_id IN ({list}) AND profile_type = 'experto'
+         RETURNING user_id"
+    ))
+    .fetch_all::<(i64,)>(ex)
+    .await?;
     Ok(())
 }

@@ -82,6 +82,16 @@ async fn the_summary_review_notification_and_report_follow_released_money() {
     m.app.mails_about(&d.expert.email, "DAC7").await;
     let s = json(m.send(&d.expert, Method::GET, &summary_path, None).await).await;
     assert_eq!(s["review_status"], "notified");
+    assert_eq!(
+        m.count(
+            "SELECT COUNT(*) FROM profiles WHERE user_id = $1 AND profile_type = 'experto'
+                AND dac7_review_status = 'notified' AND dac7_reviewed_at IS NULL",
+            d.expert.id
+        )
+        .await,
+        1,
+        "a request to review stamps no review time"
+    );
     assert_eq!(s["review_deadline"], deadline.as_str());
 
     // The expert confirms once.
@@ -120,6 +130,16 @@ async fn the_summary_review_notification_and_report_follow_released_money() {
         )
         .await,
         1
+    );
+    assert_eq!(
+        m.count(
+            "SELECT COUNT(*) FROM profiles WHERE user_id = $1 AND profile_type = 'experto'
+                AND dac7_review_status = 'reviewed' AND dac7_reviewed_at IS NOT NULL",
+            d.expert.id
+        )
+        .await,
+        1,
+        "the profile keeps the review and its time"
     );
     let r = m
         .as_admin(
