@@ -43,6 +43,15 @@ INSERT INTO chat_sender_counts (project_id, sender_id, n)
     SELECT project_id, sender_id, COUNT(*) FROM chat_messages
      WHERE sender_id IS NOT NULL GROUP BY project_id, sender_id;
 
+-- Migration 0052: each release's link to its project's previous one (its triggers are off
+-- here too; the pairs are counted with the tallies below).
+SET session_replication_role = replica;
+UPDATE payments p SET prev_released_at = l.prev
+  FROM (SELECT id, LAG(released_at) OVER (PARTITION BY project_id ORDER BY released_at, id) AS prev
+          FROM payments WHERE status = 'released' AND released_at IS NOT NULL) l
+ WHERE p.id = l.id AND l.prev IS NOT NULL;
+SET session_replication_role = DEFAULT;
+
 -- Migration 0023: the platform tallies (the same recount as the migration's).
 TRUNCATE tallies, tally_deltas;
 INSERT INTO tallies (name, key, user_id, n, total)
@@ -194,6 +203,12 @@ SELECT 'growth:released', growth_day(released_at), 0, COUNT(*), SUM(amount_minor
 UNION ALL
 SELECT 'growth:revenue', growth_day(released_at), 0, COUNT(*), SUM(COALESCE(commission_minor, 0))
   FROM payments WHERE status = 'released' AND released_at IS NOT NULL GROUP BY 2
+UNION ALL
+SELECT 'growth:release_pair', growth_day(prev_released_at) || ' ' || growth_day(released_at), 0,
+       COUNT(*), 0
+  FROM payments
+ WHERE status = 'released' AND released_at IS NOT NULL AND prev_released_at IS NOT NULL
+ GROUP BY 2
 UNION ALL
 SELECT 'growth:rating:' || reviewer_role, growth_day(created_at), 0, COUNT(*), SUM(rating)
   FROM reviews WHERE visibility = 'published' AND reviewer_role IS NOT NULL

@@ -147,6 +147,13 @@ UNION ALL
 SELECT 'growth:revenue', substr(released_at, 1, 10), 0, COUNT(*), SUM(COALESCE(commission_minor, 0))
   FROM payments WHERE status = 'released' AND released_at IS NOT NULL GROUP BY 2
 UNION ALL
+-- Migration 0052: the links themselves were written by its triggers as the rows came.
+SELECT 'growth:release_pair', substr(prev_released_at, 1, 10) || ' ' || substr(released_at, 1, 10),
+       0, COUNT(*), 0
+  FROM payments
+ WHERE status = 'released' AND released_at IS NOT NULL AND prev_released_at IS NOT NULL
+ GROUP BY 2
+UNION ALL
 SELECT 'growth:rating:' || reviewer_role, substr(created_at, 1, 10), 0, COUNT(*), SUM(rating)
   FROM reviews WHERE visibility = 'published' AND reviewer_role IS NOT NULL
    AND (revealed_at IS NOT NULL OR announced_at IS NOT NULL) GROUP BY 1, 2;

@@ -195,8 +195,12 @@ const DAY_FIGURES: [&str; 10] = [
 struct FromRows {
     revenue_minor: i64,
     released_minor: i64,
-    /// Distinct projects over the whole window: a sum of days would count a project twice.
-    released_projects: i64,
+    released_n: i64,
+    /// Releases at the ends whose project's previous release is in the window, and releases
+    /// of its whole days whose previous one is in the part of a day before them (migration
+    /// 0052): with the pairs of the tallies, each release but the first of its project there.
+    released_again_at_ends: i64,
+    released_again_after_head: i64,
     private_created: i64,
     curated_created: i64,
     users_registered: i64,
@@ -233,6 +237,8 @@ pub async fn window(
     let kept_after_end = tallies::over_days(ex.re(), &["growth:assigned"], after_end.days).await?;
     let kept_after_start = tallies::over_days(ex.re(), &["growth:ended"], after_start.days).await?;
     let under_way = tallies::by_key(ex.re(), Tally::UnderWay).await?;
+    let released_again =
+        tallies::day_pairs_within(ex.re(), "growth:release_pair", cut.days).await?;
     let mut sql = Sql::default();
     let (h0, h1) = (sql.arg(cut.head.start), sql.arg(cut.head.end));
     let (t0, t1) = (sql.arg(cut.tail.start), sql.arg(cut.tail.end));
@@ -272,9 +278,11 @@ pub async fn window(
         "SELECT
             {revenue} AS revenue_minor,
             {released_amount} AS released_minor,
-            (SELECT COUNT(DISTINCT project_id) FROM payments
-              WHERE status = 'released' AND released_at >= {w0} AND released_at < {w1})
-              AS released_projects,
+            {released_n} AS released_n,
+            {released_again} AS released_again_at_ends,
+            (SELECT COUNT(*) FROM payments WHERE status = 'released'
+               AND prev_released_at >= {w0} AND prev_released_at < {h1}
+               AND released_at >= {d0} AND released_at < {d1}) AS released_again_after_head,
             {private} AS private_created,
             {curated} AS curated_created,
             {users} AS users_registered,
@@ -296,6 +304,12 @@ pub async fn window(
             "released_at"
         ),
         released_amount = at_ends("SUM(amount_minor)", released, "released_at"),
+        released_n = at_ends("COUNT(*)", released, "released_at"),
+        released_again = at_ends(
+            "COUNT(*)",
+            &format!("{released} AND prev_released_at >= {w0}"),
+            "released_at"
+        ),
         private = at_ends(
             "COUNT(*)",
             "projects WHERE project_type = 'private'",
@@ -359,7 +373,12 @@ pub async fn window(
     Ok(WindowFigures {
         revenue_minor: day("growth:revenue").1 + rows.revenue_minor,
         released_minor: day("growth:released").1 + rows.released_minor,
-        released_projects: rows.released_projects,
+        // A project released on in the window has one release there whose previous one is
+        // before it (or none): every release less those whose previous one is in the window.
+        released_projects: day("growth:released").0 + rows.released_n
+            - released_again
+            - rows.released_again_at_ends
+            - rows.released_again_after_head,
         projects_created: private + curated + rows.private_created + rows.curated_created,
         private_created: private + rows.private_created,
         curated_created: curated + rows.curated_created,

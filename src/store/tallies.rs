@@ -239,6 +239,33 @@ pub async fn over_days(
         .collect())
 }
 
+/// The count kept by `name` over pairs of days (key `<first day> <second day>`, migration
+/// 0052) whose two days both fall in `[first, until)`, the second never before the first.
+pub async fn day_pairs_within(
+    ex: Exec<'_>,
+    name: &str,
+    (first, until): (NaiveDate, NaiveDate),
+) -> StoreResult<i64> {
+    if first >= until {
+        return Ok(0);
+    }
+    let mut sql = Sql::default();
+    let name = sql.arg(name);
+    let (first, until) = (sql.arg(day_key(first)), sql.arg(day_key(until)));
+    // Keyed by the first day: a range of the primary key, whose second days are then read.
+    let rows = format!("name = {name} AND key >= {first} AND key < {until}");
+    sql.with_text(&format!(
+        "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM (
+             SELECT key, n FROM tallies WHERE {rows}
+             UNION ALL
+             SELECT key, n FROM tally_deltas WHERE {rows}) x
+         WHERE substr(key, 12) < {until}"
+    ))
+    .same_plan()
+    .fetch_count(ex)
+    .await
+}
+
 /// How many committed writes a count of writes (key '') holds: [`Tally::ProjectWrites`],
 /// [`Tally::ExpertWrites`].
 pub async fn written(ex: Exec<'_>, tally: Tally) -> StoreResult<i64> {

@@ -2338,7 +2338,7 @@ async fn review_totals_follow_visibility_reveal_clock_and_deletes() {
 }
 
 /// Whether a statement on the test's database comes to wait on a lock within ten seconds.
-async fn a_statement_waits(pool: &sqlx::PgPool) -> bool {
+pub(crate) async fn a_statement_waits(pool: &sqlx::PgPool) -> bool {
     for _ in 0..2_000 {
         let waiting: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM pg_stat_activity

@@ -34,6 +34,7 @@ mod profiles;
 mod projects;
 mod queue;
 mod realtime;
+mod release_links;
 mod reviews;
 mod smtp;
 mod smtp_server;

@@ -771,7 +771,7 @@ async fn the_growth_window_is_planned_once_and_leaves_the_connection_as_it_was()
     };
     let (generic, custom): (i64, i64) = sqlx::query_as(
         "SELECT generic_plans, custom_plans FROM pg_prepared_statements
-          WHERE statement LIKE '%AS released_projects%'
+          WHERE statement LIKE '%AS released_again_after_head%'
             AND statement NOT LIKE '%pg_prepared_statements%'",
     )
     .fetch_one(&mut *c)
