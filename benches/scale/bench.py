@@ -209,6 +209,7 @@ class Bench:
             ("reviews of hot company", "anon", "/api/reviews/user/%d" % hc),
             ("admin metrics", "admin", "/api/admin/metrics"),
             ("admin metrics growth 30d", "admin", "/api/admin/metrics/growth?period=30d"),
+            ("admin metrics growth 1y", "admin", "/api/admin/metrics/growth?period=1y"),
             ("dac7 summary 2025 (hot expert)", "hot_expert",
              "/api/dac7/expert/dac7-summary?year=2025"),
             ("dac7 admin report 2025", "admin", "/api/dac7/admin/report?year=2025"),
