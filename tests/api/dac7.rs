@@ -8,7 +8,7 @@ use serde_json::json as j;
 
 use crate::escrow::{authorise, connect, deal};
 use crate::helpers::json;
-use crate::market::{Market, code, wait_notification};
+use crate::market::{Market, code, notifications_of, wait_notification};
 
 #[actix_web::test]
 async fn the_summary_review_notification_and_report_follow_released_money() {
@@ -207,6 +207,85 @@ async fn the_summary_review_notification_and_report_follow_released_money() {
         1,
         "nothing the year before"
     );
+}
+
+/// Administrators asking a year's experts to review while the experts confirm it: whichever
+/// comes first, every confirmation stands (a request never takes a year back from `reviewed`),
+/// and only experts marked by the request are told.
+#[actix_web::test]
+async fn a_request_to_review_racing_the_experts_confirmations_leaves_every_year_reviewed() {
+    let m = Market::open().await;
+    let year = m.app.clock.now().year();
+    let mut experts = Vec::new();
+    for k in 0..6 {
+        let d = deal(&m, &format!("race{k}"), [2500.0, 100.0, 100.0]).await;
+        connect(&m, &d.expert).await;
+        authorise(&m, d.first_payment).await;
+        let r = m
+            .send(
+                &d.company,
+                Method::POST,
+                "/api/payments/release",
+                Some(j!({"payment_id": d.first_payment})),
+            )
+            .await;
+        assert_eq!(r.status(), StatusCode::OK);
+        experts.push(d.expert);
+    }
+    // Two confirm first, so the request meets a reviewed year on either engine; the others
+    // confirm while it runs.
+    let confirm = |expert| {
+        m.send(
+            expert,
+            Method::POST,
+            "/api/dac7/expert/dac7-review",
+            Some(j!({"period": year, "confirmed": true})),
+        )
+    };
+    for expert in &experts[..2] {
+        assert_eq!(confirm(expert).await.status(), StatusCode::OK);
+    }
+    let confirmations = experts[2..].iter().map(confirm);
+    let ask = j!({"year": year, "review_deadline": format!("{}-03-31", year + 1)});
+    let request = m.as_admin(Method::POST, "/api/dac7/admin/notify-experts", Some(&ask));
+    let (outcome, confirmed) = tokio::join!(request, futures_util::future::join_all(confirmations));
+    assert_eq!(outcome.status(), StatusCode::OK);
+    let outcome = json(outcome).await;
+    for r in confirmed {
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+    let notified = outcome["notified_count"].as_i64().unwrap();
+    assert_eq!(notified + outcome["skipped_count"].as_i64().unwrap(), 6);
+    for expert in &experts {
+        assert_eq!(
+            m.count(
+                "SELECT COUNT(*) FROM dac7_reviews d JOIN profiles p
+                     ON p.user_id = d.user_id AND p.profile_type = 'experto'
+                  WHERE d.user_id = $1 AND d.status = 'reviewed'
+                    AND p.dac7_review_status = 'reviewed' AND p.dac7_reviewed_at IS NOT NULL",
+                expert.id
+            )
+            .await,
+            1,
+            "expert {} keeps the year reviewed",
+            expert.id
+        );
+    }
+    // Once the request's events are out, the experts it marked are told, once each.
+    let mut told = Vec::new();
+    for _ in 0..250 {
+        let _ = m.app.state.outbox.trigger().await;
+        told.clear();
+        for expert in &experts {
+            told.push(notifications_of(&m.app, expert.id, "dac7_review_requested").await);
+        }
+        if told.iter().sum::<i64>() >= notified {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(told.iter().all(|n| *n <= 1), "{told:?}");
+    assert_eq!(told.iter().sum::<i64>(), notified);
 }
 
 #[actix_web::test]
