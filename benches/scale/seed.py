@@ -5,9 +5,10 @@
 
 PostgreSQL is loaded with `COPY ... FROM STDIN (FORMAT csv)` through `psql` (several COPY
 streams at once, one per table of a phase); SQLite with executemany in large transactions
-(`PRAGMA synchronous=OFF, journal_mode=WAL`). Rows are generated as streams, never whole tables
-in memory; only small integer arrays (who is in which project) are kept. Deterministic: one
-fixed random seed and a fixed reference date (`--now`, default 2026-11-27).
+(`PRAGMA synchronous=OFF`, no journal and a 4 GiB page cache while loading). Rows are
+generated as streams, never whole tables in memory; only small integer arrays (who is in
+which project) are kept. Deterministic: one fixed random seed and a fixed reference date
+(`--now`, default 2026-11-27).
 
 Every seeded user has the password `Scale-Bench-2026!`: the service is started once on the
 database, two accounts are registered through the API and their bcrypt hash is copied to every
@@ -278,6 +279,22 @@ class Seeder:
             svc.stop()
         return self.db.rows("SELECT password_hash FROM users WHERE email LIKE "
                             "'seed.%@example.com' ORDER BY id LIMIT 1")[0][0]
+
+    def bulk_load(self, on):
+        """SQLite, once the service that migrated the file has stopped: no journal while the
+        rows go in, and a page cache that holds the indexes they fill. Each phase is one
+        transaction; in WAL mode its pages spilled from a small cache were appended to the log
+        again and again (7.6 GB of log 50 minutes into L's projects), and every page read had
+        to look for its newest copy there. A failed load leaves a file to recreate, as it
+        would anyway. Back to WAL, and the default cache, for the service."""
+        if self.engine != "sqlite":
+            return
+        if on:
+            self.conn.execute("PRAGMA journal_mode=OFF")
+            self.conn.execute("PRAGMA cache_size=-%d" % (4 << 20))
+        else:
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA cache_size=-262144")
 
     # --------------------------------------------------------------------------------------
     def seed_skills(self):
@@ -876,6 +893,7 @@ def main():
     t0 = time.perf_counter()
     pw = s.password_hash()  # starts the service once if needed: it migrates the schema
     print("  %-28s %.1f s" % ("service start+register", time.perf_counter() - t0), flush=True)
+    s.bulk_load(True)
     s.plan()
     s.seed_skills()
     s.seed_users(pw)
@@ -883,6 +901,7 @@ def main():
     s.seed_chat()
     s.seed_notifications()
     s.seed_admin_invitations()
+    s.bulk_load(False)
     s.finish()
     total = time.perf_counter() - t_all
     man = s.manifest()
