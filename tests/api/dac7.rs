@@ -6,7 +6,7 @@ use chrono::Datelike;
 use reqwest::{Method, StatusCode};
 use serde_json::json as j;
 
-use crate::escrow::{authorise, connect, deal};
+use crate::escrow::released;
 use crate::helpers::json;
 use crate::market::{Market, code, notifications_of, wait_notification};
 
@@ -14,18 +14,7 @@ use crate::market::{Market, code, notifications_of, wait_notification};
 async fn the_summary_review_notification_and_report_follow_released_money() {
     let m = Market::open().await;
     let year = m.app.clock.now().year();
-    let d = deal(&m, "tax", [2500.0, 100.0, 100.0]).await;
-    connect(&m, &d.expert).await;
-    authorise(&m, d.first_payment).await;
-    let r = m
-        .send(
-            &d.company,
-            Method::POST,
-            "/api/payments/release",
-            Some(j!({"payment_id": d.first_payment})),
-        )
-        .await;
-    assert_eq!(r.status(), StatusCode::OK, "{}", json(r).await);
+    let d = released(&m, "tax", 2500.0).await;
 
     let summary_path = format!("/api/dac7/expert/dac7-summary?year={year}");
     let r = m
@@ -218,19 +207,7 @@ async fn a_request_to_review_racing_the_experts_confirmations_leaves_every_year_
     let year = m.app.clock.now().year();
     let mut experts = Vec::new();
     for k in 0..6 {
-        let d = deal(&m, &format!("race{k}"), [2500.0, 100.0, 100.0]).await;
-        connect(&m, &d.expert).await;
-        authorise(&m, d.first_payment).await;
-        let r = m
-            .send(
-                &d.company,
-                Method::POST,
-                "/api/payments/release",
-                Some(j!({"payment_id": d.first_payment})),
-            )
-            .await;
-        assert_eq!(r.status(), StatusCode::OK);
-        experts.push(d.expert);
+        experts.push(released(&m, &format!("race{k}"), 2500.0).await.expert);
     }
     // Two confirm first, so the request meets a reviewed year on either engine; the others
     // confirm while it runs.

@@ -193,6 +193,24 @@ pub async fn authorise(m: &Market, id: i64) -> Value {
     wait_payment(m, id, "payment held", |y| y["status"] == "held").await
 }
 
+/// [`deal`] on milestones of `first`, 100 and 100, its first payment funded and released
+/// by the company.
+pub async fn released(m: &Market, name: &str, first: f64) -> Deal {
+    let d = deal(m, name, [first, 100.0, 100.0]).await;
+    connect(m, &d.expert).await;
+    authorise(m, d.first_payment).await;
+    let r = m
+        .send(
+            &d.company,
+            Method::POST,
+            "/api/payments/release",
+            Some(j!({"payment_id": d.first_payment})),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK, "{}", json(r).await);
+    d
+}
+
 async fn post(m: &Market, who: &Account, path: &str, body: Value) -> reqwest::Response {
     m.send(who, Method::POST, path, Some(body)).await
 }

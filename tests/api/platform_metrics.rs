@@ -5,25 +5,9 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json as j};
 
-use crate::escrow::{Deal, authorise, connect, deal};
+use crate::escrow::{Deal, released};
 use crate::helpers::{PASSWORD, json, request_as};
 use crate::market::Market;
-
-async fn released(m: &Market, name: &str, first: f64) -> Deal {
-    let d = deal(m, name, [first, 100.0, 100.0]).await;
-    connect(m, &d.expert).await;
-    authorise(m, d.first_payment).await;
-    let r = m
-        .send(
-            &d.company,
-            Method::POST,
-            "/api/payments/release",
-            Some(j!({"payment_id": d.first_payment})),
-        )
-        .await;
-    assert_eq!(r.status(), StatusCode::OK);
-    d
-}
 
 async fn get(m: &Market, token: &str, path: &str) -> Value {
     let r = request_as(&m.app, Method::GET, path, token, None).await;
