@@ -13,78 +13,59 @@ UPDATE payments SET prev_released_at = l.prev
           FROM payments WHERE status = 'released' AND released_at IS NOT NULL) AS l
  WHERE payments.id = l.id AND l.prev IS NOT NULL;
 
--- A payment's own link, and the link of the release just after its place, before (`OLD`) and
--- after (`NEW`) the write: a release that comes in before another (a tie, a clock set back)
--- or leaves (refunded, deleted, moved) changes the next one's previous release.
+-- SQLite triggers have no functions to call: a view's INSTEAD OF trigger is one.
+-- A payment id written to `payment_links_to_set` sets that payment's link from the releases
+-- of its project before it (NULL unless it is released).
+CREATE VIEW payment_links_to_set (payment_id) AS SELECT NULL WHERE 0;
+CREATE TRIGGER payment_links_set INSTEAD OF INSERT ON payment_links_to_set BEGIN
+    UPDATE payments SET prev_released_at =
+        CASE WHEN status = 'released' AND released_at IS NOT NULL THEN
+            (SELECT MAX(q.released_at) FROM payments q
+              WHERE q.project_id = payments.project_id AND q.status = 'released'
+                AND q.released_at IS NOT NULL
+                AND (q.released_at, q.id) < (payments.released_at, payments.id))
+        END
+     WHERE id = NEW.payment_id;
+END;
+-- A place in a project's releases written to `release_places_changed` sets the link of the
+-- release just after it: a release that comes in before another (a tie, a clock set back) or
+-- leaves (refunded, deleted, moved) changes the next one's previous release.
+CREATE VIEW release_places_changed (project_id, released_at, payment_id) AS
+    SELECT NULL, NULL, NULL WHERE 0;
+CREATE TRIGGER release_places_relink INSTEAD OF INSERT ON release_places_changed BEGIN
+    INSERT INTO payment_links_to_set
+    SELECT s.id FROM payments s
+     WHERE s.project_id = NEW.project_id AND s.status = 'released'
+       AND s.released_at IS NOT NULL
+       AND (s.released_at, s.id) > (NEW.released_at, NEW.payment_id)
+     ORDER BY s.released_at, s.id LIMIT 1;
+END;
+
+-- A payment's own link, and the link of the release after its place before (`OLD`) and after
+-- (`NEW`) the write.
 CREATE TRIGGER payments_release_link_insert AFTER INSERT ON payments
     WHEN NEW.status = 'released' AND NEW.released_at IS NOT NULL
 BEGIN
-    UPDATE payments SET prev_released_at =
-        (SELECT MAX(q.released_at) FROM payments q
-          WHERE q.project_id = NEW.project_id AND q.status = 'released'
-            AND q.released_at IS NOT NULL AND q.id <> NEW.id
-            AND (q.released_at, q.id) < (NEW.released_at, NEW.id))
-     WHERE id = NEW.id;
-    UPDATE payments SET prev_released_at =
-        (SELECT MAX(q.released_at) FROM payments q
-          WHERE q.project_id = payments.project_id AND q.status = 'released'
-            AND q.released_at IS NOT NULL
-            AND (q.released_at, q.id) < (payments.released_at, payments.id))
-     WHERE id = (SELECT s.id FROM payments s
-                  WHERE s.project_id = NEW.project_id AND s.status = 'released'
-                    AND s.released_at IS NOT NULL
-                    AND (s.released_at, s.id) > (NEW.released_at, NEW.id)
-                  ORDER BY s.released_at, s.id LIMIT 1);
+    INSERT INTO payment_links_to_set VALUES (NEW.id);
+    INSERT INTO release_places_changed VALUES (NEW.project_id, NEW.released_at, NEW.id);
 END;
 CREATE TRIGGER payments_release_link_update AFTER UPDATE OF status, released_at, project_id
     ON payments
     WHEN OLD.status IS NOT NEW.status OR OLD.released_at IS NOT NEW.released_at
       OR OLD.project_id IS NOT NEW.project_id
 BEGIN
-    UPDATE payments SET prev_released_at =
-        CASE WHEN NEW.status = 'released' AND NEW.released_at IS NOT NULL THEN
-            (SELECT MAX(q.released_at) FROM payments q
-              WHERE q.project_id = NEW.project_id AND q.status = 'released'
-                AND q.released_at IS NOT NULL AND q.id <> NEW.id
-                AND (q.released_at, q.id) < (NEW.released_at, NEW.id))
-        END
-     WHERE id = NEW.id;
-    UPDATE payments SET prev_released_at =
-        (SELECT MAX(q.released_at) FROM payments q
-          WHERE q.project_id = payments.project_id AND q.status = 'released'
-            AND q.released_at IS NOT NULL
-            AND (q.released_at, q.id) < (payments.released_at, payments.id))
-     WHERE id = (SELECT s.id FROM payments s
-                  WHERE s.project_id = OLD.project_id AND s.status = 'released'
-                    AND s.released_at IS NOT NULL
-                    AND (s.released_at, s.id) > (OLD.released_at, OLD.id)
-                  ORDER BY s.released_at, s.id LIMIT 1)
-       AND OLD.status = 'released' AND OLD.released_at IS NOT NULL;
-    UPDATE payments SET prev_released_at =
-        (SELECT MAX(q.released_at) FROM payments q
-          WHERE q.project_id = payments.project_id AND q.status = 'released'
-            AND q.released_at IS NOT NULL
-            AND (q.released_at, q.id) < (payments.released_at, payments.id))
-     WHERE id = (SELECT s.id FROM payments s
-                  WHERE s.project_id = NEW.project_id AND s.status = 'released'
-                    AND s.released_at IS NOT NULL
-                    AND (s.released_at, s.id) > (NEW.released_at, NEW.id)
-                  ORDER BY s.released_at, s.id LIMIT 1)
-       AND NEW.status = 'released' AND NEW.released_at IS NOT NULL;
+    INSERT INTO payment_links_to_set VALUES (NEW.id);
+    INSERT INTO release_places_changed
+    SELECT OLD.project_id, OLD.released_at, OLD.id
+     WHERE OLD.status = 'released' AND OLD.released_at IS NOT NULL;
+    INSERT INTO release_places_changed
+    SELECT NEW.project_id, NEW.released_at, NEW.id
+     WHERE NEW.status = 'released' AND NEW.released_at IS NOT NULL;
 END;
 CREATE TRIGGER payments_release_link_delete AFTER DELETE ON payments
     WHEN OLD.status = 'released' AND OLD.released_at IS NOT NULL
 BEGIN
-    UPDATE payments SET prev_released_at =
-        (SELECT MAX(q.released_at) FROM payments q
-          WHERE q.project_id = payments.project_id AND q.status = 'released'
-            AND q.released_at IS NOT NULL
-            AND (q.released_at, q.id) < (payments.released_at, payments.id))
-     WHERE id = (SELECT s.id FROM payments s
-                  WHERE s.project_id = OLD.project_id AND s.status = 'released'
-                    AND s.released_at IS NOT NULL
-                    AND (s.released_at, s.id) > (OLD.released_at, OLD.id)
-                  ORDER BY s.released_at, s.id LIMIT 1);
+    INSERT INTO release_places_changed VALUES (OLD.project_id, OLD.released_at, OLD.id);
 END;
 
 CREATE TRIGGER payments_release_pair_tally_insert AFTER INSERT ON payments
