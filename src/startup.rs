@@ -157,6 +157,7 @@ impl Application {
             public_projects: Arc::default(),
             kept_projects,
             expert_directory: Arc::default(),
+            account_search_totals: Arc::default(),
             // Past this many waiting in a lane, a stored event is left to the sweep.
             processor_events: Arc::new(
                 (0..crate::workflows::processor_events::LANES)

@@ -82,6 +82,9 @@ pub struct AppState {
             bytes::Bytes,
         >,
     >,
+    /// The administrators' search totals, kept under the count of writes to the accounts'
+    /// search texts read before each (`store::user_admin::SearchTotals`).
+    pub account_search_totals: Arc<crate::store::user_admin::SearchTotals>,
     /// Processor events stored by their receipt and waiting for the applier
     /// (`workflows::processor_events`), oldest first, in lanes applied side by side (a
     /// payment's events always in the same lane).

@@ -182,6 +182,15 @@ pub async fn metrics(
         "source",
         [("kept", kept as f64), ("read", read as f64)],
     );
+    let (kept, counted) = state.account_search_totals.counts();
+    super::metrics::render_labeled(
+        &mut out,
+        "admin_user_search_totals_total",
+        "counter",
+        "Totals of the administrators' user searches, by where they came from: kept by this instance since the last write to the accounts' search texts, or read (counted) from the database.",
+        "source",
+        [("kept", kept as f64), ("read", counted as f64)],
+    );
     render_single(
         &mut out,
         "money_audit_mismatches_total",

@@ -15,11 +15,15 @@ const KEPT: [&str; 3] = ["_sqlx_migrations", "commission_config", "project_count
 
 pub async fn empty_all(db: &Db) -> StoreResult<usize> {
     let mut tx = db.begin().await?;
-    // The counts of writes to projects and to experts keep counting too, one more for the
-    // reset: each instance's kept public pages are checked against them, and a count that
+    // The counts of writes to projects, experts and search texts keep counting too, one more
+    // for the reset: each instance's kept answers are checked against them, and a count that
     // started over could meet one of them again.
     let mut writes = Vec::new();
-    for tally in [Tally::ProjectWrites, Tally::ExpertWrites] {
+    for tally in [
+        Tally::ProjectWrites,
+        Tally::ExpertWrites,
+        Tally::AccountSearchWrites,
+    ] {
         writes.push((tally, super::tallies::written(tx.exec(), tally).await?));
     }
     // A truncation fires no row trigger: every kept project row is to be forgotten.

@@ -93,6 +93,10 @@ pub enum Tally {
     /// SQLite (key ''): what the directory's kept answers are checked against (migration
     /// 0047, `store::page_cache`).
     ExpertWrites,
+    /// Every committed change to the accounts' search texts, one a statement on PostgreSQL
+    /// and one a row on SQLite (key ''): what the administrators' kept search totals are
+    /// checked against (migration 0054, `store::page_cache`).
+    AccountSearchWrites,
     /// Per expert: released income by UTC quarter, key `<YYYY>-Q<n> <figure>`: `gross` (count
     /// and amount), `commission`, `net` (migration 0044, read by `dac7::year_income`).
     SellerIncome,
@@ -129,6 +133,7 @@ impl Tally {
             Tally::PaymentsByParty => "payments_by_party",
             Tally::ProjectWrites => "project_writes",
             Tally::ExpertWrites => "expert_writes",
+            Tally::AccountSearchWrites => "account_search_writes",
             Tally::SellerIncome => "seller_income",
         }
     }
@@ -267,7 +272,7 @@ pub async fn day_pairs_within(
 }
 
 /// How many committed writes a count of writes (key '') holds: [`Tally::ProjectWrites`],
-/// [`Tally::ExpertWrites`].
+/// [`Tally::ExpertWrites`], [`Tally::AccountSearchWrites`].
 pub async fn written(ex: Exec<'_>, tally: Tally) -> StoreResult<i64> {
     total(tally, Some("")).read(ex).await
 }

@@ -683,6 +683,126 @@ async fn expert_directory_pages_are_kept_until_an_expert_changes() {
     assert_eq!(directory("q=ledger").await["total"], 0);
 }
 
+/// The administrators' search totals are kept by each instance until an account's search text
+/// changes (migration 0054): a search is counted once, then its total serves its other pages
+/// and its repeats; a fold keeps the count of writes; a registration, an e-mail changed, a
+/// profile added, renamed and deleted, and an account deleted are each seen by the next
+/// request, whoever writes them; a search beside another filter is always counted; a reset
+/// leaves the count higher.
+#[actix_web::test]
+async fn admin_search_totals_are_kept_until_an_account_text_changes() {
+    let m = crate::market::Market::open().await;
+    let app = &m.app;
+    let total = |query: &'static str| {
+        let m = &m;
+        async move {
+            let path = format!("/api/admin/users?{query}");
+            let response = m.as_admin(reqwest::Method::GET, &path, None).await;
+            assert_eq!(response.status(), 200, "{query}");
+            json(response).await["total"].as_i64().unwrap()
+        }
+    };
+    let writes = || async {
+        let mut conn = app.db.conn().await.unwrap();
+        marketplace::store::tallies::written(
+            conn.exec(),
+            marketplace::store::tallies::Tally::AccountSearchWrites,
+        )
+        .await
+        .unwrap()
+    };
+    // `$2` is the service clock's now.
+    let exec = |sql: &'static str, id: i64| async move {
+        let now = app.clock.now();
+        let mut conn = app.db.conn().await.unwrap();
+        marketplace::on_exec!(conn.exec(), c =>
+            sqlx::query(sql).bind(id).bind(now).execute(c).await.map(drop))
+        .unwrap();
+    };
+    let metric = "admin_user_search_totals_total";
+    let one = register(app, "garcia_one", &["experto"]).await;
+    let two = register(app, "garcia_two", &["empresa"]).await;
+    let three = register(app, "plain_three", &["experto"]).await;
+
+    let before = kept_pages(app, metric).await;
+    assert_eq!(total("search=garcia&size=1").await, 2);
+    assert_eq!(total("search=garcia&size=1&page=2").await, 2);
+    assert_eq!(total("search=garcia").await, 2);
+    let after = kept_pages(app, metric).await;
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1),
+        (2, 1),
+        "counted once, kept twice"
+    );
+    // Beside another filter the total is the accounts', counted each time.
+    assert_eq!(total("search=garcia&role=experto").await, 1);
+    assert_eq!(kept_pages(app, metric).await, after);
+
+    let written = writes().await;
+    fold(app).await;
+    assert_eq!(writes().await, written);
+    assert_eq!(total("search=garcia").await, 2);
+    assert_eq!(kept_pages(app, metric).await.0, after.0 + 1);
+
+    // Every change to an account's search text is seen at once, whichever way it is made.
+    exec(
+        "UPDATE users SET email = 'garcia3@example.com' WHERE id = $1",
+        three.id,
+    )
+    .await;
+    assert!(writes().await > written);
+    assert_eq!(total("search=garcia").await, 3);
+    register(app, "garcia_four", &["experto"]).await;
+    assert_eq!(total("search=garcia").await, 4);
+    exec(
+        "INSERT INTO profiles (user_id, profile_type, full_name, expert_level, created_at,
+                               updated_at)
+         VALUES ($1, 'experto', 'Ana Núñez', 'Global', $2, $2)",
+        one.id,
+    )
+    .await;
+    assert_eq!(total("search=nunez").await, 1);
+    exec(
+        "UPDATE profiles SET full_name = 'Ana Ruiz' WHERE user_id = $1",
+        one.id,
+    )
+    .await;
+    assert_eq!(total("search=nunez").await, 0);
+    exec(
+        "UPDATE profiles SET full_name = 'Ana Núñez' WHERE user_id = $1",
+        one.id,
+    )
+    .await;
+    assert_eq!(total("search=nunez").await, 1);
+    exec("DELETE FROM profiles WHERE user_id = $1", one.id).await;
+    assert_eq!(total("search=nunez").await, 0);
+    // An account deleted once it has no profile: only the cascade to its text is written.
+    exec("DELETE FROM profiles WHERE user_id = $1", two.id).await;
+    assert_eq!(total("search=garcia").await, 4);
+    exec("DELETE FROM users WHERE id = $1", two.id).await;
+    assert_eq!(total("search=garcia").await, 3);
+
+    // A reset empties the accounts, and the count goes on growing from where it was.
+    let written = writes().await;
+    marketplace::store::reset::empty_all(&app.db).await.unwrap();
+    assert!(writes().await > written);
+    let mut conn = app.db.conn().await.unwrap();
+    let kept = marketplace::store::user_admin::SearchTotals::default();
+    let (_, total) = marketplace::store::user_admin::list(
+        conn.exec(),
+        &marketplace::store::user_admin::UserFilter {
+            search: Some("garcia".into()),
+            ..Default::default()
+        },
+        1,
+        20,
+        &kept,
+    )
+    .await
+    .unwrap();
+    assert_eq!(total, 0);
+}
+
 /// The relations a plan reads with a sequential scan.
 fn sequential_scans(plan: &Value, out: &mut BTreeSet<String>) {
     if plan["Node Type"] == "Seq Scan" {
@@ -1233,14 +1353,15 @@ async fn old_events_and_crm_log_entries_are_pruned_and_what_is_still_owed_kept()
 /// restoration, and agree with a count of the rows under every such filter.
 #[actix_web::test]
 async fn admin_user_totals_follow_every_change_of_role_and_status() {
-    use marketplace::store::user_admin::{UserFilter, list};
+    use marketplace::store::user_admin::{SearchTotals, UserFilter, list};
     let app = spawn_app().await;
+    let kept = SearchTotals::default();
     crate::helpers::admin(&app, "counting_root").await;
     let a = register(&app, "countedco", &["empresa"]).await;
     let b = register(&app, "countedex", &["experto"]).await;
     let c = register(&app, "countedboth", &["experto", "empresa"]).await;
     let check = |step: &'static str| {
-        let app = &app;
+        let (app, kept) = (&app, &kept);
         async move {
             let mut conn = app.db.conn().await.unwrap();
             let filters: Vec<UserFilter> = [None, Some("empresa"), Some("experto"), Some("admin")]
@@ -1260,7 +1381,7 @@ async fn admin_user_totals_follow_every_change_of_role_and_status() {
                 .collect();
             let mut totals = Vec::new();
             for f in &filters {
-                let (_, total) = list(conn.exec(), f, 1, 1).await.unwrap();
+                let (_, total) = list(conn.exec(), f, 1, 1, kept).await.unwrap();
                 // The same filter with a search matching everyone is counted row by row.
                 let counted = list(
                     conn.exec(),
@@ -1270,6 +1391,7 @@ async fn admin_user_totals_follow_every_change_of_role_and_status() {
                     },
                     1,
                     1,
+                    kept,
                 )
                 .await
                 .unwrap()

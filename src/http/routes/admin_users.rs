@@ -137,7 +137,14 @@ pub async fn list(
     };
     let (found, total) = {
         let mut conn = state.db.conn().await?;
-        user_admin::list(conn.exec(), &filter, page.page, page.size).await?
+        user_admin::list(
+            conn.exec(),
+            &filter,
+            page.page,
+            page.size,
+            &state.account_search_totals,
+        )
+        .await?
     };
     let items = found
         .into_iter()
