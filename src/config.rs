@@ -141,9 +141,9 @@ pub struct Settings {
     pub crm_sync_log_retention: Option<chrono::Duration>,
     /// Pool size (`DATABASE_MAX_CONNECTIONS`); the engine's default when unset.
     pub database_max_connections: Option<u32>,
-    /// `DATABASE_STATEMENT_TIMEOUT_SECONDS` (default 10, 0 for none): PostgreSQL cancels a
-    /// statement running longer, and the request gets 503 `QUERY_TIMEOUT`. Migrations run
-    /// without it. (SQLite has no such limit.)
+    /// `DATABASE_STATEMENT_TIMEOUT_SECONDS` (default 10, 0 for none): the database cancels a
+    /// statement running longer (PostgreSQL's `statement_timeout`, SQLite's progress handler),
+    /// and the request gets 503 `QUERY_TIMEOUT`. Migrations run without it.
     pub database_statement_timeout: Option<std::time::Duration>,
     /// When set, `/metrics` answers only with `Authorization: Bearer <token>`.
     pub metrics_token: Option<Secret>,

@@ -48,6 +48,7 @@ pub mod reviews;
 pub mod session_cache;
 pub mod sessions;
 pub mod skills;
+mod sqlite_timeout;
 pub mod tallies;
 pub mod timers;
 pub mod tokens;
@@ -125,9 +126,11 @@ impl StoreError {
 
     /// The database was busy or locked past its timeout, or a serialisation conflict: the
     /// caller may try again.
-    /// PostgreSQL cancelled the statement: it ran past `DATABASE_STATEMENT_TIMEOUT_SECONDS`.
+    /// The statement was cancelled: it ran past `DATABASE_STATEMENT_TIMEOUT_SECONDS`
+    /// (PostgreSQL's `query_canceled`, SQLite's `SQLITE_INTERRUPT` from `sqlite_timeout`).
     pub fn is_timeout(&self) -> bool {
-        matches!(self, Self::Sqlx(sqlx::Error::Database(e)) if e.code().as_deref() == Some("57014"))
+        matches!(self, Self::Sqlx(sqlx::Error::Database(e))
+            if matches!(e.code().as_deref(), Some("57014" | "9")))
     }
 
     pub fn is_retryable(&self) -> bool {
@@ -483,8 +486,9 @@ impl Db {
         Self::connect_tuned(target, max_connections, None).await
     }
 
-    /// [`Db::connect_sized`] whose PostgreSQL connections cancel any statement running past
-    /// `statement_timeout` (`DATABASE_STATEMENT_TIMEOUT_SECONDS`); migrations run without it.
+    /// [`Db::connect_sized`] whose connections cancel any statement running past
+    /// `statement_timeout` (`DATABASE_STATEMENT_TIMEOUT_SECONDS`; on SQLite, which has no such
+    /// setting, `sqlite_timeout`); migrations run without it.
     pub async fn connect_tuned(
         target: &DatabaseTarget,
         max_connections: Option<u32>,
@@ -544,6 +548,14 @@ impl Db {
                 let pool = checked_when_idle(SqlitePoolOptions::new())
                     .max_connections(max_connections.unwrap_or(8))
                     .acquire_timeout(Duration::from_secs(30))
+                    .after_connect(move |conn, _| {
+                        Box::pin(async move {
+                            match statement_timeout {
+                                Some(limit) => sqlite_timeout::limit(conn, limit).await,
+                                None => Ok(()),
+                            }
+                        })
+                    })
                     .connect_with(options)
                     .await?;
                 Ok(Db::new(Pool::Sqlite(pool)))
@@ -565,7 +577,15 @@ impl Db {
                     .await?;
                 migrated?
             }
-            Pool::Sqlite(pool) => SQLITE_MIGRATOR.run(pool).await?,
+            Pool::Sqlite(pool) => {
+                // As on PostgreSQL, no statement timeout for a migration; the connection goes
+                // back to the pool without one, to be closed.
+                let mut conn = pool.acquire().await?;
+                sqlite_timeout::lift(&mut conn).await?;
+                let migrated = SQLITE_MIGRATOR.run(&mut *conn).await;
+                conn.close_on_drop();
+                migrated?
+            }
         }
         Ok(())
     }
