@@ -152,44 +152,32 @@ pub async fn metrics(
             1.0
         },
     );
-    let (kept, read) = state.public_projects.counts();
-    super::metrics::render_labeled(
+    render_kept(
         &mut out,
         "public_project_pages_total",
-        "counter",
         "Public project list pages answered, by where the answer came from: kept by this instance since the last write to projects, or read from the database.",
-        "source",
-        [("kept", kept as f64), ("read", read as f64)],
+        state.public_projects.counts(),
     );
-    let (kept, read) = state
-        .kept_projects
-        .as_ref()
-        .map_or((0, 0), |rows| rows.counts());
-    super::metrics::render_labeled(
+    render_kept(
         &mut out,
         "kept_project_rows_total",
-        "counter",
         "Reads of one project (GET /api/projects/{id}) by whether this instance held its row under the project's current tokens, or not (then read from the database).",
-        "source",
-        [("kept", kept as f64), ("read", read as f64)],
+        state
+            .kept_projects
+            .as_ref()
+            .map_or((0, 0), |rows| rows.counts()),
     );
-    let (kept, read) = state.expert_directory.counts();
-    super::metrics::render_labeled(
+    render_kept(
         &mut out,
         "expert_directory_pages_total",
-        "counter",
         "Expert directory and expert search pages answered, by where the answer came from: kept by this instance since the last write to what the directory shows, or read from the database.",
-        "source",
-        [("kept", kept as f64), ("read", read as f64)],
+        state.expert_directory.counts(),
     );
-    let (kept, counted) = state.account_search_totals.counts();
-    super::metrics::render_labeled(
+    render_kept(
         &mut out,
         "admin_user_search_totals_total",
-        "counter",
         "Totals of the administrators' user searches, by where they came from: kept by this instance since the last write to the accounts' search texts, or read (counted) from the database.",
-        "source",
-        [("kept", kept as f64), ("read", counted as f64)],
+        state.account_search_totals.counts(),
     );
     render_single(
         &mut out,
@@ -205,6 +193,19 @@ pub async fn metrics(
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
         .body(out)
+}
+
+/// A counter of answers by where they came from (`source`): kept by this instance, or read
+/// from the database; `counts` as the keeping cache reports them.
+fn render_kept(out: &mut String, name: &str, help: &str, (kept, read): (u64, u64)) {
+    super::metrics::render_labeled(
+        out,
+        name,
+        "counter",
+        help,
+        "source",
+        [("kept", kept as f64), ("read", read as f64)],
+    );
 }
 
 /// The work waiting in the database, shared by every instance: rows of each queue not done
