@@ -51,6 +51,16 @@ pub struct UserFilter {
     pub search: Option<String>,
 }
 
+impl UserFilter {
+    /// The text searched for, trimmed; `None` when blank.
+    fn search_text(&self) -> Option<&str> {
+        self.search
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+    }
+}
+
 /// An account's place in the list: what its order reads.
 #[derive(sqlx::FromRow)]
 struct Listed {
@@ -106,8 +116,9 @@ fn users(engine: &Exec<'_>, f: &UserFilter, test: SetTest) -> ListQuery {
             "u.id IN (SELECT user_id FROM profiles WHERE verification_status = {status})"
         ));
     }
-    let search = f.search.as_deref().map(str::trim).filter(|s| !s.is_empty());
-    let matches = search.map(|search| matching(engine, &mut sql, search));
+    let matches = f
+        .search_text()
+        .map(|search| matching(engine, &mut sql, search));
     if let Some(matches) = &matches {
         // Probed, the unary plus keeps SQLite from starting at the matches, which it then
         // reads once as the accounts are walked.
@@ -191,8 +202,9 @@ async fn users_for_page(
         }
         query
     };
-    let searched = f.search.as_deref().is_some_and(|s| !s.trim().is_empty());
-    let set_alone = f.role.is_some() != searched && f.status.is_none() && f.verification.is_none();
+    let set_alone = f.role.is_some() != f.search_text().is_some()
+        && f.status.is_none()
+        && f.verification.is_none();
     if !matches!(ex, Exec::Sqlite(_)) || !set_alone {
         return Ok(build(&ex, SetTest::Lookup));
     }
@@ -223,10 +235,9 @@ pub async fn list(
     kept: &SearchTotals,
 ) -> StoreResult<(Vec<(User, Standing)>, i64)> {
     let seek = Seek::Page(page);
-    let search = f.search.as_deref().map(str::trim).filter(|s| !s.is_empty());
     let searched_alone = f.role.is_none() && f.status.is_none() && f.verification.is_none();
     // Read before the total, so a total kept under it counts every write it covers.
-    let stamp = match search {
+    let stamp = match f.search_text() {
         Some(search) if searched_alone => {
             let writes = tallies::written(ex.re(), Tally::AccountSearchWrites).await?;
             Some((search.to_owned(), writes))
