@@ -158,6 +158,7 @@ impl Application {
             kept_projects,
             expert_directory: Arc::default(),
             account_search_totals: Arc::default(),
+            project_search_counts: Arc::default(),
             // Past this many waiting in a lane, a stored event is left to the sweep.
             processor_events: Arc::new(
                 (0..crate::workflows::processor_events::LANES)

@@ -85,6 +85,9 @@ pub struct AppState {
     /// The administrators' search totals, kept under the count of writes to the accounts'
     /// search texts read before each (`store::user_admin::SearchTotals`).
     pub account_search_totals: Arc<crate::store::user_admin::SearchTotals>,
+    /// The counts of SQLite's project search index, kept under the count of writes to
+    /// projects read before each (`store::project_lists::SearchCounts`).
+    pub project_search_counts: Arc<crate::store::project_lists::SearchCounts>,
     /// Processor events stored by their receipt and waiting for the applier
     /// (`workflows::processor_events`), oldest first, in lanes applied side by side (a
     /// payment's events always in the same lane).

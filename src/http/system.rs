@@ -179,6 +179,12 @@ pub async fn metrics(
         "Totals of the administrators' user searches, by where they came from: kept by this instance since the last write to the accounts' search texts, or read (counted) from the database.",
         state.account_search_totals.counts(),
     );
+    render_kept(
+        &mut out,
+        "project_search_counts_total",
+        "Counts of SQLite's project search index asked for by project searches, by where they came from: kept by this instance since the last write to projects, or read from the index.",
+        state.project_search_counts.counts(),
+    );
     render_single(
         &mut out,
         "money_audit_mismatches_total",

@@ -5,7 +5,7 @@
 //! (`Tally::ProjectsBySkill`, migration 0034), for a search from the projects by word that the
 //! writes keep (PostgreSQL, one word: `Tally::ProjectWords`, migration 0030) or from the FTS5
 //! index alone (SQLite, a search with no other filter: the public listings' by the index's
-//! `listed` column, migration 0048), for an expert's invited projects from
+//! `listed` column, migration 0048; kept until a project is written, [`SearchCounts`]), for an expert's invited projects from
 //! `Tally::InvitationsByExpert` (0034), and from a count of the rows that match otherwise.
 //! Text is searched by word: PostgreSQL's full-text index over the folded text (migration
 //! 0016), SQLite's FTS5 table (0048); both fold case and accents.
@@ -13,6 +13,7 @@
 use chrono::{DateTime, Utc};
 
 use super::listing::{self, Keyed, ListQuery, Order, Seek, SetTest, Sql, Tier, Total};
+use super::page_cache::PageCache;
 use super::projects::Project;
 use super::tallies::{self, Tally};
 use super::{Exec, StoreResult};
@@ -373,12 +374,14 @@ pub fn visible(engine: &Exec<'_>, viewer: Viewer, f: &ProjectFilter) -> ListQuer
 /// [`visible`] for a page ending at row `window`. On SQLite a skill that is the one filter
 /// past type and status is tested as [`SetTest::cheaper`] says from its kept count:
 /// `skill=python` at M, 1,383 of 19,247 listed projects, took 24 ms looked up and sorted,
-/// 0.3 ms probed, and the rarest skill 3.4 ms looked up, 24 ms probed.
+/// 0.3 ms probed, and the rarest skill 3.4 ms looked up, 24 ms probed. A search alone is
+/// [`searched_on_sqlite`], its index's counts kept in `kept`.
 pub async fn visible_for_page(
     ex: Exec<'_>,
     viewer: Viewer,
     f: &ProjectFilter,
     window: i64,
+    kept: &SearchCounts,
 ) -> StoreResult<ListQuery> {
     if matches!(ex, Exec::Sqlite(_)) {
         let search_alone = ProjectFilter {
@@ -388,7 +391,7 @@ pub async fn visible_for_page(
         // A blank search is no filter, as `Filters::search` reads it.
         let search = f.search.as_deref().filter(|s| !s.trim().is_empty());
         if let Some(words) = search.filter(|_| search_alone) {
-            return searched_on_sqlite(ex, viewer, words, window).await;
+            return searched_on_sqlite(ex, viewer, words, window, kept).await;
         }
     }
     let skill_alone = f.skill.as_deref().is_some_and(|s| !s.trim().is_empty())
@@ -475,14 +478,16 @@ fn visible_with(engine: &Exec<'_>, viewer: Viewer, f: &ProjectFilter, test: SetT
 /// A word search with no other filter, on SQLite, which has no statistics to plan it by. Its
 /// two tiers, the title matches and the other matches, are each one query of the search index,
 /// which counts them alone (the public listings' by its `listed` column, migration 0048; a
-/// user's own projects that are not listed are counted from their few). Each tier is then
-/// tested the cheaper way for the page ([`SetTest::cheaper`]): its matches looked up and
-/// sorted, or probed while the projects the viewer may see are walked newest first.
+/// user's own projects that are not listed are counted from their few), those counts kept in
+/// `kept` until a project is written. Each tier is then tested the cheaper way for the page
+/// ([`SetTest::cheaper`]): its matches looked up and sorted, or probed while the projects the
+/// viewer may see are walked newest first.
 async fn searched_on_sqlite(
     mut ex: Exec<'_>,
     viewer: Viewer,
     search: &str,
     window: i64,
+    kept: &SearchCounts,
 ) -> StoreResult<ListQuery> {
     let words = listing::words(search);
     if words.is_empty() {
@@ -490,10 +495,13 @@ async fn searched_on_sqlite(
     }
     let terms = listing::fts5_words(&words);
     let in_title = format!("title : ({terms})");
+    // Read before the counts, so a count kept under it holds every write it covers.
+    let writes = writes(ex.re()).await?;
+    let counts = KeptCounts { kept, writes };
     // The other matches are counted as all of them less the title's: the index counts a
     // `NOT` at twice the cost of either.
-    let titled = search_members(ex.re(), viewer, &in_title).await?;
-    let total = search_members(ex.re(), viewer, &terms).await?;
+    let titled = search_members(ex.re(), viewer, &in_title, &counts).await?;
+    let total = search_members(ex.re(), viewer, &terms, &counts).await?;
     let tiers = [
         (1, in_title.clone(), titled),
         (0, format!("({terms}) NOT {in_title}"), total - titled),
@@ -551,21 +559,47 @@ fn listings(set: &str) -> String {
     format!("listed : \"true\" AND ({set})")
 }
 
+/// The counts of SQLite's project search index by query (its text), kept by each instance
+/// under the count of committed writes to projects read before each ([`PageCache`]): the
+/// index's rows are the projects' own, so no other write changes them. A common word's count
+/// reads every entry it has (2 ms for `data` at M), and each search asks for two.
+pub type SearchCounts = PageCache<String, i64>;
+
+/// [`SearchCounts`] with the count of writes this request read before any.
+struct KeptCounts<'a> {
+    kept: &'a SearchCounts,
+    writes: i64,
+}
+
 /// How many projects `viewer` may see match `set`, a query of the search index: counted in
-/// the index alone (the public listings by its `listed` column), plus for a user their own
-/// projects that are not listed, counted from their few.
-async fn search_members(mut ex: Exec<'_>, viewer: Viewer, set: &str) -> StoreResult<i64> {
-    let mut sql = Sql::default();
+/// the index alone (the public listings by its `listed` column) or kept from such a count,
+/// plus for a user their own projects that are not listed, counted from their few.
+async fn search_members(
+    mut ex: Exec<'_>,
+    viewer: Viewer,
+    set: &str,
+    counts: &KeptCounts<'_>,
+) -> StoreResult<i64> {
     let query = match viewer {
-        Viewer::Admin => sql.arg(set),
-        Viewer::Anonymous | Viewer::User(_) => sql.arg(listings(set)),
+        Viewer::Admin => set.to_owned(),
+        Viewer::Anonymous | Viewer::User(_) => listings(set),
     };
-    let indexed = sql
-        .with_text(&format!(
-            "SELECT COUNT(*) FROM projects_fts WHERE projects_fts MATCH {query}"
-        ))
-        .fetch_count(ex.re())
-        .await?;
+    let indexed = match counts.kept.get(&query, &counts.writes) {
+        Some(indexed) => indexed,
+        None => {
+            let mut sql = Sql::default();
+            let arg = sql.arg(query.as_str());
+            let indexed = sql
+                .with_text(&format!(
+                    "SELECT COUNT(*) FROM projects_fts WHERE projects_fts MATCH {arg}"
+                ))
+                .fetch_count(ex.re())
+                .await?;
+            let bytes = query.len() + size_of::<i64>();
+            counts.kept.put(query, counts.writes, indexed, bytes);
+            indexed
+        }
+    };
     let Viewer::User(user_id) = viewer else {
         return Ok(indexed);
     };
@@ -603,11 +637,12 @@ pub fn mine(user_id: i64, status: Option<ProjectStatus>) -> ListQuery {
 }
 
 /// [`admin`] for a page ending at row `window`: on SQLite a search with no other filter is
-/// [`searched_on_sqlite`].
+/// [`searched_on_sqlite`], its index's counts kept in `kept`.
 pub async fn admin_for_page(
     ex: Exec<'_>,
     f: &AdminProjectFilter,
     window: i64,
+    kept: &SearchCounts,
 ) -> StoreResult<ListQuery> {
     let search_alone = f.status.is_none()
         && f.project_type.is_none()
@@ -618,7 +653,7 @@ pub async fn admin_for_page(
     // A blank search is no filter, as `Filters::search` reads it.
     match f.search.as_deref().filter(|s| !s.trim().is_empty()) {
         Some(words) if search_alone && matches!(ex, Exec::Sqlite(_)) => {
-            searched_on_sqlite(ex, Viewer::Admin, words, window).await
+            searched_on_sqlite(ex, Viewer::Admin, words, window, kept).await
         }
         _ => Ok(admin(&ex, f)),
     }

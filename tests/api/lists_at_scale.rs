@@ -803,6 +803,109 @@ async fn admin_search_totals_are_kept_until_an_account_text_changes() {
     assert_eq!(total, 0);
 }
 
+#[actix_web::test]
+async fn project_search_counts_are_kept_until_a_project_is_written() {
+    let app = spawn_app().await;
+    let company = register(&app, "searchkeeper", &["empresa"]).await;
+    let expert = register(&app, "searchreader", &["experto"]).await;
+    let (_, admin_token) = crate::helpers::admin(&app, "search_keeper_admin").await;
+    let titled = project(
+        &app,
+        company.id,
+        "Kubernetes migration",
+        "",
+        ProjectStatus::PublishedCurated,
+    )
+    .await;
+    project(
+        &app,
+        company.id,
+        "Data platform",
+        "Runs on kubernetes",
+        ProjectStatus::PublishedCurated,
+    )
+    .await;
+    let draft = project(
+        &app,
+        company.id,
+        "Kubernetes draft",
+        "",
+        ProjectStatus::Draft,
+    )
+    .await;
+    let total = |path: &'static str, token: &str| {
+        let app = &app;
+        let token = token.to_owned();
+        async move {
+            let response = app
+                .client
+                .get(app.url(path))
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 200, "{path}");
+            json(response).await["total"].as_i64().unwrap()
+        }
+    };
+    let as_expert = || total("/api/projects?search=kubernetes", &expert.access_token);
+    let as_admin = || total("/api/admin/projects?search=kubernetes", &admin_token);
+    // Only SQLite's search asks its index for counts: two a search, the title's and all.
+    let per_search = if app.db.engine() == "sqlite" { 2 } else { 0 };
+    let metric = "project_search_counts_total";
+
+    let before = kept_pages(&app, metric).await;
+    assert_eq!(as_expert().await, 2);
+    assert_eq!(as_expert().await, 2);
+    assert_eq!(as_admin().await, 3);
+    assert_eq!(as_admin().await, 3);
+    let after = kept_pages(&app, metric).await;
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1),
+        (2 * per_search, 2 * per_search),
+        "read once, kept the next time"
+    );
+
+    // A user's own projects outside the listings are counted at each request: an invitation
+    // writes no project, and is seen at once.
+    let now = app.clock.now();
+    let mut conn = app.db.conn().await.unwrap();
+    marketplace::on_exec!(conn.exec(), c => sqlx::query(
+        "INSERT INTO project_invitations (project_id, expert_id, source, created_at)
+         VALUES ($1, $2, 'admin', $3)",
+    )
+    .bind(draft)
+    .bind(expert.id)
+    .bind(now)
+    .execute(c)
+    .await
+    .map(drop))
+    .unwrap();
+    drop(conn);
+    assert_eq!(as_expert().await, 3);
+    let invited = kept_pages(&app, metric).await;
+    assert_eq!(invited, (after.0 + per_search, after.1));
+
+    // Any write to a project is a new count of writes: the index is asked again, and a
+    // changed text is seen.
+    run(
+        &app,
+        "UPDATE projects SET status = 'bidding' WHERE id = $1",
+        titled,
+    )
+    .await;
+    assert_eq!(as_expert().await, 3);
+    assert_eq!(kept_pages(&app, metric).await.1, invited.1 + per_search);
+    run(
+        &app,
+        "UPDATE projects SET title = 'Platform migration' WHERE id = $1",
+        titled,
+    )
+    .await;
+    assert_eq!(as_expert().await, 2);
+    assert_eq!(as_admin().await, 2);
+}
+
 /// The relations a plan reads with a sequential scan.
 fn sequential_scans(plan: &Value, out: &mut BTreeSet<String>) {
     if plan["Node Type"] == "Seq Scan" {

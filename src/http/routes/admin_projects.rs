@@ -84,7 +84,8 @@ pub async fn list(
     let seek = crate::http::pagination::seek(q.cursor.as_deref(), page)?;
     let mut conn = state.db.conn().await?;
     let window = seek.window(page.size);
-    let query = project_lists::admin_for_page(conn.exec(), &filter, window).await?;
+    let kept = &state.project_search_counts;
+    let query = project_lists::admin_for_page(conn.exec(), &filter, window, kept).await?;
     let (items, next, total) = project_lists::page(conn.exec(), query, seek, page.size).await?;
     let c = caller(&admin);
     Ok(HttpResponse::Ok().json(

@@ -105,10 +105,11 @@ async fn list_for(
 ) -> ApiResult<Paginated<ProjectView>> {
     let (page, seek, filter) = query.parse()?;
     let mut conn = state.db.conn().await?;
-    read_page(&mut conn, viewer, caller, page, seek, &filter).await
+    read_page(state, &mut conn, viewer, caller, page, seek, &filter).await
 }
 
 async fn read_page(
+    state: &AppState,
     conn: &mut Conn,
     viewer: Viewer,
     caller: Option<&Caller>,
@@ -117,7 +118,8 @@ async fn read_page(
     filter: &ProjectFilter,
 ) -> ApiResult<Paginated<ProjectView>> {
     let window = seek.window(page.size);
-    let query = project_lists::visible_for_page(conn.exec(), viewer, filter, window).await?;
+    let kept = &state.project_search_counts;
+    let query = project_lists::visible_for_page(conn.exec(), viewer, filter, window, kept).await?;
     let (items, next, total) = project_lists::page(conn.exec(), query, seek, page.size).await?;
     Ok(Paginated::new(items, total, page)
         .with_next(next)
@@ -143,7 +145,15 @@ pub async fn public_list(
     let mut conn = state.db.conn().await?;
     let writes = project_lists::writes(conn.exec()).await?;
     let key = (seek, page.size, filter.clone());
-    let read = read_page(&mut conn, Viewer::Anonymous, None, page, seek, &filter);
+    let read = read_page(
+        &state,
+        &mut conn,
+        Viewer::Anonymous,
+        None,
+        page,
+        seek,
+        &filter,
+    );
     kept(&state.public_projects, key, writes, read).await
 }
 
