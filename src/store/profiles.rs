@@ -729,8 +729,8 @@ impl CurationCandidate {
 /// never every one; each comes with the required skills it holds (its reviews are the
 /// caller's to read, for those that may rank: `reviews::averages`).
 ///
-/// Without required skills, the `bound` best by level and rating (the rank's index, migration
-/// 0051, in that order). With them, every holder is grouped and ranked while they are few;
+/// Without required skills, the `bound` best by level and rating (the rank's index of the
+/// experts curation may suggest, migrations 0051 and 0055, in that order). With them, every holder is grouped and ranked while they are few;
 /// when they are many (`listing::SetTest`, from the kept counts of each skill's experts and of
 /// all listed ones), the candidates are the `4 × bound` best holders by level and rating (the
 /// `bound` best for one skill), found walking that index, whose entries hold each expert's
@@ -767,6 +767,11 @@ pub async fn curation_candidates(
         Exec::Sqlite(_) => "users u INDEXED BY idx_users_inactive",
         _ => "users u",
     };
+    // SQLite does not see that `eligible` implies the index's own condition (migration 0055).
+    let ranked = match ex {
+        Exec::Sqlite(_) => "profiles p INDEXED BY idx_profiles_curation_rank",
+        _ => "profiles p",
+    };
     let eligible = format!(
         "p.profile_type = 'experto' AND p.is_verified = TRUE
          AND LOWER(COALESCE(p.availability, 'available'))
@@ -783,7 +788,7 @@ pub async fn curation_candidates(
     let text = if skills.is_empty() {
         let bound = sql.arg(bound);
         format!(
-            "SELECT {CANDIDATE} FROM profiles p
+            "SELECT {CANDIDATE} FROM {ranked}
              WHERE {eligible} ORDER BY {CURATION_RANK} LIMIT {bound}"
         )
     } else {
@@ -818,7 +823,7 @@ pub async fn curation_candidates(
                     .collect();
                 let walk = sql.arg(walk);
                 format!(
-                    "SELECT {CANDIDATE} FROM profiles p
+                    "SELECT {CANDIDATE} FROM {ranked}
                      WHERE ({held_any}) AND {eligible}
                      ORDER BY {CURATION_RANK} LIMIT {walk}",
                     held_any = held_any.join(" OR ")
