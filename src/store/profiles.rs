@@ -730,11 +730,11 @@ impl CurationCandidate {
 /// caller's to read, for those that may rank: `reviews::averages`).
 ///
 /// Without required skills, the `bound` best by level and rating (the rank's index of the
-/// experts curation may suggest, migrations 0051 and 0055, in that order). With them, every holder is grouped and ranked while they are few;
-/// when they are many (`listing::SetTest`, from the kept counts of each skill's experts and of
-/// all listed ones), the candidates are the `4 × bound` best holders by level and rating (the
-/// `bound` best for one skill), found walking that index, whose entries hold each expert's
-/// skills, then ranked by skills held.
+/// experts curation may suggest, migrations 0051 and 0055, in that order). With them, every
+/// holder is grouped and ranked while they are few; when they are many (`listing::SetTest`,
+/// from the kept counts of each skill's experts and of all listed ones), the candidates are
+/// the `4 × bound` best holders by level and rating (the `bound` best for one skill), found
+/// walking that index, whose entries hold each expert's skills, then ranked by skills held.
 pub async fn curation_candidates(
     mut ex: Exec<'_>,
     required: &[String],

@@ -5,8 +5,9 @@
 //! (`Tally::ProjectsBySkill`, migration 0034), for a search from the projects by word that the
 //! writes keep (PostgreSQL, one word: `Tally::ProjectWords`, migration 0030) or from the FTS5
 //! index alone (SQLite, a search with no other filter: the public listings' by the index's
-//! `listed` column, migration 0048; kept until a project is written, [`SearchCounts`]), for an expert's invited projects from
-//! `Tally::InvitationsByExpert` (0034), and from a count of the rows that match otherwise.
+//! `listed` column, migration 0048; kept until a project is written, [`SearchCounts`]), for
+//! an expert's invited projects from `Tally::InvitationsByExpert` (0034), and from a count of
+//! the rows that match otherwise.
 //! Text is searched by word: PostgreSQL's full-text index over the folded text (migration
 //! 0016), SQLite's FTS5 table (0048); both fold case and accents.
 
