@@ -82,9 +82,9 @@ pub struct AppState {
             bytes::Bytes,
         >,
     >,
-    /// The administrators' search totals, kept under the count of writes to the accounts'
-    /// search texts read before each (`store::user_admin::SearchTotals`).
-    pub account_search_totals: Arc<crate::store::user_admin::SearchTotals>,
+    /// The administrators' searches' totals and pages, kept under the count of writes to the
+    /// accounts' search texts read before each (`store::user_admin::SearchesKept`).
+    pub account_searches: Arc<crate::store::user_admin::SearchesKept>,
     /// The counts of SQLite's project search index, kept under the count of writes to
     /// projects read before each (`store::project_lists::SearchCounts`).
     pub project_search_counts: Arc<crate::store::project_lists::SearchCounts>,

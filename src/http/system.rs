@@ -177,7 +177,13 @@ pub async fn metrics(
         &mut out,
         "admin_user_search_totals_total",
         "Totals of the administrators' user searches, by where they came from: kept by this instance since the last write to the accounts' search texts, or read (counted) from the database.",
-        state.account_search_totals.counts(),
+        state.account_searches.totals.counts(),
+    );
+    render_kept(
+        &mut out,
+        "admin_user_search_pages_total",
+        "Pages of the administrators' user searches whose accounts were kept by this instance since the last write to the accounts' search texts, or read from the database (asked only once the search's total is kept).",
+        state.account_searches.pages.counts(),
     );
     render_kept(
         &mut out,

@@ -787,7 +787,7 @@ async fn admin_search_totals_are_kept_until_an_account_text_changes() {
     marketplace::store::reset::empty_all(&app.db).await.unwrap();
     assert!(writes().await > written);
     let mut conn = app.db.conn().await.unwrap();
-    let kept = marketplace::store::user_admin::SearchTotals::default();
+    let kept = marketplace::store::user_admin::SearchesKept::default();
     let (_, total) = marketplace::store::user_admin::list(
         conn.exec(),
         &marketplace::store::user_admin::UserFilter {
@@ -801,6 +801,75 @@ async fn admin_search_totals_are_kept_until_an_account_text_changes() {
     .await
     .unwrap();
     assert_eq!(total, 0);
+}
+
+/// Which accounts a page of an administrators' search holds is kept with its total: served
+/// again while no account's search text changes, with what it shows of each account read at
+/// every request; any change of a search text, on either engine, reads it again.
+#[actix_web::test]
+async fn admin_search_pages_are_kept_until_an_account_text_changes() {
+    let m = crate::market::Market::open().await;
+    let app = &m.app;
+    let page = |query: &'static str| {
+        let m = &m;
+        async move {
+            let path = format!("/api/admin/users?{query}");
+            let response = m.as_admin(reqwest::Method::GET, &path, None).await;
+            assert_eq!(response.status(), 200, "{query}");
+            let body = json(response).await;
+            let ids: Vec<i64> = body["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|u| u["id"].as_i64().unwrap())
+                .collect();
+            (ids, body["total"].as_i64().unwrap(), body)
+        }
+    };
+    let exec = |sql: &'static str, id: i64| run(app, sql, id);
+    let metric = "admin_user_search_pages_total";
+    let older = register(app, "garcia_older", &["experto"]).await;
+    let newer = register(app, "garcia_newer", &["empresa"]).await;
+    let plain = register(app, "plain_newest", &["experto"]).await;
+
+    let before = kept_pages(app, metric).await;
+    // The first request counts the total and walks the page; both are kept for the next.
+    for _ in 0..3 {
+        let (ids, total, _) = page("search=garcia&size=1").await;
+        assert_eq!((ids, total), (vec![newer.id], 2));
+    }
+    let after = kept_pages(app, metric).await;
+    assert_eq!((after.0 - before.0, after.1 - before.1), (2, 0));
+
+    // What the page shows of an account is read each time.
+    exec("UPDATE users SET is_active = FALSE WHERE id = $1", newer.id).await;
+    let (ids, _, body) = page("search=garcia&size=1").await;
+    assert_eq!(ids, vec![newer.id]);
+    assert_eq!(body["items"][0]["status"], "inactive", "{body}");
+    assert_eq!(kept_pages(app, metric).await.0, after.0 + 1);
+
+    // Page 2 kept too, then a search text changed: the newest account now matches, and
+    // every page is walked again, page 2 included though its total is kept anew by page 1.
+    let (ids, _, _) = page("search=garcia&size=1&page=2").await;
+    assert_eq!(ids, vec![older.id]);
+    exec(
+        "UPDATE users SET email = 'garcia.plain@example.com' WHERE id = $1",
+        plain.id,
+    )
+    .await;
+    let (ids, total, _) = page("search=garcia&size=1").await;
+    assert_eq!((ids, total), (vec![plain.id], 3));
+    let (ids, _, _) = page("search=garcia&size=1&page=2").await;
+    assert_eq!(ids, vec![newer.id]);
+    exec(
+        "UPDATE users SET email = 'renamed@example.com', username = 'renamed' WHERE id = $1",
+        newer.id,
+    )
+    .await;
+    let (ids, total, _) = page("search=garcia&size=1&page=2").await;
+    assert_eq!((ids, total), (vec![older.id], 2));
+    let end = kept_pages(app, metric).await;
+    assert_eq!((end.0 - after.0, end.1 - after.1), (1, 2));
 }
 
 #[actix_web::test]
@@ -1456,9 +1525,9 @@ async fn old_events_and_crm_log_entries_are_pruned_and_what_is_still_owed_kept()
 /// restoration, and agree with a count of the rows under every such filter.
 #[actix_web::test]
 async fn admin_user_totals_follow_every_change_of_role_and_status() {
-    use marketplace::store::user_admin::{SearchTotals, UserFilter, list};
+    use marketplace::store::user_admin::{SearchesKept, UserFilter, list};
     let app = spawn_app().await;
-    let kept = SearchTotals::default();
+    let kept = SearchesKept::default();
     crate::helpers::admin(&app, "counting_root").await;
     let a = register(&app, "countedco", &["empresa"]).await;
     let b = register(&app, "countedex", &["experto"]).await;

@@ -142,7 +142,7 @@ pub async fn list(
             &filter,
             page.page,
             page.size,
-            &state.account_search_totals,
+            &state.account_searches,
         )
         .await?
     };
