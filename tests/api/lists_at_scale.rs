@@ -47,6 +47,24 @@ async fn project(
     id
 }
 
+/// Three projects of `company` that `kubernetes` finds, oldest first: listed with the word in
+/// its title, listed with it in its description, and a draft with it in its title.
+async fn kubernetes_projects(app: &TestApp, company: i64) -> [i64; 3] {
+    let listed = ProjectStatus::PublishedCurated;
+    [
+        project(app, company, "Kubernetes migration", "", listed).await,
+        project(
+            app,
+            company,
+            "Data platform",
+            "Runs on kubernetes clusters",
+            listed,
+        )
+        .await,
+        project(app, company, "Kubernetes draft", "", ProjectStatus::Draft).await,
+    ]
+}
+
 /// Folds the tallies' deltas into their totals now, as the job does.
 async fn fold(app: &TestApp) {
     app.state
@@ -878,30 +896,7 @@ async fn project_search_counts_are_kept_until_a_project_is_written() {
     let company = register(&app, "searchkeeper", &["empresa"]).await;
     let expert = register(&app, "searchreader", &["experto"]).await;
     let (_, admin_token) = crate::helpers::admin(&app, "search_keeper_admin").await;
-    let titled = project(
-        &app,
-        company.id,
-        "Kubernetes migration",
-        "",
-        ProjectStatus::PublishedCurated,
-    )
-    .await;
-    project(
-        &app,
-        company.id,
-        "Data platform",
-        "Runs on kubernetes",
-        ProjectStatus::PublishedCurated,
-    )
-    .await;
-    let draft = project(
-        &app,
-        company.id,
-        "Kubernetes draft",
-        "",
-        ProjectStatus::Draft,
-    )
-    .await;
+    let [titled, _, draft] = kubernetes_projects(&app, company.id).await;
     let total = |path: &'static str, token: &str| {
         let app = &app;
         let token = token.to_owned();
@@ -1726,36 +1721,13 @@ async fn search_totals_follow_text_status_type_and_deletes() {
     let company = register(&app, "wordcounter", &["empresa"]).await;
     let outsider = register(&app, "wordoutsider", &["experto"]).await;
     let (_, admin_token) = crate::helpers::admin(&app, "word_admin").await;
-    let titled = project(
-        &app,
-        company.id,
-        "Kubernetes migration",
-        "",
-        ProjectStatus::PublishedCurated,
-    )
-    .await;
-    let described = project(
-        &app,
-        company.id,
-        "Data platform",
-        "Runs on kubernetes clusters",
-        ProjectStatus::PublishedCurated,
-    )
-    .await;
+    let [titled, described, draft] = kubernetes_projects(&app, company.id).await;
     project(
         &app,
         company.id,
         "Website",
         "Plain pages",
         ProjectStatus::PublishedCurated,
-    )
-    .await;
-    let draft = project(
-        &app,
-        company.id,
-        "Kubernetes draft",
-        "",
-        ProjectStatus::Draft,
     )
     .await;
 
