@@ -131,6 +131,14 @@ impl Sql {
         placeholders.join(", ")
     }
 
+    /// [`Sql::arg_list`] for a list read as a set (`IN`), padded as [`super::padded`] pads
+    /// it: a few statement texts whatever its length, so a [`Sql::same_plan`] statement
+    /// taking it is prepared a few times per connection, not once per length.
+    pub fn arg_set<T: Into<Arg> + Copy>(&mut self, values: &[T]) -> String {
+        let padded: Vec<T> = super::padded(values).copied().collect();
+        self.arg_list(&padded)
+    }
+
     /// Marks a statement whose best plan is the same whatever its values (a lookup of a few
     /// keys in a primary key): it is prepared once per connection like one without values,
     /// and PostgreSQL keeps its generic plan after five runs planned for their values, as

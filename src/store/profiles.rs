@@ -747,11 +747,12 @@ pub async fn curation_candidates(
     } else {
         let mut sql = Sql::default();
         let names: Vec<&str> = required.iter().map(String::as_str).collect();
-        let names = sql.arg_list(&names);
+        let names = sql.arg_set(&names);
         let found: Vec<(i64, String)> = sql
             .with_text(&format!(
                 "SELECT id, name FROM skills WHERE LOWER(name) IN ({names})"
             ))
+            .same_plan()
             .fetch_all(ex.re())
             .await?;
         if found.is_empty() {
@@ -862,11 +863,13 @@ pub async fn curated(
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
+    // Lookups by key, whoever they are: their plans are kept.
     let mut of = Sql::default();
-    let list = of.arg_list(ids);
+    let list = of.arg_set(ids);
     let profiles: Vec<Profile> = of
         .clone()
         .with_text(&format!("{} WHERE p.id IN ({list})", select_profiles!("")))
+        .same_plan()
         .fetch_all(ex.re())
         .await?;
     let skills: Vec<(i64, String)> = of
@@ -874,6 +877,7 @@ pub async fn curated(
             "SELECT ps.profile_id, s.name FROM profile_skills ps
              JOIN skills s ON s.id = ps.skill_id WHERE ps.profile_id IN ({list})"
         ))
+        .same_plan()
         .fetch_all(ex)
         .await?;
     Ok(profiles

@@ -2579,6 +2579,17 @@ async fn review_totals_follow_visibility_reveal_clock_and_deletes() {
         check("window passed", tokens.clone()).await,
         ((5, 4, 1, 6, 6), vec![1, 1, 0, 1, 1])
     );
+    // Announced and folded: the lowest rating read from the tally, as the others are.
+    exec(
+        "UPDATE reviews SET announced_at = created_at WHERE id = $1",
+        late,
+    )
+    .await;
+    fold(&app).await;
+    assert_eq!(
+        check("late announced", tokens.clone()).await,
+        ((5, 4, 1, 6, 6), vec![1, 1, 0, 1, 1])
+    );
     exec(
         "UPDATE reviews SET visibility = 'hidden' WHERE id = $1",
         past,
