@@ -368,6 +368,30 @@ pub fn curation_ceiling(required: &[String], c: &CurationCandidate) -> f64 {
     curation_score(required, &best).total
 }
 
+/// The score at least `limit` of `candidates` reach whatever their reviews: the `limit`-th
+/// best without any. A candidate whose ceiling is below it cannot enter a list of `limit`,
+/// so only the others' reviews need reading. `None` when the candidates are no more than
+/// `limit` (or `limit` is 0): then any of them may.
+pub fn curation_bar<'a>(
+    required: &[String],
+    candidates: impl IntoIterator<Item = &'a CurationCandidate>,
+    limit: usize,
+) -> Option<f64> {
+    let mut unreviewed: Vec<f64> = candidates
+        .into_iter()
+        .map(|c| {
+            let without = CurationCandidate {
+                review_average: None,
+                review_count: 0,
+                ..c.clone()
+            };
+            curation_score(required, &without).total
+        })
+        .collect();
+    unreviewed.sort_by(|a, b| b.total_cmp(a));
+    unreviewed.get(limit.checked_sub(1)?).copied()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -506,6 +530,47 @@ mod tests {
             proptest::prop_assert!(curation_score(&required, &c).total <= ceiling);
             let best = CurationCandidate { review_average: Some(5.0), review_count: 5, ..c };
             proptest::prop_assert_eq!(curation_score(&required, &best).total, ceiling);
+        }
+    }
+
+    proptest::proptest! {
+        /// The best `limit` scored from every candidate's reviews are the best `limit` of
+        /// those whose ceiling reaches the bar, scored alike: the others' need no reading.
+        #[test]
+        fn curation_bar_leaves_out_only_who_cannot_rank(
+            records in proptest::collection::vec(
+                (1usize..4, 0usize..3, proptest::option::of(1u8..=5), 1u8..=5, 0i64..7),
+                0..40,
+            ),
+            limit in 1usize..12,
+        ) {
+            let required = vec!["Rust".to_owned(), "SQL".to_owned(), "Go".to_owned()];
+            let candidates: Vec<CurationCandidate> = records
+                .iter()
+                .map(|&(held, level, internal, average, count)| CurationCandidate {
+                    skills: required[..held].to_vec(),
+                    level: ["Global", "Pro", "Enterprise"][level].to_owned(),
+                    internal_rating: internal.map(f64::from),
+                    review_average: (count > 0).then_some(f64::from(average)),
+                    review_count: count,
+                })
+                .collect();
+            let best = |of: Vec<(usize, &CurationCandidate)>| {
+                let mut scored: Vec<(f64, usize)> = of
+                    .into_iter()
+                    .map(|(i, c)| (curation_score(&required, c).total, i))
+                    .collect();
+                scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                scored.truncate(limit);
+                scored
+            };
+            let bar = curation_bar(&required, &candidates, limit);
+            let contenders = candidates
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| bar.is_none_or(|bar| curation_ceiling(&required, c) >= bar))
+                .collect();
+            proptest::prop_assert_eq!(best(contenders), best(candidates.iter().enumerate().collect()));
         }
     }
 

@@ -652,17 +652,22 @@ pub async fn curation_suggestions(
 
 /// The `limit` best of `candidates` scored with their reviews, best first ([`best_first`]).
 ///
-/// Reviews weigh at most 15 of the 100: they are read for the candidates in order of the best
-/// score each could reach, a batch at a time (each twice the last), until the next could not
-/// reach the last score the list keeps. The list is the one scoring every candidate would give.
+/// Reviews weigh at most 15 of the 100, so every candidate's score lies between its score
+/// without reviews and its ceiling ([`rules::curation_ceiling`]). Only candidates whose
+/// ceiling reaches [`rules::curation_bar`] can enter the list, and their reviews are read in
+/// one statement (at M, 114 of 200 candidates for a list of ten). The list is the one scoring
+/// every candidate would give.
 async fn ranked_with_reviews(
-    mut ex: Exec<'_>,
+    ex: Exec<'_>,
     required: &[String],
     candidates: Vec<profiles::CurationCandidate>,
     limit: usize,
     now: DateTime<Utc>,
 ) -> FlowResult<Vec<(rules::CurationScore, profiles::CurationCandidate)>> {
-    let mut unread: Vec<(f64, CurationCandidate, profiles::CurationCandidate)> = candidates
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
+    let scored: Vec<(CurationCandidate, profiles::CurationCandidate)> = candidates
         .into_iter()
         .map(|c| {
             let scored = CurationCandidate {
@@ -671,35 +676,29 @@ async fn ranked_with_reviews(
                 internal_rating: c.internal_rating,
                 ..Default::default()
             };
-            (rules::curation_ceiling(required, &scored), scored, c)
+            (scored, c)
         })
-        .filter(|(_, scored, _)| {
+        .filter(|(scored, _)| {
             required.is_empty() || rules::curation_score(required, scored).matched_skills > 0
         })
         .collect();
-    unread.sort_by(|a, b| best_first((a.0, a.2.user_id), (b.0, b.2.user_id)));
-    let mut unread = unread.into_iter().peekable();
-    let mut ranked: Vec<(rules::CurationScore, profiles::CurationCandidate)> = Vec::new();
-    // Each batch is one statement, its cost mostly the round trip: doubling them reads at
-    // most twice the candidates needed in a few statements (120 at M in three, not six).
-    let mut batch = (2 * limit).max(20);
-    while let Some((ceiling, ..)) = unread.peek() {
-        let kept_last = limit.checked_sub(1).and_then(|last| ranked.get(last));
-        if limit == 0 || kept_last.is_some_and(|last| *ceiling < last.0.total) {
-            break;
-        }
-        let next: Vec<_> = unread.by_ref().take(batch).collect();
-        batch *= 2;
-        let users: Vec<i64> = next.iter().map(|(_, _, c)| c.user_id).collect();
-        let reviews = reviews::averages(ex.re(), &users, now).await?;
-        for (_, mut scored, c) in next {
+    let bar = rules::curation_bar(required, scored.iter().map(|(s, _)| s), limit);
+    let contenders: Vec<_> = scored
+        .into_iter()
+        .filter(|(s, _)| bar.is_none_or(|bar| rules::curation_ceiling(required, s) >= bar))
+        .collect();
+    let users: Vec<i64> = contenders.iter().map(|(_, c)| c.user_id).collect();
+    let reviews = reviews::averages(ex, &users, now).await?;
+    let mut ranked: Vec<(rules::CurationScore, profiles::CurationCandidate)> = contenders
+        .into_iter()
+        .map(|(mut scored, c)| {
             if let Some(r) = reviews.iter().find(|r| r.0 == c.user_id) {
                 (scored.review_average, scored.review_count) = (Some(r.1), r.2);
             }
-            ranked.push((rules::curation_score(required, &scored), c));
-        }
-        ranked.sort_by(|a, b| best_first((a.0.total, a.1.user_id), (b.0.total, b.1.user_id)));
-    }
+            (rules::curation_score(required, &scored), c)
+        })
+        .collect();
+    ranked.sort_by(|a, b| best_first((a.0.total, a.1.user_id), (b.0.total, b.1.user_id)));
     ranked.truncate(limit);
     Ok(ranked)
 }
