@@ -392,6 +392,12 @@ pub fn curation_bar<'a>(
     unreviewed.get(limit.checked_sub(1)?).copied()
 }
 
+/// Whether `c` could still enter the list whose bar is `bar` ([`curation_bar`]): its ceiling
+/// reaches the bar, or there is none.
+pub fn curation_contends(required: &[String], c: &CurationCandidate, bar: Option<f64>) -> bool {
+    bar.is_none_or(|bar| curation_ceiling(required, c) >= bar)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -568,7 +574,7 @@ mod tests {
             let contenders = candidates
                 .iter()
                 .enumerate()
-                .filter(|(_, c)| bar.is_none_or(|bar| curation_ceiling(&required, c) >= bar))
+                .filter(|(_, c)| curation_contends(&required, c, bar))
                 .collect();
             proptest::prop_assert_eq!(best(contenders), best(candidates.iter().enumerate().collect()));
         }

@@ -654,9 +654,9 @@ pub async fn curation_suggestions(
 ///
 /// Reviews weigh at most 15 of the 100, so every candidate's score lies between its score
 /// without reviews and its ceiling ([`rules::curation_ceiling`]). Only candidates whose
-/// ceiling reaches [`rules::curation_bar`] can enter the list, and their reviews are read in
-/// one statement (at M, 114 of 200 candidates for a list of ten). The list is the one scoring
-/// every candidate would give.
+/// ceiling reaches [`rules::curation_bar`] can enter the list ([`rules::curation_contends`]),
+/// and their reviews are read in one statement (at M, 114 of 200 candidates for a list of
+/// ten). The list is the one scoring every candidate would give.
 async fn ranked_with_reviews(
     ex: Exec<'_>,
     required: &[String],
@@ -685,7 +685,7 @@ async fn ranked_with_reviews(
     let bar = rules::curation_bar(required, scored.iter().map(|(s, _)| s), limit);
     let contenders: Vec<_> = scored
         .into_iter()
-        .filter(|(s, _)| bar.is_none_or(|bar| rules::curation_ceiling(required, s) >= bar))
+        .filter(|(s, _)| rules::curation_contends(required, s, bar))
         .collect();
     let users: Vec<i64> = contenders.iter().map(|(_, c)| c.user_id).collect();
     let reviews = reviews::averages(ex, &users, now).await?;
