@@ -154,15 +154,11 @@ pub async fn kept<K: Hash + Eq>(
     writes: i64,
     read: impl Future<Output = ApiResult<impl Serialize>>,
 ) -> ApiResult<HttpResponse> {
-    let body = match cache.get(&key, &writes) {
-        Some(body) => body,
-        None => {
-            let answer = read.await?;
-            let body = Bytes::from(serde_json::to_vec(&answer).map_err(ApiError::internal)?);
-            cache.put(key, writes, body.clone(), body.len());
-            body
-        }
+    let json = async {
+        let answer = serde_json::to_vec(&read.await?).map_err(ApiError::internal)?;
+        ApiResult::Ok(Bytes::from(answer))
     };
+    let body = cache.get_or_read(key, writes, Bytes::len, json).await?;
     Ok(HttpResponse::Ok()
         .content_type(ContentType::json())
         .body(body))

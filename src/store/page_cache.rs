@@ -111,6 +111,24 @@ impl<K: Hash + Eq, V: Clone, S: PartialOrd> PageCache<K, V, S> {
         );
     }
 
+    /// The answer to `key` kept under `writes`, the count read before this call; otherwise
+    /// the one `read` gives, kept under that count (`size_of` its bytes).
+    pub async fn get_or_read<E>(
+        &self,
+        key: K,
+        writes: S,
+        size_of: impl FnOnce(&V) -> usize,
+        read: impl Future<Output = Result<V, E>>,
+    ) -> Result<V, E> {
+        if let Some(kept) = self.get(&key, &writes) {
+            return Ok(kept);
+        }
+        let answer = read.await?;
+        let bytes = size_of(&answer);
+        self.put(key, writes, answer.clone(), bytes);
+        Ok(answer)
+    }
+
     /// Forgets the answer to `key`.
     pub fn forget(&self, key: &K) {
         let mut inner = self.lock();

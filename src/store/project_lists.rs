@@ -585,22 +585,21 @@ async fn search_members(
         Viewer::Admin => set.to_owned(),
         Viewer::Anonymous | Viewer::User(_) => listings(set),
     };
-    let indexed = match counts.kept.get(&query, &counts.writes) {
-        Some(indexed) => indexed,
-        None => {
-            let mut sql = Sql::default();
-            let arg = sql.arg(query.as_str());
-            let indexed = sql
-                .with_text(&format!(
-                    "SELECT COUNT(*) FROM projects_fts WHERE projects_fts MATCH {arg}"
-                ))
-                .fetch_count(ex.re())
-                .await?;
-            let bytes = query.len() + size_of::<i64>();
-            counts.kept.put(query, counts.writes, indexed, bytes);
-            indexed
-        }
-    };
+    let mut sql = Sql::default();
+    let arg = sql.arg(query.as_str());
+    let bytes = query.len() + size_of::<i64>();
+    let indexed = sql.with_text(&format!(
+        "SELECT COUNT(*) FROM projects_fts WHERE projects_fts MATCH {arg}"
+    ));
+    let indexed = counts
+        .kept
+        .get_or_read(
+            query,
+            counts.writes,
+            |_| bytes,
+            indexed.fetch_count(ex.re()),
+        )
+        .await?;
     let Viewer::User(user_id) = viewer else {
         return Ok(indexed);
     };
