@@ -157,6 +157,7 @@ impl Application {
             public_projects: Arc::default(),
             kept_projects,
             expert_directory: Arc::default(),
+            curation_candidates: Arc::default(),
             account_searches: Arc::default(),
             project_search_counts: Arc::default(),
             // Past this many waiting in a lane, a stored event is left to the sweep.

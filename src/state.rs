@@ -82,6 +82,9 @@ pub struct AppState {
             bytes::Bytes,
         >,
     >,
+    /// Curation's candidates by required skills and excluded user, kept under the count of
+    /// writes to what they are chosen from read before each (`store::profiles::KeptCandidates`).
+    pub curation_candidates: Arc<crate::store::profiles::KeptCandidates>,
     /// The administrators' searches' totals and pages, kept under the count of writes to the
     /// accounts' search texts read before each (`store::user_admin::SearchesKept`).
     pub account_searches: Arc<crate::store::user_admin::SearchesKept>,

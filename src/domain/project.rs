@@ -325,9 +325,24 @@ pub struct CurationScore {
 ///
 /// Suggestions leave out experts with no required skill when the project names any.
 pub fn curation_score(required: &[String], c: &CurationCandidate) -> CurationScore {
-    let required: Vec<String> = required.iter().map(|s| s.trim().to_lowercase()).collect();
-    let have: Vec<String> = c.skills.iter().map(|s| s.trim().to_lowercase()).collect();
-    let matched_skills = required.iter().filter(|r| have.contains(r)).count();
+    scored(
+        required,
+        c,
+        c.review_average.map(|avg| (avg, c.review_count)),
+    )
+}
+
+/// [`curation_score`] with `reviews` (average, count) in place of the candidate's own. A
+/// suggestion scores hundreds of candidates several times, so nothing here allocates.
+fn scored(
+    required: &[String],
+    c: &CurationCandidate,
+    reviews: Option<(f64, i64)>,
+) -> CurationScore {
+    let matched_skills = required
+        .iter()
+        .filter(|r| c.skills.iter().any(|held| same_skill(held, r)))
+        .count();
     let skills = if required.is_empty() {
         25.0
     } else {
@@ -341,8 +356,8 @@ pub fn curation_score(required: &[String], c: &CurationCandidate) -> CurationSco
     let internal_rating = c
         .internal_rating
         .map_or(7.5, |r| 15.0 * (r.clamp(1.0, 5.0) - 1.0) / 4.0);
-    let reviews = c.review_average.map_or(0.0, |avg| {
-        let confidence = c.review_count.clamp(0, 5) as f64 / 5.0;
+    let reviews = reviews.map_or(0.0, |(avg, count)| {
+        let confidence = count.clamp(0, 5) as f64 / 5.0;
         15.0 * (avg.clamp(1.0, 5.0) - 1.0) / 4.0 * confidence
     });
     let total = ((skills + level + internal_rating + reviews) * 100.0).round() / 100.0;
@@ -360,12 +375,17 @@ pub fn curation_score(required: &[String], c: &CurationCandidate) -> CurationSco
 /// stars (reviews weigh at most 15). A candidate whose ceiling is below the score of the last
 /// expert a list keeps cannot enter it, so its reviews need not be read.
 pub fn curation_ceiling(required: &[String], c: &CurationCandidate) -> f64 {
-    let best = CurationCandidate {
-        review_average: Some(5.0),
-        review_count: 5,
-        ..c.clone()
-    };
-    curation_score(required, &best).total
+    scored(required, c, Some((5.0, 5))).total
+}
+
+/// Whether `held` and `required` name the same skill: equal once trimmed and lower-cased.
+fn same_skill(held: &str, required: &str) -> bool {
+    let (held, required) = (held.trim(), required.trim());
+    if held.is_ascii() && required.is_ascii() {
+        held.eq_ignore_ascii_case(required)
+    } else {
+        held.to_lowercase() == required.to_lowercase()
+    }
 }
 
 /// The score at least `limit` of `candidates` reach whatever their reviews: the `limit`-th
@@ -379,14 +399,7 @@ pub fn curation_bar<'a>(
 ) -> Option<f64> {
     let mut unreviewed: Vec<f64> = candidates
         .into_iter()
-        .map(|c| {
-            let without = CurationCandidate {
-                review_average: None,
-                review_count: 0,
-                ..c.clone()
-            };
-            curation_score(required, &without).total
-        })
+        .map(|c| scored(required, c, None).total)
         .collect();
     unreviewed.sort_by(|a, b| b.total_cmp(a));
     unreviewed.get(limit.checked_sub(1)?).copied()
@@ -512,6 +525,25 @@ mod tests {
             ..both.clone()
         };
         assert_eq!(curation_score(&required, &one_review).reviews, 3.0);
+        let accented = CurationCandidate {
+            skills: vec![" análisis de datos ".into(), "Rus".into()],
+            ..Default::default()
+        };
+        let required = vec!["Análisis de Datos".to_owned(), "Rust".to_owned()];
+        assert_eq!(curation_score(&required, &accented).matched_skills, 1);
+    }
+
+    proptest::proptest! {
+        /// Skills match as their trimmed, lower-cased names do, in any script: the fast path
+        /// for ASCII names answers as the whole folding would.
+        #[test]
+        fn skills_match_by_trimmed_lower_case(
+            a in "[ aAsSσΣςİiéÉß]{0,6}",
+            b in "[ aAsSσΣςİiéÉß]{0,6}",
+        ) {
+            let folded = |s: &str| s.trim().to_lowercase();
+            proptest::prop_assert_eq!(same_skill(&a, &b), folded(&a) == folded(&b));
+        }
     }
 
     proptest::proptest! {

@@ -175,6 +175,12 @@ pub async fn metrics(
     );
     render_kept(
         &mut out,
+        "curation_candidates_total",
+        "Curation suggestions' candidate experts, by where they came from: kept by this instance since the last write to what they are chosen from, or read from the database.",
+        state.curation_candidates.counts(),
+    );
+    render_kept(
+        &mut out,
         "admin_user_search_totals_total",
         "Totals of the administrators' user searches, by where they came from: kept by this instance since the last write to the accounts' search texts, or read (counted) from the database.",
         state.account_searches.totals.counts(),

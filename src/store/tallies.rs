@@ -335,15 +335,24 @@ fn rows_of(sql: &mut Sql, tally: Tally, keys: Option<&[String]>, user_id: Option
 /// The sum of the counts of `rows` ([`rows_of`]): a lookup of a few keys, whatever their
 /// values, so prepared once ([`Sql::same_plan`]).
 fn summed(sql: Sql, rows: &str) -> Total {
-    Total::Query(
-        sql.with_text(&format!(
-            "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM (
-                 SELECT n FROM tallies WHERE {rows}
-                 UNION ALL
-                 SELECT n FROM tally_deltas WHERE {rows}) x"
-        ))
-        .same_plan(),
+    Total::Query(sql.with_text(&sum_of(rows)).same_plan())
+}
+
+/// The statement adding up the counts of `rows` ([`rows_of`]), folded or not.
+fn sum_of(rows: &str) -> String {
+    format!(
+        "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM (
+             SELECT n FROM tallies WHERE {rows}
+             UNION ALL
+             SELECT n FROM tally_deltas WHERE {rows}) x"
     )
+}
+
+/// [`total_of`] one key as a scalar subquery of another statement, whose values `sql` binds:
+/// the count of the key `key` answers (an SQL expression, which may name the outer rows).
+pub fn count_in(sql: &mut Sql, tally: Tally, key: &str) -> String {
+    let rows = rows_of(sql, tally, Some(&[key.to_owned()]), None);
+    format!("({})", sum_of(&rows))
 }
 
 /// One user's place in a per-user tally.

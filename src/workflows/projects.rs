@@ -2,6 +2,8 @@
 //! administrator, invitations and curation, edits, manual status moves and deletion.
 //! Selection and its undoing are in [`super::selection`], inside the project actor.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
@@ -14,7 +16,7 @@ use crate::integrations::mail::Template;
 use crate::state::AppState;
 use crate::store::events::{self, NewEvent};
 use crate::store::projects::{self, NewProject, Project};
-use crate::store::{Exec, LockScope, Tx, profiles, reviews, users};
+use crate::store::{Exec, LockScope, Tx, expert_lists, profiles, reviews, users};
 use crate::workflows::emails::email;
 use crate::workflows::error::{FlowError, FlowResult};
 use crate::workflows::notify::{for_admins, for_user};
@@ -597,30 +599,40 @@ pub struct Suggestion {
 /// 800 for 200: 3.5 and 7).
 const CURATION_CANDIDATES: i64 = 200;
 
-/// Verified, available, active experts ranked by [`rules::curation_score`]; with required
-/// skills, only experts who have at least one of them.
+/// Verified, available, active experts ranked by [`rules::curation_score`] for a project
+/// `caller` owns or administers ([`load_owned`]); with required skills, only experts who
+/// have at least one of them. The candidates are kept by this instance until an expert
+/// changes (`AppState::curation_candidates`); their reviews and the suggested profiles are
+/// read at every request.
 pub async fn curation_suggestions(
     state: &AppState,
+    caller: &Caller,
     id: i64,
     limit: usize,
 ) -> FlowResult<Vec<Suggestion>> {
     let mut conn = state.db.conn().await?;
-    let p = projects::find(conn.exec(), id)
-        .await?
-        .ok_or_else(|| FlowError::not_found("Project not found"))?;
+    let p = load_owned(conn.exec(), caller, id, true).await?;
     let required_names: Vec<String> = p
         .skills_required
         .0
         .iter()
         .map(|s| s.trim().to_lowercase())
         .collect();
-    let candidates = profiles::curation_candidates(
-        conn.exec(),
-        &required_names,
-        p.company_id,
-        CURATION_CANDIDATES,
-    )
-    .await?;
+    let writes = expert_lists::writes(conn.exec()).await?;
+    let candidates = state
+        .curation_candidates
+        .get_or_read(
+            (required_names.clone(), p.company_id),
+            writes,
+            |kept| kept.iter().map(profiles::CurationCandidate::bytes).sum(),
+            profiles::curation_candidates(
+                conn.exec(),
+                &required_names,
+                p.company_id,
+                CURATION_CANDIDATES,
+            ),
+        )
+        .await?;
     let formal: Vec<i64> = projects::invitations_of(conn.exec(), id)
         .await?
         .into_iter()
@@ -688,12 +700,16 @@ async fn ranked_with_reviews(
         .filter(|(s, _)| rules::curation_contends(required, s, bar))
         .collect();
     let users: Vec<i64> = contenders.iter().map(|(_, c)| c.user_id).collect();
-    let reviews = reviews::averages(ex, &users, now).await?;
+    let reviews: HashMap<i64, (f64, i64)> = reviews::averages(ex, &users, now)
+        .await?
+        .into_iter()
+        .map(|(user, average, count)| (user, (average, count)))
+        .collect();
     let mut ranked: Vec<(rules::CurationScore, profiles::CurationCandidate)> = contenders
         .into_iter()
         .map(|(mut scored, c)| {
-            if let Some(r) = reviews.iter().find(|r| r.0 == c.user_id) {
-                (scored.review_average, scored.review_count) = (Some(r.1), r.2);
+            if let Some(&(average, count)) = reviews.get(&c.user_id) {
+                (scored.review_average, scored.review_count) = (Some(average), count);
             }
             (rules::curation_score(required, &scored), c)
         })

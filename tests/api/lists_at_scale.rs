@@ -3719,8 +3719,8 @@ async fn skill_directory_pages_agree_whether_probed_or_looked_up() {
 /// level, then internal rating. Required skills held by few are looked up, every holder
 /// ranked; held by many (their count squared over the walk times the verified experts), the
 /// walk keeps the `4 × bound` best holders by level and rating before ranking them. Both are
-/// the rows' answer, recomputed here; each candidate comes with the required skills it holds,
-/// also after experts changed their skills.
+/// the rows' answer, recomputed here, in that order; each candidate comes with the required
+/// skills it holds, also after experts changed their skills.
 #[actix_web::test]
 async fn curation_candidates_rank_skills_held_then_level_and_rating() {
     use marketplace::store::profiles::curation_candidates;
@@ -3796,9 +3796,7 @@ async fn curation_candidates_rank_skills_held_then_level_and_rating() {
         )
     };
     let chosen = |candidates: &[marketplace::store::profiles::CurationCandidate]| {
-        let mut ids: Vec<i64> = candidates.iter().map(|c| c.user_id).collect();
-        ids.sort_unstable();
-        ids
+        candidates.iter().map(|c| c.user_id).collect::<Vec<i64>>()
     };
     let mut holds: Vec<Vec<&str>> = specs.iter().map(|s| s.0.to_vec()).collect();
     let mut conn = m.app.db.conn().await.unwrap();
@@ -3843,10 +3841,10 @@ async fn curation_candidates_rank_skills_held_then_level_and_rating() {
             }
             holders.sort_by_key(|&i| (std::cmp::Reverse(held(i)), rank(i)));
             holders.truncate(bound);
-            // Which experts, not their order: the workflow orders them by score.
-            let mut ids: Vec<i64> = holders.into_iter().map(|i| experts[i].0.id).collect();
-            ids.sort_unstable();
-            ids
+            holders
+                .into_iter()
+                .map(|i| experts[i].0.id)
+                .collect::<Vec<i64>>()
         };
         // 12 verified experts: Python's 11 holders (9 in the second round) are many for a
         // walk of 2 alone, 8 with Go (121 > 8 × 12), Rust's 3 (4) few (9 < 96).
@@ -3896,8 +3894,7 @@ async fn curation_candidates_rank_skills_held_then_level_and_rating() {
         .filter(|&i| specs[i].3 == "listed")
         .collect();
     listed.sort_by_key(|&i| rank(i));
-    let mut best: Vec<i64> = listed[..3].iter().map(|&i| experts[i].0.id).collect();
-    best.sort_unstable();
+    let best: Vec<i64> = listed[..3].iter().map(|&i| experts[i].0.id).collect();
     assert_eq!(chosen(&got), best);
     drop(conn);
     m.app.stop().await;
@@ -3908,7 +3905,8 @@ async fn curation_candidates_rank_skills_held_then_level_and_rating() {
 /// candidate gives. Twenty Enterprise experts rated 5.0 without reviews fill the first batch
 /// (60 of a possible 75 on a project requiring Rust and Kubernetes); a Pro expert rated 5.0
 /// with five shown five-star reviews comes after them and ranks first (65), and the stars of
-/// a review still blind count for nothing.
+/// a review still blind count for nothing. The candidates are kept until an expert changes;
+/// their reviews are read at every request.
 #[actix_web::test]
 async fn curation_reads_reviews_while_they_could_change_the_list() {
     use marketplace::workflows::projects::curation_suggestions;
@@ -3958,23 +3956,29 @@ async fn curation_reads_reviews_while_they_could_change_the_list() {
         ProjectStatus::PublishedCurated,
     )
     .await;
+    let owner = marketplace::workflows::projects::Caller {
+        id: company.id,
+        admin: false,
+        company: true,
+        expert: false,
+    };
     let ranked = |list: Vec<marketplace::workflows::projects::Suggestion>| {
         list.into_iter()
             .map(|s| (s.expert_id, s.score.total))
             .collect::<Vec<_>>()
     };
-    let none = curation_suggestions(&m.app.state, curated, 0)
+    let none = curation_suggestions(&m.app.state, &owner, curated, 0)
         .await
         .unwrap();
     assert!(none.is_empty());
     let got = ranked(
-        curation_suggestions(&m.app.state, curated, 1)
+        curation_suggestions(&m.app.state, &owner, curated, 1)
             .await
             .unwrap(),
     );
     assert_eq!(got, [(experts[20].0.id, 65.0)]);
     let got = ranked(
-        curation_suggestions(&m.app.state, curated, 3)
+        curation_suggestions(&m.app.state, &owner, curated, 3)
             .await
             .unwrap(),
     );
@@ -3990,11 +3994,44 @@ async fn curation_reads_reviews_while_they_could_change_the_list() {
     );
     // Every candidate, as scoring all of them gives: the Global expert's reviews read too.
     let all = ranked(
-        curation_suggestions(&m.app.state, curated, 50)
+        curation_suggestions(&m.app.state, &owner, curated, 50)
             .await
             .unwrap(),
     );
     assert_eq!(all.len(), 22);
     assert_eq!(all[21], (experts[21].0.id, 55.0));
+
+    // The candidates are kept while no expert changes, their reviews read at every request:
+    // once the blind reviews of the fourth expert are shown, the kept candidates rank them
+    // first.
+    let kept = m.app.state.curation_candidates.counts();
+    m.app.clock.advance(chrono::Duration::days(8));
+    let got = ranked(
+        curation_suggestions(&m.app.state, &owner, curated, 2)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(got, [(experts[3].0.id, 75.0), (experts[20].0.id, 65.0)]);
+    let now_kept = m.app.state.curation_candidates.counts();
+    assert_eq!((now_kept.0 - kept.0, now_kept.1 - kept.1), (1, 0), "kept");
+    // An expert's change is seen at once: the fourth expert, made unavailable, is left out.
+    let mut conn = m.app.db.conn().await.unwrap();
+    marketplace::on_exec!(conn.exec(), c => sqlx::query(
+        "UPDATE profiles SET availability = 'busy' WHERE id = $1")
+        .bind(experts[3].1)
+        .execute(c).await.map(drop))
+    .unwrap();
+    drop(conn);
+    let got = ranked(
+        curation_suggestions(&m.app.state, &owner, curated, 1)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(got, [(experts[20].0.id, 65.0)]);
+    assert_eq!(
+        m.app.state.curation_candidates.counts().1,
+        now_kept.1 + 1,
+        "read again"
+    );
     m.app.stop().await;
 }

@@ -193,14 +193,9 @@ pub async fn curation_suggestions(
     path: web::Path<i64>,
     query: web::Query<SuggestionQuery>,
 ) -> ApiResult<HttpResponse> {
-    let c = caller(&auth);
     let limit = suggestion_limit(query.limit)?;
-    let id = path.into_inner();
-    {
-        let mut conn = state.db.conn().await?;
-        flow::load_owned(conn.exec(), &c, id, true).await?;
-    }
-    let ranked = flow::curation_suggestions(&state, id, limit).await?;
+    let ranked =
+        flow::curation_suggestions(&state, &caller(&auth), path.into_inner(), limit).await?;
     Ok(HttpResponse::Ok().json(ranked.into_iter().map(suggestion_view).collect::<Vec<_>>()))
 }
 
@@ -240,7 +235,7 @@ pub async fn auto_curate(
 ) -> ApiResult<HttpResponse> {
     let limit = suggestion_limit(body.and_then(|b| b.limit).or(Some(5)))?;
     let id = path.into_inner();
-    let suggestions = flow::curation_suggestions(&state, id, limit).await?;
+    let suggestions = flow::curation_suggestions(&state, &caller(&admin), id, limit).await?;
     let ids: Vec<i64> = suggestions.iter().map(|s| s.expert_id).collect();
     let invited = if ids.is_empty() {
         Vec::new()
