@@ -585,20 +585,16 @@ async fn search_members(
         Viewer::Admin => set.to_owned(),
         Viewer::Anonymous | Viewer::User(_) => listings(set),
     };
+    let bytes = query.len() + size_of::<i64>();
     let mut sql = Sql::default();
     let arg = sql.arg(query.as_str());
-    let bytes = query.len() + size_of::<i64>();
-    let indexed = sql.with_text(&format!(
-        "SELECT COUNT(*) FROM projects_fts WHERE projects_fts MATCH {arg}"
-    ));
+    let read = async {
+        let text = format!("SELECT COUNT(*) FROM projects_fts WHERE projects_fts MATCH {arg}");
+        sql.with_text(&text).fetch_count(ex.re()).await
+    };
     let indexed = counts
         .kept
-        .get_or_read(
-            query,
-            counts.writes,
-            |_| bytes,
-            indexed.fetch_count(ex.re()),
-        )
+        .get_or_read(query, counts.writes, |_| bytes, read)
         .await?;
     let Viewer::User(user_id) = viewer else {
         return Ok(indexed);
