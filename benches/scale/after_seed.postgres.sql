@@ -3,6 +3,11 @@
 -- maintain (its triggers do not fire). Generated columns (the search vectors) are computed
 -- by the COPY itself.
 
+-- Memory for the recounts' sorts and hashes, and the VACUUM after them: with the defaults
+-- (4 MB, 64 MB) each recount over millions of rows spills to disk.
+SET work_mem = '256MB';
+SET maintenance_work_mem = '1GB';
+
 -- Migration 0016: project counts, project skills, the legacy invitation list.
 UPDATE project_counts SET n = 0;
 UPDATE project_counts c SET n = x.n

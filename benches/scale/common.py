@@ -88,13 +88,41 @@ class Db:
             subprocess.run(["psql", self.url, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-c", sql],
                            check=True, capture_output=True, text=True)
 
-    def run_file(self, path):
+    def run_file(self, path, then=()):
+        """Run an SQL file, then the statements `then`, one statement at a time, printing each
+        one's first line and how long it took (a bulk load's rebuild is most of its time)."""
+        with open(path) as f:
+            statements = split_statements(f.read()) + [(sql, sql) for sql in then]
         if self.engine == "sqlite":
-            with open(path) as f:
-                self.conn.executescript(f.read())
-        else:
-            subprocess.run(["psql", self.url, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", path],
-                           check=True)
+            for label, sql in statements:
+                t0 = time.perf_counter()
+                self.conn.execute(sql)
+                print("    %8.1f s  %s" % (time.perf_counter() - t0, label), flush=True)
+            return
+        # One psql session (the file's SETs hold for what follows), its timings beside labels.
+        script = "\\timing on\n" + "".join(
+            "\\echo '    %s'\n%s;\n" % (label.replace("'", ""), sql) for label, sql in statements)
+        subprocess.run(["psql", self.url, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", "-"],
+                       input=script, text=True, check=True)
+
+
+def split_statements(text):
+    """The statements of an SQL file whose statements end with `;` at the end of a line, each
+    labelled by its first line and the comment before it."""
+    out, cur, note = [], [], ""
+    for line in text.splitlines():
+        if not cur and line.lstrip().startswith("--"):
+            if not note:
+                note = line.strip(" -")
+            continue
+        if not cur and not line.strip():
+            continue
+        cur.append(line)
+        if line.rstrip().endswith(";"):
+            out.append(("%s  [%s]" % (cur[0].strip()[:44], note[:48]),
+                        "\n".join(cur).rstrip().rstrip(";")))
+            cur, note = [], ""
+    return out
 
 
 def free_port():

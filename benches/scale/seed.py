@@ -796,17 +796,12 @@ class Seeder:
                 "SELECT setval(pg_get_serial_sequence('%s', 'id'), "
                 "GREATEST((SELECT MAX(id) FROM %s), 1))" % (t, t) for t in tables)
             self.db.execute(sql)
-            after = os.path.join(here, "after_seed.postgres.sql")
-            if os.path.exists(after):
-                self.db.run_file(after)
             # VACUUM as well: a database in service has its visibility maps set by
             # autovacuum, so its plans use index-only scans; a freshly loaded one has none.
-            self.db.execute("VACUUM ANALYZE")
+            self.db.run_file(os.path.join(here, "after_seed.postgres.sql"),
+                             then=["VACUUM ANALYZE"])
         else:
-            after = os.path.join(here, "after_seed.sqlite.sql")
-            if os.path.exists(after):
-                self.db.run_file(after)
-            self.conn.execute("ANALYZE")
+            self.db.run_file(os.path.join(here, "after_seed.sqlite.sql"), then=["ANALYZE"])
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         dt = time.perf_counter() - t0
         self.timings.append(("(sequences, after_seed, (VACUUM) ANALYZE)", 0, dt, "finish"))
