@@ -233,10 +233,21 @@ UPDATE profiles p SET skill_ids = profile_skill_ids(p.id)
  WHERE EXISTS (SELECT 1 FROM profile_skills ps WHERE ps.profile_id = p.id);
 
 TRUNCATE expert_search;
+-- `profile_search_words` (0038) for every listed expert, its skills' part read for all at
+-- once rather than once a profile (the same words; 6 s instead of 19 at M).
 INSERT INTO expert_search (profile_id, is_verified, created_at, words)
+WITH held AS (
+    SELECT ps.profile_id,
+           to_tsvector('simple', fold_text(string_agg(s.name, ' ')))
+               || array_to_tsvector(array_agg('#' || s.id)) AS words
+      FROM profile_skills ps JOIN skills s ON s.id = ps.skill_id
+     GROUP BY ps.profile_id)
 SELECT p.id, p.is_verified, p.created_at,
-       strip(profile_search_words(p.id, p.full_name, p.bio, p.main_area))
-  FROM profiles p JOIN users u ON u.id = p.user_id
+       strip(to_tsvector('simple', fold_text(
+                 COALESCE(p.full_name, '') || ' ' || COALESCE(p.bio, '') || ' '
+                 || COALESCE(p.main_area, '')))
+             || COALESCE(h.words, ''::tsvector))
+  FROM profiles p JOIN users u ON u.id = p.user_id LEFT JOIN held h ON h.profile_id = p.id
  WHERE p.profile_type = 'experto' AND u.is_active;
 INSERT INTO tallies (name, key, user_id, n, total)
 SELECT 'expert_words', k, 0, COUNT(*), 0
