@@ -249,6 +249,13 @@ SELECT p.id, p.is_verified, p.created_at,
              || COALESCE(h.words, ''::tsvector))
   FROM profiles p JOIN users u ON u.id = p.user_id LEFT JOIN held h ON h.profile_id = p.id
  WHERE p.profile_type = 'experto' AND u.is_active;
+-- The rebuild above repeats the function's text: one document in a hundred is held against
+-- the function itself, so a change to 0038's words stops the seeding instead of diverging.
+DO $$ BEGIN IF EXISTS (
+    SELECT 1 FROM expert_search e JOIN profiles p ON p.id = e.profile_id
+     WHERE e.profile_id % 100 = 0
+       AND e.words IS DISTINCT FROM strip(profile_search_words(p.id, p.full_name, p.bio, p.main_area)))
+THEN RAISE EXCEPTION 'expert_search rebuilt unlike profile_search_words (migration 0038)'; END IF; END $$;
 INSERT INTO tallies (name, key, user_id, n, total)
 SELECT 'expert_words', k, 0, COUNT(*), 0
   FROM expert_search e, expert_word_keys(e.words, e.is_verified) k
