@@ -4090,4 +4090,6 @@ async fn shown_ratings_read_only_the_users_asked_under_the_kept_plan() {
     .unwrap();
     // Each user's seven entries at most, not the 150,000 shown ratings.
     assert!(read <= 120 * 7, "{read} tally rows read for 120 users");
+    drop(tx);
+    app.stop().await;
 }
