@@ -145,7 +145,10 @@ pub async fn find(mut ex: Exec<'_>, id: i64) -> StoreResult<Option<User>> {
 }
 
 /// A session and its user with roles, in one round trip: what every authenticated request
-/// reads.
+/// reads. The user is read by the key the session holds, not joined to it: where the
+/// sessions' statistics are older than the session (a young table, a new user), PostgreSQL
+/// merge-joined the two, walking the users' key from the first id up to the session's user
+/// (13 ms for user 62,553 of 100,000).
 pub async fn find_by_session(
     ex: Exec<'_>,
     session_id: i64,
@@ -177,7 +180,8 @@ pub async fn find_by_session(
                 EXISTS (SELECT 1 FROM user_roles r WHERE r.user_id = u.id AND r.role = 'empresa') AS role_empresa,
                 EXISTS (SELECT 1 FROM user_roles r WHERE r.user_id = u.id AND r.role = 'experto') AS role_experto,
                 EXISTS (SELECT 1 FROM user_roles r WHERE r.user_id = u.id AND r.role = 'admin') AS role_admin
-         FROM auth_sessions s JOIN users u ON u.id = s.user_id WHERE s.id = $1",
+         FROM auth_sessions s JOIN users u ON u.id = s.user_id
+         WHERE s.id = $1 AND u.id = (SELECT user_id FROM auth_sessions WHERE id = $1)",
     )
     .bind(session_id)
     .fetch_optional(c)

@@ -4093,3 +4093,60 @@ async fn shown_ratings_read_only_the_users_asked_under_the_kept_plan() {
     drop(tx);
     app.stop().await;
 }
+
+/// Every authenticated request that misses the session cache reads its session with its user
+/// (`users::find_by_session`). Where the sessions' statistics were taken while they were few
+/// and held only early users, the user must still be read by its key, not found by walking
+/// the users' key from the first: the plan PostgreSQL chose for the join of the two.
+#[actix_web::test]
+async fn a_session_reads_its_user_by_key_whatever_the_statistics() {
+    if std::env::var("TEST_DATABASE_URL").is_err() {
+        return;
+    }
+    let app = crate::helpers::spawn_app_with(&[("DATABASE_STATEMENT_TIMEOUT_SECONDS", "0")]).await;
+    let mut conn = app.db.conn().await.unwrap();
+    marketplace::on_exec!(conn.exec(), c => sqlx::query(
+        "INSERT INTO users (email, username, password_hash, active_role, created_at, updated_at)
+         SELECT 'member' || g || '@accounts.test', 'member' || g, 'x', 'empresa', now(), now()
+           FROM generate_series(1, 60000) AS g")
+        .execute(c).await.map(drop))
+    .unwrap();
+    // The statistics are taken while the only sessions are the first two users'.
+    marketplace::on_exec!(conn.exec(), c => sqlx::query(
+        "INSERT INTO auth_sessions (user_id, refresh_token_hash, created_at, last_used_at,
+                                    expires_at)
+         SELECT id, 'early' || id, now(), now(), now() + interval '1 day'
+           FROM users ORDER BY id LIMIT 2")
+        .execute(c).await.map(drop))
+    .unwrap();
+    marketplace::on_exec!(conn.exec(), c => sqlx::query("ANALYZE users, auth_sessions")
+        .execute(c).await.map(drop))
+    .unwrap();
+    let (session, user): (i64, i64) = marketplace::on_exec!(conn.exec(), c => sqlx::query_as(
+        "INSERT INTO auth_sessions (user_id, refresh_token_hash, created_at, last_used_at,
+                                    expires_at)
+         SELECT MAX(id), 'newest', now(), now(), now() + interval '1 day' FROM users
+         RETURNING id, user_id")
+        .fetch_one(c).await)
+    .unwrap();
+    drop(conn);
+
+    let mut tx = app.db.begin().await.unwrap();
+    // Each user entry a plan reads is then a row fetched, counted below.
+    marketplace::on_exec!(tx.exec(), c => sqlx::query("SET LOCAL enable_indexonlyscan = off")
+        .execute(c).await.map(drop))
+    .unwrap();
+    let (found, of) = marketplace::store::users::find_by_session(tx.exec(), session)
+        .await
+        .unwrap()
+        .expect("the session and its user");
+    assert_eq!((found.id, of.id), (session, user));
+    let read: i64 = marketplace::on_exec!(tx.exec(), c => sqlx::query_scalar(
+        "SELECT COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0)
+           FROM pg_stat_xact_user_tables WHERE relname = 'users'")
+        .fetch_one(c).await)
+    .unwrap();
+    assert!(read <= 1, "{read} users read for one session");
+    drop(tx);
+    app.stop().await;
+}
