@@ -40,6 +40,23 @@ const PROFILES: Rows = Rows {
     id: "p.id",
 };
 
+/// [`PROFILES`] as SQLite reads them: from the profiles, then each one's user (`CROSS JOIN`
+/// fixes SQLite's join order). Left to choose, its planner at L read every user and sorted
+/// their expert profiles: 1.5 s for the directory's first page, against 0.03 ms walking the
+/// directory's index, and 1.5 s against 0.1 for a search's.
+const PROFILES_ON_SQLITE: Rows = Rows {
+    from: "profiles p CROSS JOIN users u ON u.id = p.user_id",
+    ..PROFILES
+};
+
+/// Where `engine` reads the directory and its searches by profile.
+fn profiles(engine: &Exec<'_>) -> &'static Rows {
+    match engine {
+        Exec::Sqlite(_) => &PROFILES_ON_SQLITE,
+        Exec::Postgres(_) => &PROFILES,
+    }
+}
+
 /// A search on PostgreSQL: the listed experts' documents (migration 0046), each beside its
 /// profile. The join is LEFT so that the planner drops it wherever the statement reads no
 /// column of the profile (every row has its profile: its key references it), and a total or a
@@ -223,7 +240,8 @@ fn experts_with(engine: &Exec<'_>, f: &ExpertFilter, test: SetTest) -> ListQuery
             ),
         });
     }
-    filter.extend(narrowed(&mut sql, f, &PROFILES));
+    let rows = profiles(engine);
+    filter.extend(narrowed(&mut sql, f, rows));
     // The whole directory or one skill's experts, or only their verified or unverified
     // part: the counts the writes keep (migrations 0027 and 0030).
     let tally = |verified: Option<bool>| match &f.skill {
@@ -239,7 +257,7 @@ fn experts_with(engine: &Exec<'_>, f: &ExpertFilter, test: SetTest) -> ListQuery
         }),
     };
     let kept = f.level.is_none() && f.availability.is_none();
-    PROFILES.list(f, filter, sql, kept.then_some(&tally as Kept<'_>))
+    rows.list(f, filter, sql, kept.then_some(&tally as Kept<'_>))
 }
 
 /// Listed experts whose search document (migration 0046) holds every one of `words`, in
@@ -314,8 +332,8 @@ fn searched(engine: &Exec<'_>, f: &ExpertFilter, words: &[&str], test: SetTest) 
             filter.push(format!(
                 "{member} IN (SELECT rowid FROM profile_search WHERE profile_search MATCH {q})"
             ));
-            filter.extend(narrowed(&mut sql, f, &PROFILES));
-            PROFILES.list(f, filter, sql, alone.then_some(&counted as Kept<'_>))
+            filter.extend(narrowed(&mut sql, f, &PROFILES_ON_SQLITE));
+            PROFILES_ON_SQLITE.list(f, filter, sql, alone.then_some(&counted as Kept<'_>))
         }
     }
 }

@@ -708,10 +708,11 @@ impl ListQuery {
         Ok(items)
     }
 
-    /// PostgreSQL's plans (`EXPLAIN (FORMAT JSON)`, with the values bound) of the statements
-    /// [`run`](Self::run) sends for this page, after those of the list's and its tiers'
-    /// totals (a tier's is sent only for deep pages): what the plan test holds against
-    /// sequential scans. The page is read as `run` reads it, to find which statements it sends.
+    /// The engine's plans, with the values bound, of the statements [`run`](Self::run) sends
+    /// for this page, after those of the list's and its tiers' totals (a tier's is sent only
+    /// for deep pages): PostgreSQL's `EXPLAIN (FORMAT JSON)`, SQLite's `EXPLAIN QUERY PLAN`
+    /// as its lines' details. What the plan tests hold against reading a large table whole.
+    /// The page is read as `run` reads it, to find which statements it sends.
     pub async fn explain(
         &self,
         mut ex: Exec<'_>,
@@ -733,19 +734,27 @@ impl ListQuery {
         statements.extend(sent);
         let mut plans = Vec::new();
         for statement in &statements {
-            let explain = statement
-                .clone()
-                .with_text(&format!("EXPLAIN (FORMAT JSON) {}", statement.text));
-            let text = sqlx::AssertSqlSafe(explain.text.as_str());
-            let plan: sqlx::types::Json<serde_json::Value> = match ex.re() {
+            let plan = match ex.re() {
                 Exec::Postgres(c) => {
-                    bind_all!(sqlx::query_scalar(text), &explain.args)
-                        .fetch_one(&mut *c)
-                        .await?
+                    let text = format!("EXPLAIN (FORMAT JSON) {}", statement.text);
+                    let plan: sqlx::types::Json<serde_json::Value> = bind_all!(
+                        sqlx::query_scalar(sqlx::AssertSqlSafe(text)),
+                        &statement.args
+                    )
+                    .fetch_one(&mut *c)
+                    .await?;
+                    plan.0
                 }
-                Exec::Sqlite(_) => continue,
+                Exec::Sqlite(c) => {
+                    let text = format!("EXPLAIN QUERY PLAN {}", statement.text);
+                    let lines: Vec<(i64, i64, i64, String)> =
+                        bind_all!(sqlx::query_as(sqlx::AssertSqlSafe(text)), &statement.args)
+                            .fetch_all(&mut *c)
+                            .await?;
+                    lines.into_iter().map(|(_, _, _, detail)| detail).collect()
+                }
             };
-            plans.push(serde_json::json!({"statement": statement.text, "plan": plan.0}));
+            plans.push(serde_json::json!({"statement": statement.text, "plan": plan}));
         }
         Ok(plans)
     }
