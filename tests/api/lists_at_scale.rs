@@ -1102,6 +1102,18 @@ async fn no_project_list_scans_a_large_table_on_postgres() {
     app.stop().await;
 }
 
+/// The expert list's filter of the words `q` and the skill `skill` alone.
+fn expert_filter(
+    q: Option<&str>,
+    skill: Option<&str>,
+) -> marketplace::store::profiles::ExpertFilter {
+    marketplace::store::profiles::ExpertFilter {
+        q: q.map(str::to_owned),
+        skill: skill.map(str::to_owned),
+        ..Default::default()
+    }
+}
+
 /// On PostgreSQL with twelve thousand listed experts, no statement of the expert directory or
 /// its searches (a word alone, beside a skill or another word, of one verification, with a
 /// level) reads the profiles, their users, their skills or the search documents from start to
@@ -1152,34 +1164,29 @@ async fn no_expert_list_scans_a_large_table_on_postgres() {
             sqlx::query(sqlx::AssertSqlSafe(statement)).execute(c).await.map(drop))
         .unwrap();
     }
-    let filter = |q: Option<&str>, skill: Option<&str>| ExpertFilter {
-        q: q.map(str::to_owned),
-        skill: skill.map(str::to_owned),
-        ..ExpertFilter::default()
-    };
     let engine = conn.exec();
     let lists = [
-        ("directory", filter(None, None)),
-        ("a skill's experts", filter(None, Some("python"))),
-        ("a common word", filter(Some("ledger"), None)),
-        ("a rare word", filter(Some("w42"), None)),
+        ("directory", expert_filter(None, None)),
+        ("a skill's experts", expert_filter(None, Some("python"))),
+        ("a common word", expert_filter(Some("ledger"), None)),
+        ("a rare word", expert_filter(Some("w42"), None)),
         (
             "a word beside a skill",
-            filter(Some("ledger"), Some("python")),
+            expert_filter(Some("ledger"), Some("python")),
         ),
-        ("two words", filter(Some("w40 ledger"), None)),
+        ("two words", expert_filter(Some("w40 ledger"), None)),
         (
             "a word, verified",
             ExpertFilter {
                 verified: Some(true),
-                ..filter(Some("ledger"), None)
+                ..expert_filter(Some("ledger"), None)
             },
         ),
         (
             "a word and a level",
             ExpertFilter {
                 level: Some("Pro".into()),
-                ..filter(Some("w42"), None)
+                ..expert_filter(Some("w42"), None)
             },
         ),
     ]
@@ -1308,20 +1315,15 @@ async fn the_expert_directory_walks_its_index_on_sqlite_at_a_million_profiles() 
         .unwrap();
     }
     sqlite_statistics_times(&mut conn, &["profiles", "users"], 100).await;
-    let filter = |q: Option<&str>, skill: Option<&str>| ExpertFilter {
-        q: q.map(str::to_owned),
-        skill: skill.map(str::to_owned),
-        ..ExpertFilter::default()
-    };
     for (name, f) in [
-        ("directory", filter(None, None)),
-        ("a skill's experts", filter(None, Some("python"))),
-        ("a common word", filter(Some("ledger"), None)),
+        ("directory", expert_filter(None, None)),
+        ("a skill's experts", expert_filter(None, Some("python"))),
+        ("a common word", expert_filter(Some("ledger"), None)),
         (
             "a word, verified",
             ExpertFilter {
                 verified: Some(true),
-                ..filter(Some("ledger"), None)
+                ..expert_filter(Some("ledger"), None)
             },
         ),
     ] {
@@ -4237,15 +4239,22 @@ async fn shown_ratings_read_only_the_users_asked_under_the_kept_plan() {
             .iter()
             .all(|&(_, average, n)| average == 3.0 && n == 5)
     );
-    let read: i64 = marketplace::on_exec!(tx.exec(), c => sqlx::query_scalar(
-        "SELECT COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0)
-           FROM pg_stat_xact_user_tables WHERE relname = 'tallies'")
-        .fetch_one(c).await)
-    .unwrap();
+    let read = rows_read(tx.exec(), "tallies").await;
     // Each user's seven entries at most, not the 150,000 shown ratings.
     assert!(read <= 120 * 7, "{read} tally rows read for 120 users");
     drop(tx);
     app.stop().await;
+}
+
+/// How many rows of `table` this transaction has read on PostgreSQL: scanned, or fetched
+/// through an index.
+async fn rows_read(ex: marketplace::store::Exec<'_>, table: &str) -> i64 {
+    marketplace::on_exec!(ex, c => sqlx::query_scalar(
+        "SELECT COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0)
+           FROM pg_stat_xact_user_tables WHERE relname = $1")
+        .bind(table)
+        .fetch_one(c).await)
+    .unwrap()
 }
 
 /// Every authenticated request that misses the session cache reads its session with its user
@@ -4295,11 +4304,7 @@ async fn a_session_reads_its_user_by_key_whatever_the_statistics() {
         .unwrap()
         .expect("the session and its user");
     assert_eq!((found.id, of.id), (session, user));
-    let read: i64 = marketplace::on_exec!(tx.exec(), c => sqlx::query_scalar(
-        "SELECT COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0)
-           FROM pg_stat_xact_user_tables WHERE relname = 'users'")
-        .fetch_one(c).await)
-    .unwrap();
+    let read = rows_read(tx.exec(), "users").await;
     assert!(read <= 1, "{read} users read for one session");
     drop(tx);
     app.stop().await;
