@@ -22,6 +22,7 @@ pub mod pushed_docs;
 pub mod rate_limit;
 pub mod raw_body;
 pub mod routes;
+pub mod spooled;
 pub mod system;
 pub mod text_guard;
 pub mod ws;

@@ -346,13 +346,8 @@ fn kinds_total(f: &AdminFilter) -> Total {
     })
 }
 
-/// One page (from 1) of profiles for administrators, newest first, and the total.
-pub async fn list_admin(
-    ex: Exec<'_>,
-    f: &AdminFilter,
-    page: i64,
-    size: i64,
-) -> StoreResult<(Vec<Profile>, i64)> {
+/// The administrators' profile list under `f`, newest first.
+pub fn admin_list(f: &AdminFilter) -> ListQuery {
     let (filter, args) = admin_conditions(f);
     // Without a search, the total is the count the writes keep of each kind of profile.
     let searched = f.search.as_deref().is_some_and(|s| !s.trim().is_empty());
@@ -361,15 +356,24 @@ pub async fn list_admin(
     } else {
         kinds_total(f)
     };
-    let query = ListQuery {
+    ListQuery {
         columns: PROFILE_COLUMNS.to_owned(),
         from: ADMIN_FROM,
         total,
         filter,
         args,
         order: Order::newest("p.created_at", "p.id"),
-    };
-    let (window, total) = query.run(ex, Seek::Page(page), size).await?;
+    }
+}
+
+/// One page (from 1) of profiles for administrators, newest first, and the total.
+pub async fn list_admin(
+    ex: Exec<'_>,
+    f: &AdminFilter,
+    page: i64,
+    size: i64,
+) -> StoreResult<(Vec<Profile>, i64)> {
+    let (window, total) = admin_list(f).run(ex, Seek::Page(page), size).await?;
     Ok((window.items, total))
 }
 

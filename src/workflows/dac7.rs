@@ -13,7 +13,6 @@ use crate::domain::dac7::{self, Dac7ReviewStatus, amount, csv_field, is_reportab
 use crate::domain::money::minor_to_number;
 use crate::integrations::mail::Template;
 use crate::state::AppState;
-use crate::store::Db;
 use crate::store::dac7::{self as store, SellerYear};
 use crate::store::events::{self, NewEvent};
 use crate::store::profiles::{self, Profile};
@@ -285,64 +284,24 @@ const REPORT_HEADER: &str = "year,user_id,fiscal_name,tax_id,vat_number,fiscal_t
      fiscal_address,fiscal_postal_code,fiscal_city,fiscal_country,currency,gross_q1,gross_q2,\
      gross_q3,gross_q4,gross_total,commission_total,net_total,paid_activities,review_status\n";
 
-/// The report goes out in pieces of about this many bytes, not a piece per line.
+/// The report is written in pieces of about this many bytes, not a piece per line.
 const REPORT_PIECE_BYTES: usize = 64 * 1024;
 
-/// How many pieces of the report may wait for a slow client before its reading stops.
-const REPORT_PIECES_BUFFERED: usize = 4;
-
-type ReportPieces = tokio::sync::mpsc::Sender<Result<String, std::io::Error>>;
-
-/// Why the report's writing stopped before its end.
-enum Stopped {
-    /// The client went away: nothing more to read.
-    ClientGone,
-    Failed(crate::store::StoreError),
-}
-
-impl From<crate::store::StoreError> for Stopped {
-    fn from(e: crate::store::StoreError) -> Self {
-        Stopped::Failed(e)
-    }
-}
-
-/// The annual report: a CSV header, then one line per reportable seller of `year` by account
-/// id, streamed as the database answers them, so a report of any size takes the memory of a
-/// few pieces.
-/// A failure after the first piece ends the stream early (logged): the client sees a
-/// truncated download, never a report that silently misses sellers.
-pub fn report_csv(
+/// Writes the annual report to `out`: a CSV header, then one line per reportable seller of
+/// `year` by account id, as the database answers them, so a report of any size takes the
+/// memory of one piece. `out` should take the pieces at the database's pace (a file, not the
+/// client): the statement runs until its last row is read, under the statement timeout.
+pub async fn write_report_csv(
     state: &AppState,
     year: i32,
-) -> FlowResult<impl futures_util::Stream<Item = Result<String, std::io::Error>> + use<>> {
-    check_year(year)?;
-    let db = state.db.clone();
-    let (pieces, received) = tokio::sync::mpsc::channel(REPORT_PIECES_BUFFERED);
-    actix_web::rt::spawn(async move {
-        if let Err(Stopped::Failed(error)) = write_report(&db, year, &pieces).await {
-            tracing::error!(%error, "DAC7 report interrupted");
-            let _ = pieces
-                .send(Err(std::io::Error::other("report interrupted")))
-                .await;
-        }
-    });
-    Ok(futures_util::stream::unfold(
-        received,
-        |mut received| async move { received.recv().await.map(|piece| (piece, received)) },
-    ))
-}
-
-/// Sends the report's pieces to `pieces` as the sellers are read.
-async fn write_report(db: &Db, year: i32, pieces: &ReportPieces) -> Result<(), Stopped> {
+    out: &mut (impl tokio::io::AsyncWrite + Unpin),
+) -> FlowResult<()> {
+    use anyhow::Context as _;
     use futures_util::StreamExt as _;
-    let send = |piece: String| async move {
-        pieces
-            .send(Ok(piece))
-            .await
-            .map_err(|_| Stopped::ClientGone)
-    };
+    use tokio::io::AsyncWriteExt as _;
+    check_year(year)?;
     let mut piece = String::from(REPORT_HEADER);
-    let mut conn = db.conn().await?;
+    let mut conn = state.db.conn().await?;
     let mut sellers = store::year_income_stream(conn.exec(), year);
     while let Some(seller) = sellers.next().await {
         let seller = seller?;
@@ -350,10 +309,16 @@ async fn write_report(db: &Db, year: i32, pieces: &ReportPieces) -> Result<(), S
             piece.push_str(&report_line(year, &seller));
         }
         if piece.len() >= REPORT_PIECE_BYTES {
-            send(std::mem::take(&mut piece)).await?;
+            out.write_all(piece.as_bytes())
+                .await
+                .context("writing the DAC7 report")?;
+            piece.clear();
         }
     }
-    send(piece).await
+    out.write_all(piece.as_bytes())
+        .await
+        .context("writing the DAC7 report")?;
+    Ok(())
 }
 
 /// One seller's line of the report.

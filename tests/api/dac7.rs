@@ -343,6 +343,120 @@ async fn the_report_lists_every_reportable_seller_once_by_account() {
     );
 }
 
+/// A client reading the report slower than the statement timeout still gets all of it, with
+/// its length: the report is read from the database at the database's pace, not the
+/// client's. The client's socket takes a few kilobytes at a time, so the reading of a report
+/// sent as it is read would wait on the client past the limit.
+#[actix_web::test]
+async fn a_client_slower_than_the_statement_timeout_gets_the_whole_report() {
+    let m = Market::open_with(&[("DATABASE_STATEMENT_TIMEOUT_SECONDS", "3")]).await;
+    let year = m.app.clock.now().year();
+    let ids: Vec<i64> = (0..1_000).map(|k| 30_000 + k).collect();
+    let address = "Calle Mayor 1 ".repeat(70);
+    store_rows(
+        &m,
+        &[
+            expert_accounts(&ids),
+            format!(
+                "INSERT INTO profiles (user_id, profile_type, fiscal_data_complete, fiscal_name,
+                                       fiscal_address, created_at, updated_at) VALUES {}",
+                values(&ids, |id| format!(
+                    "({id}, 'experto', TRUE, 'Seller {id}', '{address}', $1, $1)"
+                ))
+            ),
+            format!(
+                "INSERT INTO tallies (name, key, user_id, n, total) VALUES {}",
+                values(&ids, |id| format!(
+                    "('seller_income', '{year}-Q3 gross', {id}, 1, 250000)"
+                ))
+            ),
+        ],
+    )
+    .await;
+
+    let path = format!("/api/dac7/admin/report?year={year}");
+    let (head, body) = read_slowly(&m, &path, std::time::Duration::from_secs(4)).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let length: usize = head
+        .lines()
+        .find_map(|line| {
+            line.to_ascii_lowercase()
+                .strip_prefix("content-length: ")
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| panic!("no length: {head}"))
+        .parse()
+        .unwrap();
+    assert!(length > 1_000_000, "{length}");
+    assert_eq!(body.len(), length, "the whole report, however slowly read");
+    let listed: Vec<i64> = String::from_utf8(body)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|line| line.split(',').nth(1).unwrap().parse().unwrap())
+        .collect();
+    assert!(listed == ids, "{} of {} sellers", listed.len(), ids.len());
+}
+
+/// `path` downloaded as an administrator through a socket that takes a few kilobytes at a
+/// time, waiting `pause` between the answer's head and its body: the head as text, and the
+/// body as far as it came.
+async fn read_slowly(m: &Market, path: &str, pause: std::time::Duration) -> (String, Vec<u8>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let address: std::net::SocketAddr =
+        m.app.address.trim_start_matches("http://").parse().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4 * 1024).unwrap();
+    let mut stream = socket.connect(address).await.unwrap();
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {}\r\n\
+         Connection: close\r\n\r\n",
+        m.admin_token
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        head.push(stream.read_u8().await.unwrap());
+    }
+    tokio::time::sleep(pause).await;
+    let mut body = Vec::new();
+    // A cut answer ends in an error or early: what came is the body.
+    let _ = stream.read_to_end(&mut body).await;
+    (String::from_utf8(head).unwrap(), body)
+}
+
+/// A report the database cannot finish within the statement timeout is answered 503
+/// `QUERY_TIMEOUT`, not a `200` and a cut download. PostgreSQL: the report waits on a lock
+/// held on the income tallies (SQLite's readers never wait on a lock; its cut statement is
+/// answered the same way, `store::a_statement_past_the_timeout_is_cut_with_a_clear_error`).
+#[actix_web::test]
+async fn a_report_past_the_statement_timeout_is_answered_as_an_error() {
+    let m = Market::open_with(&[("DATABASE_STATEMENT_TIMEOUT_SECONDS", "1")]).await;
+    let year = m.app.clock.now().year();
+    let mut conn = m.app.db.conn().await.unwrap();
+    let marketplace::store::Exec::Postgres(locker) = conn.exec() else {
+        return;
+    };
+    sqlx::query("BEGIN").execute(&mut *locker).await.unwrap();
+    sqlx::query("LOCK TABLE tallies IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *locker)
+        .await
+        .unwrap();
+
+    let r = report(&m, year).await;
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(code(&json(r).await), "QUERY_TIMEOUT");
+
+    sqlx::query("ROLLBACK").execute(&mut *locker).await.unwrap();
+    let r = report(&m, year).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        r.text().await.unwrap().lines().count(),
+        1,
+        "the header alone"
+    );
+}
+
 /// Asking more experts than one event holds: every expert with income and complete fiscal
 /// data is marked and told once, in one event per thousand; one who reviewed is skipped.
 #[actix_web::test]

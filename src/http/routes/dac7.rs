@@ -8,6 +8,7 @@ use utoipa::{IntoParams, ToSchema};
 use crate::domain::user::Role;
 use crate::http::auth::{AdminUser, AuthUser};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::spooled::Spool;
 use crate::state::AppState;
 use crate::workflows::dac7::{self as flow, Dac7Summary, NotifyOutcome};
 
@@ -108,7 +109,9 @@ pub async fn notify_experts(
 }
 
 /// The annual DAC7 report: CSV, one line per reportable seller of `year`, amounts per
-/// quarter in euros.
+/// quarter in euros. The report is written whole before it is answered, so it carries its
+/// `Content-Length`, and a report the database cannot finish in time is answered 503
+/// `QUERY_TIMEOUT` instead of a cut download.
 #[utoipa::path(
     tag = "dac7",
     params(YearQuery),
@@ -116,6 +119,7 @@ pub async fn notify_experts(
     responses(
         (status = 200, description = "CSV, one line per reportable seller", content_type = "text/csv"),
         (status = 403, body = ErrorBody),
+        (status = 503, description = "`QUERY_TIMEOUT`: the database did not finish the report within its statement timeout", body = ErrorBody),
     )
 )]
 #[get("/api/dac7/admin/report")]
@@ -124,15 +128,16 @@ pub async fn report(
     _admin: AdminUser,
     query: web::Query<YearQuery>,
 ) -> ApiResult<HttpResponse> {
-    use futures_util::TryStreamExt as _;
-    let csv = flow::report_csv(&state, query.year)?.map_ok(web::Bytes::from);
-    Ok(HttpResponse::Ok()
+    let mut csv = Spool::new().await.map_err(ApiError::internal)?;
+    flow::write_report_csv(&state, query.year, csv.writer()).await?;
+    let mut response = HttpResponse::Ok();
+    response
         .content_type("text/csv; charset=utf-8")
         .insert_header((
             "Content-Disposition",
             format!("attachment; filename=\"dac7-{}.csv\"", query.year),
-        ))
-        .streaming(csv))
+        ));
+    csv.answer(response).await.map_err(ApiError::internal)
 }
 
 /// Mounts the DAC7 tax-reporting review.
