@@ -50,6 +50,10 @@ def main():
     ap.add_argument("--database-url", required=True, help="a PostgreSQL database seed.py filled")
     ap.add_argument("--redis-url")
     ap.add_argument("--binary", help="service binary (default: release, else debug build)")
+    ap.add_argument("--build", choices=["release", "debug"],
+                    help="the binary's build profile (default: from its path)")
+    ap.add_argument("--commit", help="the commit the binary was built from (default: the "
+                                     "checkout its path is in)")
     ap.add_argument("--venv", default="/tmp/peer-venv")
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--connections", type=int, default=32)
@@ -62,7 +66,7 @@ def main():
     print("machine:", bench.machine())
     print("load average:", open("/proc/loadavg").read().split()[:3])
     print("postgres:", {s: db.value("SHOW %s" % s) for s in bench.PG_SETTINGS})
-    print("service:", bench.binary_info(binary))
+    print("service:", bench.binary_info(binary, a.build, a.commit))
     print("wrk -t2 -c%d -d%ds, after a 2 s warm-up of each" % (a.connections, a.seconds))
 
     svc = common.Service(binary, a.database_url, os.path.join(a.data_dir, "list_ratio"),
