@@ -1272,6 +1272,17 @@ async fn sqlite_statistics_times(
         .unwrap();
 }
 
+/// The plan of a statement [`ListQuery::explain`](marketplace::store::listing::ListQuery::explain)
+/// gave on SQLite: its lines' details.
+fn sqlite_plan(statement: &Value) -> Vec<&str> {
+    statement["plan"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
 /// On SQLite, under the statistics of a million profiles (twelve thousand experts' scaled a
 /// hundred times), the expert directory and its searches start from the profiles, walking
 /// the directory's index, and never read every user: left to choose, SQLite's planner read
@@ -1332,12 +1343,7 @@ async fn profile_lists_walk_their_indexes_on_sqlite_at_a_million_profiles() {
             .await
             .unwrap();
         for statement in list.explain(conn.exec(), Seek::Page(1), 20).await.unwrap() {
-            let lines: Vec<&str> = statement["plan"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(Value::as_str)
-                .collect();
+            let lines = sqlite_plan(&statement);
             // `SCAN p` or `SCAN u`, not a virtual table's `SCAN profile_search`.
             let whole = |line: &&str| {
                 let words: Vec<&str> = line.split(' ').collect();
@@ -1364,12 +1370,7 @@ async fn profile_lists_walk_their_indexes_on_sqlite_at_a_million_profiles() {
     ] {
         let list = marketplace::store::profiles::admin_list(&f);
         for statement in list.explain(conn.exec(), Seek::Page(1), 20).await.unwrap() {
-            let lines: Vec<&str> = statement["plan"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(Value::as_str)
-                .collect();
+            let lines = sqlite_plan(&statement);
             // `SCAN p USING INDEX idx_profiles_created_at` is the walk; `SCAN p` alone reads
             // every profile, and the users are only looked up.
             assert!(
