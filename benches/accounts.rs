@@ -1,6 +1,8 @@
 //! Account benchmarks: what one bcrypt verification costs, how many logins per second the
-//! service sustains at the real bcrypt cost, and how fast an authenticated read
-//! (`GET /api/users/me`) is, on SQLite and (when configured) PostgreSQL and Redis.
+//! service sustains at the real bcrypt cost, how fast an authenticated read
+//! (`GET /api/users/me`) is, and what an `Idempotency-Key` adds to a small write
+//! (`POST /api/notifications/mark-all-read` with and without a key), on SQLite and (when
+//! configured) PostgreSQL and Redis.
 //!
 //! It measures and prints; it asserts nothing about speed. Run it with
 //! `cargo bench --bench accounts` (see `benches/README.md` for the variables).
@@ -281,6 +283,9 @@ impl Target {
 struct TargetResult {
     login: LoadResult,
     me: LoadResult,
+    /// The same write without a key, then with a new key each time.
+    unkeyed: LoadResult,
+    keyed: LoadResult,
 }
 
 impl TargetResult {
@@ -336,6 +341,37 @@ impl TargetResult {
             ),
         );
         table.add(label, "/users/me errors", self.me.errors.to_string());
+        let writes = [
+            (
+                "mark-all-read",
+                "mark-all-read (req/s)",
+                "mark-all-read p50 / p99 (ms)",
+                &self.unkeyed,
+            ),
+            (
+                "keyed",
+                "same, keyed (req/s)",
+                "same, keyed p50 / p99 (ms)",
+                &self.keyed,
+            ),
+        ];
+        for (name, rate_row, latency_row, run) in writes {
+            println!(
+                "{name}: {} clients, {:.0} req/s, {}",
+                run.clients,
+                run.rate(),
+                run.summary()
+            );
+            table.add(label, rate_row, format!("{:.0}", run.rate()));
+            let latency = format!(
+                "{:.2} / {:.2} (n = {}, {} errors)",
+                run.percentile_ms(0.50),
+                run.percentile_ms(0.99),
+                run.latencies_us.len(),
+                run.errors
+            );
+            table.add(label, latency_row, latency);
+        }
     }
 }
 
@@ -493,7 +529,54 @@ async fn load(base: &str, config: &Config, limit: f64) -> anyhow::Result<TargetR
     )
     .await;
 
-    Ok(TargetResult { login, me })
+    // A small write, then the same write under a new key each time: the key's cost is its
+    // fingerprint and the key's row, taken and answered.
+    let write_url = format!("{base}/api/notifications/mark-all-read");
+    let unkeyed_request = |_: usize| client.post(&write_url).bearer_auth(&token);
+    let next_key = std::sync::atomic::AtomicU64::new(0);
+    let keyed_request = |_: usize| {
+        let key = next_key.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        unkeyed_request(0).header("Idempotency-Key", format!("bench-{key}"))
+    };
+    let mut writes = Vec::new();
+    for (name, request) in [
+        (
+            "mark-all-read",
+            &unkeyed_request as &dyn Fn(usize) -> reqwest::RequestBuilder,
+        ),
+        ("mark-all-read, keyed", &keyed_request),
+    ] {
+        println!(
+            "{name}: {} clients for {} s…",
+            config.me_clients,
+            config.duration.as_secs()
+        );
+        run_load(
+            config.me_clients,
+            config.warmup,
+            config.max_requests_per_client,
+            request,
+        )
+        .await;
+        writes.push(
+            run_load(
+                config.me_clients,
+                config.duration,
+                config.max_requests_per_client,
+                request,
+            )
+            .await,
+        );
+    }
+    let keyed = writes.pop().expect("the keyed phase");
+    let unkeyed = writes.pop().expect("the unkeyed phase");
+
+    Ok(TargetResult {
+        login,
+        me,
+        unkeyed,
+        keyed,
+    })
 }
 
 async fn register(client: &reqwest::Client, base: &str, username: &str) -> anyhow::Result<()> {

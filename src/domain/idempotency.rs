@@ -35,57 +35,68 @@ pub fn applies_to(method: &str) -> bool {
     matches!(method, "POST" | "PUT" | "PATCH" | "DELETE")
 }
 
+/// The longest multipart boundary RFC 2046 allows.
+pub const MAX_BOUNDARY_LEN: usize = 70;
+
+/// A `multipart/*` content type whose boundary is longer than [`MAX_BOUNDARY_LEN`]: no client
+/// writes one, and the fingerprint would have to search the body for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the multipart boundary must be 1 to 70 characters (RFC 2046)")]
+pub struct LongBoundary;
+
 /// What makes two requests "the same" for one key: method, path, query, content type and
 /// body, as a hex SHA-256. A multipart body's boundary is left out (clients draw a new one
-/// for each attempt), so a retried upload is the same request.
+/// for each attempt), so a retried upload is the same request. Linear in the body: the
+/// boundary is found with `memchr`'s substring search, and is at most 70 bytes.
 pub fn fingerprint(
     method: &str,
     path: &str,
     query: &str,
     content_type: &str,
     body: &[u8],
-) -> String {
+) -> Result<String, LongBoundary> {
+    let boundary = multipart_boundary(content_type)?;
     let essence = content_type.split(';').next().unwrap_or_default().trim();
     let mut hash = Sha256::new();
     for part in [method, path, query, &essence.to_ascii_lowercase()] {
         hash.update((part.len() as u64).to_be_bytes());
         hash.update(part.as_bytes());
     }
-    match multipart_boundary(content_type) {
+    match boundary {
         Some(boundary) => for_each_between(body, boundary.as_bytes(), |piece| hash.update(piece)),
         None => hash.update(body),
     }
-    hex::encode(hash.finalize())
+    Ok(hex::encode(hash.finalize()))
 }
 
-/// The `boundary` parameter of a `multipart/*` content type.
-fn multipart_boundary(content_type: &str) -> Option<&str> {
+/// The `boundary` parameter of a `multipart/*` content type; refused past
+/// [`MAX_BOUNDARY_LEN`].
+pub fn multipart_boundary(content_type: &str) -> Result<Option<&str>, LongBoundary> {
     let mut parts = content_type.split(';');
-    let essence = parts.next()?.trim();
+    let essence = parts.next().unwrap_or_default().trim();
     if !essence.to_ascii_lowercase().starts_with("multipart/") {
-        return None;
+        return Ok(None);
     }
-    parts
+    let boundary = parts
         .filter_map(|p| p.split_once('='))
         .find(|(name, _)| name.trim().eq_ignore_ascii_case("boundary"))
         .map(|(_, value)| value.trim().trim_matches('"'))
-        .filter(|b| !b.is_empty())
+        .filter(|b| !b.is_empty());
+    match boundary {
+        Some(b) if b.len() > MAX_BOUNDARY_LEN => Err(LongBoundary),
+        found => Ok(found),
+    }
 }
 
 /// Calls `each` with the pieces of `body` between the occurrences of `cut` (and a marker in
 /// place of each occurrence, so pieces cannot run together into another body's).
 fn for_each_between(body: &[u8], cut: &[u8], mut each: impl FnMut(&[u8])) {
     let mut start = 0;
-    let mut i = 0;
-    while i + cut.len() <= body.len() {
-        if body[i] == cut[0] && &body[i..i + cut.len()] == cut {
-            each(&body[start..i]);
-            each(b"\0boundary\0");
-            i += cut.len();
-            start = i;
-        } else {
-            i += 1;
-        }
+    for found in memchr::memmem::find_iter(body, cut) {
+        // `find_iter` reports non-overlapping occurrences, left to right.
+        each(&body[start..found]);
+        each(b"\0boundary\0");
+        start = found + cut.len();
     }
     each(&body[start..]);
 }
@@ -151,6 +162,10 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn fp(method: &str, path: &str, query: &str, content_type: &str, body: &[u8]) -> String {
+        fingerprint(method, path, query, content_type, body).expect("a short boundary")
+    }
+
     #[test]
     fn keys_are_visible_ascii_up_to_255() {
         assert_eq!(parse_key(b"3f1c-uuid"), Ok("3f1c-uuid"));
@@ -168,10 +183,10 @@ mod tests {
 
     #[test]
     fn the_fingerprint_tells_requests_apart() {
-        let base = fingerprint("POST", "/api/projects/", "", "application/json", b"{}");
+        let base = fp("POST", "/api/projects/", "", "application/json", b"{}");
         assert_eq!(
             base,
-            fingerprint(
+            fp(
                 "POST",
                 "/api/projects/",
                 "",
@@ -180,13 +195,13 @@ mod tests {
             )
         );
         for other in [
-            fingerprint("PUT", "/api/projects/", "", "application/json", b"{}"),
-            fingerprint("POST", "/api/projects/1", "", "application/json", b"{}"),
-            fingerprint("POST", "/api/projects/", "a=1", "application/json", b"{}"),
-            fingerprint("POST", "/api/projects/", "", "text/plain", b"{}"),
-            fingerprint("POST", "/api/projects/", "", "application/json", b"{ }"),
+            fp("PUT", "/api/projects/", "", "application/json", b"{}"),
+            fp("POST", "/api/projects/1", "", "application/json", b"{}"),
+            fp("POST", "/api/projects/", "a=1", "application/json", b"{}"),
+            fp("POST", "/api/projects/", "", "text/plain", b"{}"),
+            fp("POST", "/api/projects/", "", "application/json", b"{ }"),
             // Parts cannot slide from one field into the next.
-            fingerprint("POST", "/api/projects", "/", "application/json", b"{}"),
+            fp("POST", "/api/projects", "/", "application/json", b"{}"),
         ] {
             assert_ne!(base, other);
         }
@@ -199,14 +214,14 @@ mod tests {
                 "--{b}\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nabc\r\n--{b}--\r\n"
             )
         };
-        let one = fingerprint(
+        let one = fp(
             "POST",
             "/f",
             "",
             "multipart/form-data; boundary=XyZ1",
             body("XyZ1").as_bytes(),
         );
-        let two = fingerprint(
+        let two = fp(
             "POST",
             "/f",
             "",
@@ -217,7 +232,7 @@ mod tests {
         let changed = body("XyZ1").replace("abc", "abd");
         assert_ne!(
             one,
-            fingerprint(
+            fp(
                 "POST",
                 "/f",
                 "",
@@ -225,6 +240,39 @@ mod tests {
                 changed.as_bytes()
             )
         );
+    }
+
+    #[test]
+    fn a_boundary_past_rfc_2046s_70_characters_is_refused() {
+        let typed = |b: &str| format!("multipart/form-data; boundary={b}");
+        let longest = "b".repeat(MAX_BOUNDARY_LEN);
+        assert_eq!(
+            multipart_boundary(&typed(&longest)),
+            Ok(Some(longest.as_str()))
+        );
+        let over = "b".repeat(MAX_BOUNDARY_LEN + 1);
+        assert_eq!(multipart_boundary(&typed(&over)), Err(LongBoundary));
+        assert_eq!(
+            fingerprint("POST", "/f", "", &typed(&format!("\"{over}\"")), b"x"),
+            Err(LongBoundary)
+        );
+        // Only a multipart type has a boundary to refuse.
+        assert_eq!(
+            multipart_boundary(&format!("text/plain; boundary={over}")),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn the_probes_worst_case_body_is_cut_where_its_boundary_stands() {
+        // A body of `a`s under a boundary of `a…ab`: the probe's quadratic case.
+        let boundary = format!("{}b", "a".repeat(MAX_BOUNDARY_LEN - 1));
+        let mut body = vec![b'a'; 1 << 20];
+        body.extend_from_slice(boundary.as_bytes());
+        body.extend_from_slice(b"tail");
+        let mut pieces = Vec::new();
+        for_each_between(&body, boundary.as_bytes(), |p| pieces.push(p.len()));
+        assert_eq!(pieces, [1 << 20, 10, 4]);
     }
 
     #[test]

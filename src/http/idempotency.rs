@@ -12,12 +12,13 @@ use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
 use actix_web::http::{StatusCode, header};
 use actix_web::middleware::Next;
+use actix_web::web::Bytes;
 use actix_web::{Error, HttpMessage as _, HttpResponse, ResponseError as _, web};
 
 use super::auth::{AuthUser, Authenticated};
 use super::error::ApiError;
-use super::multipart::MAX_DRAIN_BYTES;
 use super::raw_body::read_limited;
+use super::{DeclaredBody, KnownRoutes};
 use crate::domain::idempotency::{self as rules, Repeat};
 use crate::state::AppState;
 use crate::store::idempotency::{Answer, Claim, KeptKey, carry};
@@ -54,22 +55,10 @@ pub async fn idempotent(
             ));
         }
     };
-    let (http_req, payload) = req.parts_mut();
-    let body = match read_limited(http_req, payload, MAX_DRAIN_BYTES).await {
-        Ok(body) => body,
+    let fingerprint = match fingerprint(&mut req).await {
+        Ok(fingerprint) => fingerprint,
         Err(refusal) => return Ok(refuse(req, refusal)),
     };
-    let fingerprint = rules::fingerprint(
-        req.method().as_str(),
-        req.path(),
-        req.query_string(),
-        req.headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default(),
-        &body,
-    );
-    req.set_payload(Payload::from(body));
 
     let start = match keys::start(&state, user_id, &key, &fingerprint).await {
         Ok(start) => start,
@@ -80,6 +69,58 @@ pub async fn idempotent(
         Start::Replay(kept) => Ok(req.into_response(replay(kept))),
         Start::Refuse(repeat) => Ok(refuse(req, refusal(repeat))),
     }
+}
+
+/// Bodies up to this size are fingerprinted where they were read; a larger one is hashed on
+/// the blocking pool, so a 16 MiB upload never holds the worker that serves other requests.
+const INLINE_FINGERPRINT_BYTES: usize = 64 * 1024;
+
+/// The request's fingerprint (`domain::idempotency::fingerprint`), over the body its route
+/// accepts and no more: a route that declares no body has none read (the route ignores it, so
+/// it is no part of the request), a JSON route at most the JSON limit, an upload at most the
+/// uploads' limit (413 past it). The bytes read are handed on to the route.
+async fn fingerprint(req: &mut ServiceRequest) -> Result<String, ApiError> {
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    // Refused before any byte of the body is read.
+    rules::multipart_boundary(&content_type).map_err(long_boundary)?;
+    let declared = req
+        .app_data::<web::Data<KnownRoutes>>()
+        .map_or(DeclaredBody::None, |routes| {
+            routes.body_of(req.method().as_str(), req.path())
+        });
+    let body = match declared {
+        DeclaredBody::None => Bytes::new(),
+        _ => {
+            let (http_req, payload) = req.parts_mut();
+            let body = read_limited(http_req, payload, declared.limit()).await?;
+            req.set_payload(Payload::from(body.clone()));
+            body
+        }
+    };
+    let (method, path, query) = (
+        req.method().as_str().to_owned(),
+        req.path().to_owned(),
+        req.query_string().to_owned(),
+    );
+    let inline = body.len() <= INLINE_FINGERPRINT_BYTES;
+    let print = move || rules::fingerprint(&method, &path, &query, &content_type, &body);
+    let printed = if inline {
+        print()
+    } else {
+        web::block(print)
+            .await
+            .map_err(|e| ApiError::internal(anyhow::anyhow!("fingerprint not computed: {e}")))?
+    };
+    printed.map_err(long_boundary)
+}
+
+fn long_boundary(error: rules::LongBoundary) -> ApiError {
+    ApiError::bad_request("INVALID_MULTIPART_BOUNDARY", error.to_string())
 }
 
 /// The caller, when the request carries a valid access token of a live session.

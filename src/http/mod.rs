@@ -108,8 +108,46 @@ struct KnownRoute {
     /// The template's text before its first parameter: a path without it cannot match, so
     /// most unrouted paths are turned away without running a single pattern.
     fixed_start: String,
+    /// How many parameters the template has: of two templates matching a path, the router
+    /// reaches the one with fewer first (a fixed path is mounted before a `{id}` path).
+    params: usize,
     def: actix_web::dev::ResourceDef,
-    methods: Vec<&'static str>,
+    methods: Vec<(&'static str, DeclaredBody)>,
+}
+
+/// The body an operation takes, as its OpenAPI `requestBody` declares it: what the edge may
+/// read of a request before its route runs (`http::idempotency`), so that limit is the
+/// route's own declaration, never a second list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeclaredBody {
+    /// No `requestBody`: the route reads nothing.
+    None,
+    /// A JSON (or other small) body, read under the JSON limit.
+    Json,
+    /// A `multipart/*` upload, read under the uploads' limit.
+    Upload,
+}
+
+impl DeclaredBody {
+    fn of(op: &utoipa::openapi::path::Operation) -> Self {
+        use utoipa::openapi::RefOr;
+        match &op.request_body {
+            None => Self::None,
+            Some(RefOr::T(body)) if body.content.keys().any(|t| t.starts_with("multipart/")) => {
+                Self::Upload
+            }
+            Some(_) => Self::Json,
+        }
+    }
+
+    /// The most bytes of a body read for such a route.
+    pub fn limit(self) -> usize {
+        match self {
+            Self::None => 0,
+            Self::Json => error::extract::JSON_BODY_LIMIT,
+            Self::Upload => multipart::MAX_DRAIN_BYTES,
+        }
+    }
 }
 
 impl KnownRoutes {
@@ -129,10 +167,11 @@ impl KnownRoutes {
                     ("OPTIONS", &item.options),
                 ]
                 .into_iter()
-                .filter_map(|(name, op)| op.is_some().then_some(name))
+                .filter_map(|(name, op)| op.as_ref().map(|op| (name, DeclaredBody::of(op))))
                 .collect();
                 KnownRoute {
                     fixed_start: template.split('{').next().unwrap_or_default().to_owned(),
+                    params: template.matches('{').count(),
                     def: actix_web::dev::ResourceDef::new(template.as_str()),
                     methods,
                 }
@@ -145,16 +184,36 @@ impl KnownRoutes {
     /// `/api/projects/public` also matches `/api/projects/{id}`, which routing would try).
     pub fn methods_at(&self, path: &str) -> Vec<&'static str> {
         let mut methods = Vec::new();
-        for route in &self.0 {
-            if path.starts_with(&route.fixed_start) && route.def.is_match(path) {
-                for m in &route.methods {
-                    if !methods.contains(m) {
-                        methods.push(*m);
-                    }
+        for route in self.matching(path) {
+            for (m, _) in &route.methods {
+                if !methods.contains(m) {
+                    methods.push(*m);
                 }
             }
         }
         methods
+    }
+
+    /// The body the operation that routing picks for `method` and `path` declares:
+    /// [`DeclaredBody::None`] when no route takes the request (it is answered 404 or 405).
+    pub fn body_of(&self, method: &str, path: &str) -> DeclaredBody {
+        self.matching(path)
+            .filter_map(|route| {
+                let (_, body) = route.methods.iter().find(|(m, _)| *m == method)?;
+                Some((
+                    route.params,
+                    std::cmp::Reverse(route.fixed_start.len()),
+                    *body,
+                ))
+            })
+            .min_by_key(|(params, fixed, _)| (*params, *fixed))
+            .map_or(DeclaredBody::None, |(_, _, body)| body)
+    }
+
+    fn matching<'a>(&'a self, path: &'a str) -> impl Iterator<Item = &'a KnownRoute> {
+        self.0
+            .iter()
+            .filter(move |r| path.starts_with(&r.fixed_start) && r.def.is_match(path))
     }
 }
 

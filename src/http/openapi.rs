@@ -179,6 +179,11 @@ fn add_idempotency_key(op: &mut Operation) {
     let responses = &mut op.responses.responses;
     for (status, refusal) in [
         (
+            "400",
+            "INVALID_MULTIPART_BOUNDARY: with a key, a `multipart/*` content type whose \
+             boundary is over 70 characters (RFC 2046)",
+        ),
+        (
             "409",
             "IDEMPOTENCY_KEY_IN_USE: a request with this key is still running; \
              IDEMPOTENCY_KEY_INTERRUPTED: it changed data and stopped before answering",

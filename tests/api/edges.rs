@@ -5,7 +5,7 @@
 use reqwest::{Method, StatusCode};
 use serde_json::json as j;
 
-use crate::helpers::{Account, json, register, spawn_app, spawn_app_with};
+use crate::helpers::{Account, ChildGuard, json, register, spawn_app, spawn_app_with};
 
 /// Sends `chunks` chunks of `size` spaces as a chunked JSON body and returns the head of the
 /// answer, read while the upload is still going on.
@@ -512,16 +512,6 @@ async fn the_cache_speaks_tls_to_redis() {
     let keys = String::from_utf8_lossy(&keys.stdout);
     assert!(keys.contains("ratelimit"), "keys: {keys}");
     drop(redis);
-}
-
-/// Kills its child when dropped, so a failing assertion leaves no process behind.
-struct ChildGuard(std::process::Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[actix_web::test]

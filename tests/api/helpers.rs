@@ -437,3 +437,13 @@ pub fn json_keys(value: &Value) -> Vec<String> {
         _ => Vec::new(),
     }
 }
+
+/// Kills its child when dropped, so a failing assertion leaves no process behind.
+pub struct ChildGuard(pub std::process::Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -522,7 +522,8 @@ async fn after_a_crash_a_retry_runs_only_if_nothing_was_committed() {
         "",
         "application/json",
         body.to_string().as_bytes(),
-    );
+    )
+    .expect("no multipart boundary");
     let now = m.app.clock.now();
     let dead = |key: &'static str, committed: bool| {
         let db = m.app.db.clone();

@@ -20,6 +20,7 @@ mod hardening;
 mod helpers;
 mod hostile;
 mod idempotency;
+mod idempotency_edge;
 mod idle_sockets;
 mod invitations;
 mod kept_projects;
