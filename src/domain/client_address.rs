@@ -4,9 +4,11 @@
 //! write them and pick their own rate-limit bucket. Behind trusted proxies the client is the
 //! right-most forwarded address that is not itself a trusted proxy (each proxy appends the
 //! peer it saw, so addresses left of the first untrusted one are the client's own claims).
+//!
+//! Every per-address limit counts a [`ClientKey`], never the address itself.
 
 use std::fmt;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::str::FromStr;
 
 /// An address block such as `10.0.0.0/8`, `2001:db8::/32`, or one address.
@@ -81,6 +83,49 @@ fn canonical(address: IpAddr) -> IpAddr {
     }
 }
 
+/// The client every per-address limit counts (requests, logins and registrations, `/metrics`
+/// tokens, sockets): an IPv4 address, or an IPv6 /64. One host, or one customer's network,
+/// holds a whole /64, so counting single IPv6 addresses would give it 2^64 budgets. An IPv4
+/// address seen on a dual-stack socket (`::ffff:a.b.c.d`) is itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ClientKey {
+    V4(Ipv4Addr),
+    /// The network half (high 64 bits) of an IPv6 address.
+    V6Network(u64),
+    /// No peer address is known: all such requests share one budget.
+    Unknown,
+}
+
+impl ClientKey {
+    pub fn of(address: IpAddr) -> Self {
+        match canonical(address) {
+            IpAddr::V4(v4) => Self::V4(v4),
+            IpAddr::V6(v6) => Self::V6Network((u128::from(v6) >> 64) as u64),
+        }
+    }
+}
+
+/// As cache keys name it: `203.0.113.7`, `2001:db8:1:2::/64`, `unknown`.
+impl fmt::Display for ClientKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::V4(v4) => write!(f, "{v4}"),
+            Self::V6Network(network) => {
+                let group = |i: u32| (network >> (48 - 16 * i)) & 0xffff;
+                write!(
+                    f,
+                    "{:x}:{:x}:{:x}:{:x}::/64",
+                    group(0),
+                    group(1),
+                    group(2),
+                    group(3)
+                )
+            }
+            Self::Unknown => f.write_str("unknown"),
+        }
+    }
+}
+
 /// The client's address: `peer` itself unless it is a trusted proxy, else the right-most
 /// forwarded address not in `trusted` (or the left-most when every one is trusted).
 /// `forwarded` is the chain in header order, client first.
@@ -117,6 +162,8 @@ fn parse_chain<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+    use std::net::Ipv6Addr;
 
     fn ip(text: &str) -> IpAddr {
         text.parse().unwrap()
@@ -170,6 +217,38 @@ mod tests {
         );
         // Nothing trusted by default.
         assert_eq!(client_address(ip("10.0.0.2"), &chain, &[]), ip("10.0.0.2"));
+    }
+
+    #[test]
+    fn clients_are_ipv4_hosts_or_ipv6_networks() {
+        let key = |text: &str| ClientKey::of(ip(text)).to_string();
+        assert_eq!(key("203.0.113.7"), "203.0.113.7");
+        assert_eq!(key("::ffff:203.0.113.7"), "203.0.113.7");
+        assert_eq!(key("2001:db8:1:2:aaaa::1"), "2001:db8:1:2::/64");
+        assert_eq!(key("2001:db8:1:2:bbbb::9"), key("2001:db8:1:2::5"));
+        assert_ne!(key("2001:db8:1:3::1"), key("2001:db8:1:2::1"));
+        assert_eq!(key("::1"), "0:0:0:0::/64");
+        assert_eq!(ClientKey::Unknown.to_string(), "unknown");
+        // A mapped address is the IPv4 client, not the ::ffff:0:0/96 network's.
+        assert_ne!(
+            ClientKey::of(ip("::ffff:203.0.113.7")),
+            ClientKey::of(ip("::ffff:203.0.113.8"))
+        );
+    }
+
+    proptest! {
+        /// Two IPv6 addresses are one client exactly when their high 64 bits agree.
+        #[test]
+        fn ipv6_clients_are_their_slash_64(a: u128, b: u128) {
+            let v6 = |bits: u128| ClientKey::of(IpAddr::V6(Ipv6Addr::from(bits)));
+            let low = u128::from(u64::MAX);
+            let a_with_b_low = (a & !low) | (b & low);
+            // `::ffff:a.b.c.d` is an IPv4 client, its own rule above.
+            let mapped = |bits: u128| bits >> 32 == 0xffff;
+            prop_assume!(!mapped(a) && !mapped(b) && !mapped(a_with_b_low));
+            prop_assert_eq!(v6(a), v6(a_with_b_low));
+            prop_assert_eq!(v6(a) == v6(b), a >> 64 == b >> 64);
+        }
     }
 
     #[test]

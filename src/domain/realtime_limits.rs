@@ -5,7 +5,6 @@
 //!
 //! Times are milliseconds of the service's clock (Unix epoch), never the wall clock read here.
 
-use std::net::IpAddr;
 use std::time::Duration;
 
 /// Live sockets per account, both kinds together (`WS_MAX_SOCKETS_PER_USER`): a person's
@@ -45,22 +44,6 @@ pub fn socket_lease(ping_interval: Duration) -> Duration {
 /// counts at `now_ms`.
 pub fn lease_counts(expires_ms: i64, now_ms: i64) -> bool {
     expires_ms > now_ms
-}
-
-/// The address whose sockets count together: an IPv4 address, or an IPv6 /64 (one host, or
-/// one customer's network, holds a whole /64, so counting single IPv6 addresses would be no
-/// cap at all). An IPv4 address seen on a dual-stack socket (`::ffff:a.b.c.d`) is itself.
-pub fn address_group(address: IpAddr) -> String {
-    match address {
-        IpAddr::V4(v4) => v4.to_string(),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => v4.to_string(),
-            None => {
-                let s = v6.segments();
-                format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
-            }
-        },
-    }
 }
 
 /// A token bucket: `burst` tokens, one more every `interval_ms`. Kept as its "theoretical
@@ -233,16 +216,6 @@ mod tests {
         );
         assert!(lease_counts(1_001, 1_000));
         assert!(!lease_counts(1_000, 1_000));
-    }
-
-    #[test]
-    fn addresses_group_by_host_or_ipv6_network() {
-        let group = |text: &str| address_group(text.parse().unwrap());
-        assert_eq!(group("203.0.113.7"), "203.0.113.7");
-        assert_eq!(group("::ffff:203.0.113.7"), "203.0.113.7");
-        assert_eq!(group("2001:db8:1:2:aaaa::1"), "2001:db8:1:2::/64");
-        assert_eq!(group("2001:db8:1:2:bbbb::9"), group("2001:db8:1:2::5"));
-        assert_ne!(group("2001:db8:1:3::1"), group("2001:db8:1:2::1"));
     }
 
     #[test]

@@ -2,13 +2,16 @@
 //! `X-Forwarded-For` is read only from peers in `TRUSTED_PROXIES`. Only that header: every
 //! common proxy appends to it, while one that does not write RFC 7239's `Forwarded` would pass
 //! a client's own `Forwarded` through, and reading it would let the client pick its address.
+//!
+//! Limits count [`client_key`], the IPv4 address or IPv6 /64; sessions and logs keep the
+//! whole address.
 
 use actix_web::HttpRequest;
 use actix_web::http::header::HeaderName;
 use actix_web::web;
 use std::net::IpAddr;
 
-use crate::domain::client_address::{client_address, parse_x_forwarded_for};
+use crate::domain::client_address::{ClientKey, client_address, parse_x_forwarded_for};
 use crate::state::AppState;
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
@@ -30,4 +33,10 @@ pub fn client_ip(req: &HttpRequest) -> Option<IpAddr> {
         .collect();
     let chain = parse_x_forwarded_for(&values.join(","));
     Some(client_address(peer, &chain, trusted))
+}
+
+/// The client a per-address limit counts for this request; without a peer address (a request
+/// not over TCP) every such request shares the `unknown` budget.
+pub fn client_key(req: &HttpRequest) -> ClientKey {
+    client_ip(req).map_or(ClientKey::Unknown, ClientKey::of)
 }

@@ -1,6 +1,6 @@
 //! Rate limits with counters in the cache store, so several instances share them: the global
 //! limit per address, and the login budgets (`LOGIN_RATE_LIMIT_*`) per address and per
-//! account.
+//! account. "Per address" is per [`ClientKey`]: an IPv4 address or an IPv6 /64.
 
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
@@ -9,6 +9,7 @@ use actix_web::{Error, ResponseError as _, web};
 use std::time::Duration;
 
 use super::error::{ApiError, ApiResult};
+use crate::domain::client_address::ClientKey;
 use crate::integrations::cache::{Cache, Rate, Take};
 use crate::state::AppState;
 use crate::workflows::accounts::LoginAttempt;
@@ -49,10 +50,10 @@ pub fn login_window(state: &AppState) -> Duration {
 /// One attempt on the per-address login budget (`LOGIN_RATE_LIMIT_MAX_ATTEMPTS_PER_IP` a
 /// window): logins, and registrations refused because the e-mail or username exists; 429 once
 /// it is spent.
-pub async fn login_address(state: &AppState, ip: &str) -> ApiResult<()> {
+pub async fn login_address(state: &AppState, client: ClientKey) -> ApiResult<()> {
     hit(
         state.cache.as_ref(),
-        &login_address_key(ip),
+        &login_address_key(client),
         state.settings.login_max_attempts_per_ip,
         login_window(state),
     )
@@ -62,23 +63,23 @@ pub async fn login_address(state: &AppState, ip: &str) -> ApiResult<()> {
 /// 429 when the address has spent its login budget in the current window, counting nothing:
 /// registration asks before it tries, so past the budget it answers alike whether or not the
 /// e-mail or username exists.
-pub async fn login_address_spent(state: &AppState, ip: &str) -> ApiResult<()> {
+pub async fn login_address_spent(state: &AppState, client: ClientKey) -> ApiResult<()> {
     let used = state
         .cache
-        .get(&login_address_key(ip))
+        .get(&login_address_key(client))
         .await?
         .and_then(|count| count.parse::<u64>().ok())
         .unwrap_or(0);
     if used >= u64::from(state.settings.login_max_attempts_per_ip) {
         // One more attempt is refused and says when the window ends (should it have ended
         // meanwhile, the attempt goes ahead in the new window).
-        login_address(state, ip).await?;
+        login_address(state, client).await?;
     }
     Ok(())
 }
 
-fn login_address_key(ip: &str) -> String {
-    format!("login:ip:{ip}")
+fn login_address_key(client: ClientKey) -> String {
+    format!("login:ip:{client}")
 }
 
 /// One attempt on an account's login budget (`LOGIN_RATE_LIMIT_MAX_ATTEMPTS_PER_USER` a
@@ -138,10 +139,8 @@ pub async fn global_limit(
             | "/api/webhooks/crm"
     );
     if let (Some(state), false, false) = (state, limit == 0, exempt) {
-        let ip = super::client_ip::client_ip(req.request())
-            .map(|ip| ip.to_string())
-            .unwrap_or_else(|| "unknown".into());
-        let key = format!("ratelimit:ip:{ip}");
+        let client = super::client_ip::client_key(req.request());
+        let key = format!("ratelimit:ip:{client}");
         if let Err(err) = hit(state.cache.as_ref(), &key, limit, Duration::from_secs(60)).await {
             let response = err.error_response();
             return Ok(req.into_response(response));

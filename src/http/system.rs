@@ -65,7 +65,8 @@ pub async fn health(state: web::Data<AppState>) -> HttpResponse {
     }
 }
 
-/// Wrong `METRICS_TOKEN`s one address may send a minute before `/metrics` refuses it.
+/// Wrong `METRICS_TOKEN`s one client (an IPv4 address or an IPv6 /64) may send a minute before
+/// `/metrics` refuses it.
 pub const METRICS_FAILURES_PER_MINUTE: u32 = 10;
 
 /// Prometheus text: HTTP requests, actors, database pool and outbox backlog.
@@ -84,12 +85,10 @@ pub async fn metrics(
     req: actix_web::HttpRequest,
 ) -> HttpResponse {
     if let Some(token) = &state.settings.metrics_token {
-        // Wrong tokens are counted per address; past the budget every attempt is refused
+        // Wrong tokens are counted per client; past the budget every attempt is refused
         // unchecked, so guessing learns nothing (`/metrics` is outside the global limit).
-        let ip = super::client_ip::client_ip(&req)
-            .map(|ip| ip.to_string())
-            .unwrap_or_else(|| "unknown".into());
-        let failures = format!("ratelimit:metrics:{ip}");
+        let client = super::client_ip::client_key(&req);
+        let failures = format!("ratelimit:metrics:{client}");
         let spent = state.cache.get(&failures).await.ok().flatten();
         if spent.and_then(|n| n.parse::<u32>().ok()) >= Some(METRICS_FAILURES_PER_MINUTE) {
             return super::error::ApiError::too_many_requests(60).error_response();

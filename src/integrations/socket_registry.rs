@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use super::cache::{Cache, CacheError, LeaseAnswer};
 use crate::clock::Clock;
-use crate::domain::realtime_limits::address_group;
+use crate::domain::client_address::ClientKey;
 use crate::domain::token::random_token;
 
 /// The caps, from the settings (`WS_MAX_SOCKETS_PER_USER`, `WS_MAX_SOCKETS_PER_ADDRESS`,
@@ -90,8 +90,9 @@ fn account_set(user_id: i64) -> String {
     format!("ws:account:{user_id}")
 }
 
+/// One set per client (an IPv4 address or an IPv6 /64), as every per-address limit counts.
 fn address_set(address: IpAddr) -> String {
-    format!("ws:address:{}", address_group(address))
+    format!("ws:address:{}", ClientKey::of(address))
 }
 
 impl SocketRegistry {
@@ -351,6 +352,33 @@ mod tests {
         assert_eq!(registry.live_for_account(5).await.unwrap(), 1);
         clock.advance(chrono::Duration::seconds(31));
         assert_eq!(registry.live_for_account(5).await.unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn an_ipv6_network_is_one_address() {
+        let (registry, _) = registry(SocketCaps {
+            per_account: 10,
+            per_address: 2,
+            process: 10,
+        });
+        let admit = |user: i64, address: &str| {
+            let registry = registry.clone();
+            let address: IpAddr = address.parse().unwrap();
+            async move {
+                let slot = registry.process_slot()?;
+                registry
+                    .admit(slot, user, Some(address))
+                    .await
+                    .expect("cache")
+            }
+        };
+        let _first = admit(1, "2001:db8:1:2::1").await.expect("first");
+        let _second = admit(2, "2001:db8:1:2:ffff::9").await.expect("second");
+        assert_eq!(
+            admit(3, "2001:db8:1:2:1234:5678:9abc:def0").await.err(),
+            Some(Refusal::Address)
+        );
+        let _neighbour = admit(3, "2001:db8:1:3::1").await.expect("another /64");
     }
 
     #[tokio::test]

@@ -21,6 +21,7 @@ mod helpers;
 mod hostile;
 mod idempotency;
 mod idempotency_edge;
+mod ipv6_limits;
 mod idle_sockets;
 mod invitations;
 mod kept_projects;

@@ -10,8 +10,9 @@ use super::views::{Message, SessionUser, UserView};
 use crate::domain::user::{EmailAddress, Role, Username, check_password_policy};
 use crate::http::auth::{
     AuthUser, CSRF_COOKIE, CookieJar, CsrfChecked, REFRESH_COOKIE, bearer_token, check_csrf,
-    client_info, client_session_id, peer_ip,
+    client_info, client_session_id,
 };
+use crate::http::client_ip::client_key;
 use crate::http::error::{ApiError, ApiResult, FieldError};
 use crate::http::rate_limit;
 use crate::state::AppState;
@@ -255,8 +256,8 @@ pub async fn register(
 
     // Refusals for a taken e-mail or username spend the address's login budget, and past it
     // every registration answers 429 as a login does: no mass probing of who has an account.
-    let ip = peer_ip(&req).unwrap_or_else(|| "unknown".into());
-    rate_limit::login_address_spent(&state, &ip).await?;
+    let client = client_key(&req);
+    rate_limit::login_address_spent(&state, client).await?;
     let registered = accounts::register(
         &state,
         &email,
@@ -270,7 +271,7 @@ pub async fn register(
     let user = match registered {
         Ok(user) => user,
         Err(refusal @ (AccountError::EmailTaken | AccountError::UsernameTaken)) => {
-            rate_limit::login_address(&state, &ip).await?;
+            rate_limit::login_address(&state, client).await?;
             return Err(refusal.into());
         }
         Err(other) => return Err(other.into()),
@@ -304,9 +305,9 @@ async fn authenticate_credentials(
     req: &HttpRequest,
     credentials: &LoginRequest,
 ) -> ApiResult<User> {
-    let ip = peer_ip(req).unwrap_or_else(|| "unknown".into());
+    let client = client_key(req);
     let name = credentials.username.trim().to_lowercase();
-    rate_limit::login_address(state, &ip).await?;
+    rate_limit::login_address(state, client).await?;
 
     let invalid =
         || ApiError::unauthorized("INVALID_CREDENTIALS", "Incorrect username or password");
