@@ -95,6 +95,7 @@ pub struct AccessTokens {
 
 impl AccessTokens {
     pub fn new(secret: &[u8], access_ttl: Duration, refresh_ttl: Duration) -> Self {
+        super::jwt_hmac::install();
         // Only HS256 is accepted: a token naming another algorithm (`none` included) fails.
         let mut validation = Validation::new(Algorithm::HS256);
         // Expiry is checked against the service clock in `read`, not the system clock.

@@ -376,6 +376,7 @@ pub fn delivery_jwt(
         jti: message_id.to_owned(),
         body_sha256: body_sha256(body),
     };
+    super::jwt_hmac::install();
     let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
     header.kid = Some(key_id(secret));
     jsonwebtoken::encode(
