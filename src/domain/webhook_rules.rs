@@ -126,9 +126,9 @@ pub fn address_allowed(ip: IpAddr, allow_private: bool) -> bool {
     }
 }
 
-/// The one answer for a destination the guard refuses, whether a literal address, a name
-/// spelling one, or a name that resolves to one: it says neither which nor that the name
-/// resolved, so the check is no oracle for internal names.
+/// The one answer for a destination the guard refuses before any lookup: a literal address,
+/// or a name that spells one without a resolver (`localhost`, metadata). Names that need a
+/// resolver are not looked up when a URL is saved, so saving is no oracle for internal names.
 pub const UNUSABLE: &str = "cannot be used as a webhook destination";
 
 /// How a delivery attempt failed, as its owner reads it: coarse on purpose, so a webhook is no
@@ -175,7 +175,7 @@ pub struct Destination {
 }
 
 /// Checks a webhook URL's shape: `https`, a host, no credentials, no fragment; a literal
-/// address must be allowed. A host name's addresses are checked when it is resolved.
+/// address must be allowed. A host name's addresses are checked when a delivery resolves it.
 pub fn check_url(raw: &str, allow_private: bool) -> Result<Destination, &'static str> {
     if raw.len() > 2048 {
         return Err("must be at most 2048 characters");

@@ -126,25 +126,12 @@ impl WebhookHttp {
         self.allow_private
     }
 
-    /// Checks a URL's shape and literal address (names are checked when resolved).
+    /// Checks a URL's shape and literal address. A host name is never resolved here: its
+    /// addresses are checked by [`GuardedResolver`] at each connection, the one check that
+    /// holds (a name may resolve differently by then), and a lookup outside it would only
+    /// tell the caller which names resolve where.
     pub fn check(&self, url: &str) -> Result<Destination, &'static str> {
         webhook_rules::check_url(url, self.allow_private)
-    }
-
-    /// Checks a URL as at configuration time: its shape, and every address its host resolves
-    /// to now (a name that does not resolve yet is accepted; each delivery checks again).
-    pub async fn check_resolved(&self, url: &str) -> Result<Destination, &'static str> {
-        let dest = self.check(url)?;
-        if dest.ip.is_none()
-            && let Ok(found) = tokio::net::lookup_host((dest.host.as_str(), dest.port)).await
-        {
-            for addr in found {
-                if !webhook_rules::address_allowed(addr.ip(), self.allow_private) {
-                    return Err(webhook_rules::UNUSABLE);
-                }
-            }
-        }
-        Ok(dest)
     }
 
     /// Reserves one of `host`'s places, or `None` when [`PER_HOST`] calls run already.

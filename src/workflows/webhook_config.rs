@@ -9,8 +9,10 @@ use crate::store::webhooks::{self, WebhookConfig};
 use crate::workflows::error::{FlowError, FlowResult};
 
 /// Saves the configuration (a secret is created with it when there is none). The URL must
-/// pass the server-side request forgery guard: HTTPS, no credentials, and no private or
-/// reserved address, literal or resolved (each delivery checks again).
+/// pass the server-side request forgery guard's checks that need no resolver: HTTPS, no
+/// credentials, no literal private or reserved address, no `localhost` name. A host name is
+/// not resolved now: whether it resolves, and where, would be told by the answer; every
+/// delivery checks its addresses when it connects.
 pub async fn configure(
     state: &AppState,
     user_id: i64,
@@ -19,7 +21,7 @@ pub async fn configure(
     auth_method: &str,
 ) -> FlowResult<Option<WebhookConfig>> {
     if let Some(url) = url
-        && let Err(reason) = state.webhook_http.check_resolved(url).await
+        && let Err(reason) = state.webhook_http.check(url)
     {
         return Err(FlowError::invalid("url", reason));
     }

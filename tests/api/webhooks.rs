@@ -919,9 +919,10 @@ async fn a_retry_survives_a_restart() {
     assert_signed(&second, company.id, &secret);
 }
 
-/// D29: the answers a user reads are no oracle. A name resolving to a private address is
-/// refused with the same words as a literal one (never saying it resolved); a name that does
-/// not resolve is accepted, as it may resolve later; test deliveries answer coarse outcomes.
+/// D29: the answers a user reads are no oracle. What is refused without a lookup (a literal
+/// address, a `localhost` name) is refused in one sentence; a name is never looked up when
+/// saved, so one that does not resolve is accepted, as it may resolve later (and one resolving
+/// to a private address alike: see the next test); test deliveries answer coarse outcomes.
 #[actix_web::test]
 async fn webhook_answers_are_coarse_and_never_say_a_name_resolved() {
     let guarded = Market::open_with(&[("WEBHOOK_CA_FILE", &receiver::ca_file())]).await;
@@ -972,6 +973,82 @@ async fn webhook_answers_are_coarse_and_never_say_a_name_resolved() {
     let wary = untrusting.company("tlsco").await;
     configured(&untrusting, &wary, &rx, "JWT").await;
     assert_eq!(test_outcome(&untrusting, &wary).await, "tls");
+}
+
+/// D29 at save time: a host name is not looked up when a URL is saved, so a name resolving
+/// to a private address and a name that does not resolve get the same answer; the guard
+/// decides when a delivery connects, refusing the private one (test delivery and event alike)
+/// in the same coarse word as the unresolvable one.
+#[actix_web::test]
+async fn a_saved_name_is_never_looked_up_and_the_guard_decides_at_delivery() {
+    let m = Market::open_with(&[("WEBHOOK_CA_FILE", &receiver::ca_file())]).await;
+    let rx = Receiver::start().await;
+    let private = private_name().await;
+    let mut saved = Vec::new();
+    for (username, host) in [
+        ("hostsco", private.as_str()),
+        ("nowhereco", "does-not-exist-zz9.invalid"),
+    ] {
+        let company = m.company(username).await;
+        let url = format!("https://{host}:{}/hook", rx.port);
+        let r = configure(&m, &company, &url, "JWT").await;
+        let status = r.status();
+        let mut body = json(r).await;
+        assert_eq!(body["url"], url.as_str(), "{body}");
+        // The URL echoed and the time of saving aside, the answers are the same.
+        body["url"] = Value::Null;
+        body["updated_at"] = Value::Null;
+        saved.push((company, status, body));
+    }
+    assert_eq!(saved[0].1, StatusCode::OK, "{}", saved[0].2);
+    assert_eq!((saved[0].1, &saved[0].2), (saved[1].1, &saved[1].2));
+    for (company, _, _) in &saved {
+        let outcome = test_outcome(&m, company).await;
+        assert_eq!(outcome, "dns", "{}", company.username);
+    }
+    let hosts = &saved[0].0;
+    project(&m, hosts).await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        pump(&m).await;
+        let log = deliveries(&m, hosts, "?size=100").await;
+        let attempted = log["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["event_type"] != "webhook.test" && i["attempt_count"] == 1)
+            .cloned();
+        if let Some(item) = attempted {
+            assert_eq!(item["last_error"], "dns", "{item}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no attempt recorded: {log}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(rx.hits().len(), 0, "nothing reached the loopback receiver");
+}
+
+/// A host name this machine resolves without DNS to non-public addresses only (its own name
+/// in `/etc/hosts`, or a loopback alias): the kind of internal name D29 probed. Not a
+/// `localhost` name, which is refused before any lookup.
+async fn private_name() -> String {
+    use marketplace::domain::webhook_rules::{AddressClass, classify};
+    let own = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    for name in [own.trim(), "ip6-localhost", "localhost.localdomain"] {
+        let name = name.to_ascii_lowercase();
+        if name.is_empty() || name == "localhost" || name.ends_with(".localhost") {
+            continue;
+        }
+        let Ok(found) = tokio::net::lookup_host((name.as_str(), 443)).await else {
+            continue;
+        };
+        let public = |a: &std::net::SocketAddr| classify(a.ip()) == AddressClass::Public;
+        let found: Vec<_> = found.collect();
+        if !found.is_empty() && !found.iter().any(public) {
+            return name;
+        }
+    }
+    panic!("no name of this machine resolves to a private address only (see /etc/hosts)");
 }
 
 /// The `error` a test delivery answers.
