@@ -82,6 +82,9 @@ pub enum TokenRejection {
     Expired,
 }
 
+/// Random bytes in a CSRF value: a value made afresh differs from every earlier one.
+const CSRF_NONCE_LEN: usize = 16;
+
 /// The signing key and lifetimes of access and refresh tokens.
 pub struct AccessTokens {
     encoding: EncodingKey,
@@ -89,7 +92,7 @@ pub struct AccessTokens {
     validation: Validation,
     pub access_ttl: Duration,
     pub refresh_ttl: Duration,
-    /// Derives each session's CSRF token (a key of its own, from the signing secret).
+    /// Tags each session's CSRF values (a key of its own, from the signing secret).
     csrf_key: [u8; 32],
 }
 
@@ -112,17 +115,52 @@ impl AccessTokens {
         }
     }
 
-    /// The CSRF token of session `sid`: derived from it under a server key, so a client can
-    /// neither choose it nor carry one from a session to another (the double submit is bound
-    /// to the session). Stable for the session's life, renewed with its cookie.
-    pub fn csrf_token(&self, sid: i64) -> String {
-        let tag = mac(&self.csrf_key, &sid.to_be_bytes());
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(tag)
+    /// A new CSRF value for session `sid`: a random nonce and its tag for the session, so a
+    /// client can neither choose one nor carry one from a session to another (the double
+    /// submit is bound to the session), and a value made afresh is never the one before.
+    pub fn new_csrf_token(&self, sid: i64) -> String {
+        let mut nonce = [0u8; CSRF_NONCE_LEN];
+        rand::RngCore::fill_bytes(&mut rand::rng(), &mut nonce);
+        self.csrf_token_with(sid, &nonce)
     }
 
-    /// Whether `presented` is session `sid`'s CSRF token, compared in constant time.
-    pub fn csrf_matches(&self, sid: i64, presented: &str) -> bool {
-        constant_time_eq(self.csrf_token(sid).as_bytes(), presented.as_bytes())
+    /// The CSRF value of session `sid` carrying `nonce`: `nonce · MAC(key, sid · nonce)`,
+    /// URL-safe base64 without padding.
+    fn csrf_token_with(&self, sid: i64, nonce: &[u8; CSRF_NONCE_LEN]) -> String {
+        let mut value = nonce.to_vec();
+        value.extend_from_slice(&self.csrf_tag(sid, nonce));
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(value)
+    }
+
+    /// The tag binding `nonce` to session `sid` (both fixed-length, so no two pairs share a
+    /// message).
+    fn csrf_tag(&self, sid: i64, nonce: &[u8]) -> [u8; 32] {
+        let mut message = sid.to_be_bytes().to_vec();
+        message.extend_from_slice(nonce);
+        mac(&self.csrf_key, &message)
+    }
+
+    /// Whether `presented` is a CSRF value made for session `sid`: its tag is checked in
+    /// constant time. Any value the session was given verifies for its whole life.
+    pub fn csrf_verifies(&self, sid: i64, presented: &str) -> bool {
+        let Ok(raw) = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(presented) else {
+            return false;
+        };
+        if raw.len() != CSRF_NONCE_LEN + 32 {
+            return false;
+        }
+        let (nonce, tag) = raw.split_at(CSRF_NONCE_LEN);
+        constant_time_eq(&self.csrf_tag(sid, nonce), tag)
+    }
+
+    /// The CSRF value to hand session `sid` when the client may hold one (refresh, verify):
+    /// the `held` value itself when it is this session's, so only its cookie's max age is
+    /// renewed; otherwise (none, or another session's or forged) a new one.
+    pub fn csrf_token_renewed(&self, sid: i64, held: Option<&str>) -> String {
+        match held {
+            Some(value) if self.csrf_verifies(sid, value) => value.to_owned(),
+            _ => self.new_csrf_token(sid),
+        }
     }
 
     /// Signs an access token valid for `access_ttl` from `now`.
@@ -195,6 +233,101 @@ mod tests {
             keys.read(&token, now + Duration::minutes(15)).unwrap_err(),
             TokenRejection::Expired
         );
+    }
+
+    fn csrf_keys() -> AccessTokens {
+        tokens(b"0123456789abcdef0123456789abcdef")
+    }
+
+    /// `value` with its byte `at` (of the decoded value) changed.
+    fn flipped(value: &str, at: usize) -> String {
+        let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let mut raw = engine.decode(value).unwrap();
+        raw[at] ^= 0x01;
+        engine.encode(raw)
+    }
+
+    #[test]
+    fn fresh_csrf_values_differ_and_verify_for_their_session_only() {
+        let keys = csrf_keys();
+        let (a, b) = (keys.new_csrf_token(3), keys.new_csrf_token(3));
+        assert_ne!(a, b, "each value has a nonce of its own");
+        assert!(keys.csrf_verifies(3, &a) && keys.csrf_verifies(3, &b));
+        assert!(!keys.csrf_verifies(4, &a), "another session's value");
+        assert!(
+            !tokens(b"fedcba9876543210fedcba9876543210").csrf_verifies(3, &a),
+            "another key's value"
+        );
+        assert!(
+            a.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+            "URL-safe, unpadded: {a}"
+        );
+    }
+
+    #[test]
+    fn a_changed_or_malformed_csrf_value_fails() {
+        let keys = csrf_keys();
+        let value = keys.new_csrf_token(3);
+        let cases = [
+            (flipped(&value, 0), "nonce changed"),
+            (
+                flipped(&value, CSRF_NONCE_LEN - 1),
+                "nonce's last byte changed",
+            ),
+            (flipped(&value, CSRF_NONCE_LEN), "tag changed"),
+            (
+                flipped(&value, CSRF_NONCE_LEN + 31),
+                "tag's last byte changed",
+            ),
+            (value[..value.len() - 2].to_owned(), "truncated"),
+            (format!("{value}AA"), "extended"),
+            (format!("{value}="), "padded"),
+            (value.replace(['-', '_'], "+"), "standard alphabet"),
+            (String::new(), "empty"),
+            ("attackerchosen1234".to_owned(), "chosen by the client"),
+        ];
+        for (presented, case) in cases {
+            if presented != value {
+                assert!(!keys.csrf_verifies(3, &presented), "{case}: {presented}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_held_csrf_value_is_kept_only_for_its_own_session() {
+        let keys = csrf_keys();
+        let held = keys.new_csrf_token(3);
+        assert_eq!(
+            keys.csrf_token_renewed(3, Some(&held)),
+            held,
+            "its own kept"
+        );
+        // None held, a forged one, or another session's: a new value of this session.
+        for (sid, presented) in [(3, None), (3, Some("forged")), (4, Some(held.as_str()))] {
+            let made = keys.csrf_token_renewed(sid, presented);
+            assert_ne!(made, held);
+            assert_ne!(Some(made.as_str()), presented);
+            assert!(keys.csrf_verifies(sid, &made));
+        }
+    }
+
+    proptest::proptest! {
+        /// A value verifies for the session it was made for and no other, and changing any
+        /// byte of its nonce or tag makes it fail.
+        #[test]
+        fn a_csrf_value_verifies_only_for_its_session_and_unchanged(
+            sid in proptest::num::i64::ANY,
+            other in proptest::num::i64::ANY,
+            nonce in proptest::array::uniform16(proptest::num::u8::ANY),
+            at in 0..CSRF_NONCE_LEN + 32,
+        ) {
+            let keys = csrf_keys();
+            let value = keys.csrf_token_with(sid, &nonce);
+            proptest::prop_assert!(keys.csrf_verifies(sid, &value));
+            proptest::prop_assert_eq!(keys.csrf_verifies(other, &value), other == sid);
+            proptest::prop_assert!(!keys.csrf_verifies(sid, &flipped(&value, at)));
+        }
     }
 
     #[test]

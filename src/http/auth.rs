@@ -11,6 +11,7 @@ use actix_web::{FromRequest, HttpMessage as _, HttpRequest, web};
 use futures_util::future::LocalBoxFuture;
 
 use super::error::ApiError;
+use crate::domain::token::constant_time_eq;
 use crate::domain::user::Role;
 use crate::state::AppState;
 use crate::store::sessions::Session;
@@ -117,9 +118,10 @@ impl FromRequest for AuthUser {
 
 /// An authenticated caller whose mutating request passed the CSRF double submit: for cookie
 /// sessions (and whenever a `csrf_token` cookie is sent), the `X-CSRF-Token` header must be
-/// the session's own CSRF token (`AccessTokens::csrf_token`, the value its cookie holds),
-/// compared in constant time; otherwise 403. Bearer-only sessions carry no ambient credential
-/// a browser would attach, so they need no CSRF token.
+/// the value its cookie holds, and that value one made for this session
+/// (`AccessTokens::csrf_verifies`), both compared in constant time; otherwise 403.
+/// Bearer-only sessions carry no ambient credential a browser would attach, so they need no
+/// CSRF token.
 pub struct CsrfChecked(pub AuthUser);
 
 impl FromRequest for CsrfChecked {
@@ -145,8 +147,9 @@ fn csrf_applies(auth: &AuthUser, req: &HttpRequest) -> bool {
     auth.claims.csrf || req.cookie(CSRF_COOKIE).is_some()
 }
 
-/// The double-submit check of session `sid`: the `csrf_token` cookie and the header both
-/// carry the session's own CSRF token. A pair of the client's choosing no longer passes.
+/// The double-submit check of session `sid`: the `csrf_token` cookie and the header carry
+/// the same value, and it is one made for this session (any of them: a refresh without the
+/// cookie makes another). A pair of the client's choosing, or another session's, fails.
 pub fn check_csrf(req: &HttpRequest, sid: i64) -> Result<(), ApiError> {
     let cookie = req.cookie(CSRF_COOKIE);
     let header = req.headers().get(CSRF_HEADER).and_then(|v| v.to_str().ok());
@@ -155,7 +158,8 @@ pub fn check_csrf(req: &HttpRequest, sid: i64) -> Result<(), ApiError> {
         .map(|state| state.tokens.clone());
     match (cookie, header, tokens) {
         (Some(cookie), Some(header), Some(tokens))
-            if tokens.csrf_matches(sid, cookie.value()) && tokens.csrf_matches(sid, header) =>
+            if constant_time_eq(cookie.value().as_bytes(), header.as_bytes())
+                && tokens.csrf_verifies(sid, cookie.value()) =>
         {
             Ok(())
         }

@@ -432,8 +432,7 @@ async fn secure_flavour_session_id_refresh_verify_and_logout() {
     assert_eq!(body["csrf_token"], csrf.as_str());
     assert!(body["access_token"].is_string());
 
-    // Without a CSRF cookie, refresh hands out the session's token again: it is bound to the
-    // session, the same for its whole life.
+    // Without a CSRF cookie, refresh makes a new value of the session (`csrf.rs`).
     let fresh = app
         .client
         .post(app.url("/api/auth/refresh_secure"))
@@ -445,7 +444,7 @@ async fn secure_flavour_session_id_refresh_verify_and_logout() {
     assert_eq!(fresh.status(), 200);
     let newest_refresh = cookie_value(&fresh, "refresh_token").unwrap();
     let new_csrf = cookie_value(&fresh, "csrf_token").unwrap();
-    assert_eq!(new_csrf, csrf);
+    assert_ne!(new_csrf, csrf);
 
     let verify = app
         .client

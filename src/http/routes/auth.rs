@@ -177,11 +177,20 @@ fn with_session_cookies<T: Serialize>(
         .json(body)
 }
 
-/// The CSRF value to hand out for session `sid`: derived from the session, so it is the same
-/// for the session's life and worthless for another (its cookie's max age is renewed by
-/// re-setting it).
-fn csrf_value(state: &AppState, sid: i64) -> String {
-    state.tokens.csrf_token(sid)
+/// A new CSRF value for session `sid` (a new session: no cookie can be its own yet). Bound to
+/// the session, so worthless for another.
+fn fresh_csrf(state: &AppState, sid: i64) -> String {
+    state.tokens.new_csrf_token(sid)
+}
+
+/// The CSRF value for session `sid` on refresh and verify: the `csrf_token` cookie's own
+/// value when it was made for this session (re-setting the cookie renews its max age), else
+/// a new one, never a foreign value echoed back.
+fn renewed_csrf(state: &AppState, req: &HttpRequest, sid: i64) -> String {
+    let held = req.cookie(CSRF_COOKIE);
+    state
+        .tokens
+        .csrf_token_renewed(sid, held.as_ref().map(|c| c.value()))
 }
 
 fn parse_roles(raw: &[String]) -> Result<Vec<Role>, FieldError> {
@@ -284,7 +293,7 @@ pub async fn register(
         &client_info(&req),
     )
     .await?;
-    let csrf = csrf_value(&state, issued.claims.sid);
+    let csrf = fresh_csrf(&state, issued.claims.sid);
     let body = SecureLoginResponse {
         access_token: issued.access_token.clone(),
         csrf_token: csrf.clone(),
@@ -412,7 +421,7 @@ pub async fn login_secure(
     let user = authenticate_credentials(&state, &req, &body).await?;
     let issued =
         sessions::start_session(&state, &user, Some(&session_id), true, &client_info(&req)).await?;
-    let csrf = csrf_value(&state, issued.claims.sid);
+    let csrf = fresh_csrf(&state, issued.claims.sid);
     let body = SecureLoginResponse {
         access_token: issued.access_token.clone(),
         csrf_token: csrf.clone(),
@@ -458,12 +467,13 @@ fn required_session_id(req: &HttpRequest) -> ApiResult<String> {
 }
 
 /// Secure refresh: the `refresh_token` cookie is rotated; `X-Session-ID` must match the
-/// session's.
+/// session's. The `csrf_token` cookie's value is kept when it is this session's, else a new
+/// one is made.
 #[utoipa::path(
     tag = "auth",
     params(("X-Session-ID" = String, Header, description = "Must equal the session's id")),
     responses(
-        (status = 200, body = SecureRefreshResponse, description = "Rotates the `refresh_token` cookie; renews `csrf_token`"),
+        (status = 200, body = SecureRefreshResponse, description = "Rotates the `refresh_token` cookie. `csrf_token`: the cookie's value when it is this session's (its max age renewed), else a new one"),
         (status = 401, body = crate::http::error::ErrorBody, description = "No or invalid refresh cookie, or SESSION_MISMATCH"),
     )
 )]
@@ -475,7 +485,7 @@ pub async fn refresh_secure(
     let token = refresh_cookie(&req)?;
     let session_id = required_session_id(&req)?;
     let issued = sessions::refresh(&state, &token, Some(&session_id), true).await?;
-    let csrf = csrf_value(&state, issued.claims.sid);
+    let csrf = renewed_csrf(&state, &req, issued.claims.sid);
     let body = SecureRefreshResponse {
         access_token: issued.access_token.clone(),
         csrf_token: csrf.clone(),
@@ -490,12 +500,12 @@ pub async fn refresh_secure(
 }
 
 /// Secure session check: the refresh cookie's session, a fresh access token and the CSRF
-/// token (its cookie renewed).
+/// token (the cookie's value when it is this session's, else a new one; its cookie renewed).
 #[utoipa::path(
     tag = "auth",
     params(("X-Session-ID" = String, Header, description = "Must equal the session's id")),
     responses(
-        (status = 200, body = VerifySecureResponse),
+        (status = 200, body = VerifySecureResponse, description = "Renews the `csrf_token` cookie: its value when it is this session's, else a new one"),
         (status = 401, body = crate::http::error::ErrorBody),
     )
 )]
@@ -508,7 +518,7 @@ pub async fn verify_secure(
     let session_id = required_session_id(&req)?;
     let (session, user) = sessions::session_of_refresh(&state, &token, Some(&session_id)).await?;
     let (access_token, _) = sessions::sign_access(&state, &user, &session_id, session.id, true)?;
-    let csrf = csrf_value(&state, session.id);
+    let csrf = renewed_csrf(&state, &req, session.id);
     Ok(HttpResponse::Ok()
         .cookie(CookieJar::new(&state).csrf(&csrf))
         .json(VerifySecureResponse {
