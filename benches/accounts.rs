@@ -509,25 +509,7 @@ async fn load(base: &str, config: &Config, limit: f64) -> anyhow::Result<TargetR
     let me_url = format!("{base}/api/users/me");
     let me_request = |_: usize| client.get(&me_url).bearer_auth(&token);
 
-    println!(
-        "/users/me: {} clients for {} s…",
-        config.me_clients,
-        config.duration.as_secs()
-    );
-    run_load(
-        config.me_clients,
-        config.warmup,
-        config.max_requests_per_client,
-        me_request,
-    )
-    .await;
-    let me = run_load(
-        config.me_clients,
-        config.duration,
-        config.max_requests_per_client,
-        me_request,
-    )
-    .await;
+    let me = phase("/users/me", config, me_request).await;
 
     // A small write, then the same write under a new key each time: the key's cost is its
     // fingerprint and the key's row, taken and answered.
@@ -538,38 +520,8 @@ async fn load(base: &str, config: &Config, limit: f64) -> anyhow::Result<TargetR
         let key = next_key.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         unkeyed_request(0).header("Idempotency-Key", format!("bench-{key}"))
     };
-    let mut writes = Vec::new();
-    for (name, request) in [
-        (
-            "mark-all-read",
-            &unkeyed_request as &dyn Fn(usize) -> reqwest::RequestBuilder,
-        ),
-        ("mark-all-read, keyed", &keyed_request),
-    ] {
-        println!(
-            "{name}: {} clients for {} s…",
-            config.me_clients,
-            config.duration.as_secs()
-        );
-        run_load(
-            config.me_clients,
-            config.warmup,
-            config.max_requests_per_client,
-            request,
-        )
-        .await;
-        writes.push(
-            run_load(
-                config.me_clients,
-                config.duration,
-                config.max_requests_per_client,
-                request,
-            )
-            .await,
-        );
-    }
-    let keyed = writes.pop().expect("the keyed phase");
-    let unkeyed = writes.pop().expect("the unkeyed phase");
+    let unkeyed = phase("mark-all-read", config, &unkeyed_request).await;
+    let keyed = phase("mark-all-read, keyed", config, keyed_request).await;
 
     Ok(TargetResult {
         login,
@@ -639,6 +591,22 @@ impl LoadResult {
         }
         text
     }
+}
+
+/// A phase of `BENCH_ME_CLIENTS` clients sending `request`: an unmeasured warm-up, then the
+/// measured run.
+async fn phase<F>(name: &str, config: &Config, request: F) -> LoadResult
+where
+    F: Fn(usize) -> reqwest::RequestBuilder,
+{
+    let clients = config.me_clients;
+    println!(
+        "{name}: {clients} clients for {} s…",
+        config.duration.as_secs()
+    );
+    let most = config.max_requests_per_client;
+    run_load(clients, config.warmup, most, &request).await;
+    run_load(clients, config.duration, most, &request).await
 }
 
 /// `clients` concurrent loops, each sending `request(client index)` one after the other until

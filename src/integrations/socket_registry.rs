@@ -308,6 +308,19 @@ mod tests {
         (registry, clock)
     }
 
+    /// A socket of `user` from `address`: a process slot, then the account's and address's.
+    async fn admit(
+        registry: &Arc<SocketRegistry>,
+        user: i64,
+        address: IpAddr,
+    ) -> Result<Admission, Refusal> {
+        let slot = registry.process_slot()?;
+        registry
+            .admit(slot, user, Some(address))
+            .await
+            .expect("cache")
+    }
+
     #[tokio::test]
     async fn each_cap_refuses_past_it_and_a_release_makes_room() {
         let (registry, clock) = registry(SocketCaps {
@@ -316,16 +329,7 @@ mod tests {
             process: 4,
         });
         let here: IpAddr = "203.0.113.7".parse().unwrap();
-        let admit = |user: i64, address: IpAddr| {
-            let registry = registry.clone();
-            async move {
-                let slot = registry.process_slot()?;
-                registry
-                    .admit(slot, user, Some(address))
-                    .await
-                    .expect("cache")
-            }
-        };
+        let admit = |user, address| admit(&registry, user, address);
         let first = admit(1, here).await.expect("first");
         let _second = admit(1, here).await.expect("second");
         assert_eq!(admit(1, here).await.err(), Some(Refusal::Account));
@@ -361,17 +365,7 @@ mod tests {
             per_address: 2,
             process: 10,
         });
-        let admit = |user: i64, address: &str| {
-            let registry = registry.clone();
-            let address: IpAddr = address.parse().unwrap();
-            async move {
-                let slot = registry.process_slot()?;
-                registry
-                    .admit(slot, user, Some(address))
-                    .await
-                    .expect("cache")
-            }
-        };
+        let admit = |user, address: &str| admit(&registry, user, address.parse().unwrap());
         let _first = admit(1, "2001:db8:1:2::1").await.expect("first");
         let _second = admit(2, "2001:db8:1:2:ffff::9").await.expect("second");
         assert_eq!(
