@@ -5,7 +5,9 @@
 use reqwest::{Method, StatusCode};
 use serde_json::json as j;
 
-use crate::helpers::{Account, ChildGuard, json, register, spawn_app, spawn_app_with};
+use crate::helpers::{
+    Account, ChildGuard, free_port, json, register, service_command, spawn_app, spawn_app_with,
+};
 
 /// Sends `chunks` chunks of `size` spaces as a chunked JSON body and returns the head of the
 /// answer, read while the upload is still going on.
@@ -416,13 +418,6 @@ async fn the_cache_speaks_tls_to_redis() {
         eprintln!("redis-server is not installed: rediss:// not exercised");
         return;
     }
-    let free_port = || {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    };
     let ca = crate::webhooks::receiver::ca_file();
     let (cert, key) = crate::webhooks::receiver::server_cert_files();
     let tls_port = free_port();
@@ -444,18 +439,11 @@ async fn the_cache_speaks_tls_to_redis() {
     let mut server = None;
     // redis-server may take a moment to listen: the service refuses to start without its cache.
     for _ in 0..50 {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_marketplace"))
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
+        let mut child = service_command(data.path(), port)
             .env("SSL_CERT_FILE", &ca)
             .env("REDIS_URL", format!("rediss://localhost:{tls_port}"))
             .env("CACHE_PREFIX", "tls-test:")
-            .env("DATA_DIR", data.path())
-            .env("BIND_ADDR", format!("127.0.0.1:{port}"))
             .env("RATE_LIMIT_PER_MINUTE", "2")
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
             .spawn()
             .expect("the service starts");
         let up = crate::helpers::wait_for(std::time::Duration::from_secs(10), || {

@@ -438,6 +438,30 @@ pub fn json_keys(value: &Value) -> Vec<String> {
     }
 }
 
+/// A loopback port free a moment ago, for a process the test starts.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The service's own binary, to listen on `port` with `data_dir`, nothing inherited from the
+/// test's environment but `PATH`, and its output dropped: a test adds its settings and spawns.
+pub fn service_command(data_dir: &std::path::Path, port: u16) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_marketplace"));
+    command
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("DATA_DIR", data_dir)
+        .env("BIND_ADDR", format!("127.0.0.1:{port}"))
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    command
+}
+
 /// Kills its child when dropped, so a failing assertion leaves no process behind.
 pub struct ChildGuard(pub std::process::Child);
 

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use reqwest::header::CONTENT_TYPE;
 
-use crate::helpers::{Account, ChildGuard, TestApp, json, register, spawn_app, wait_for};
+use crate::helpers::{
+    Account, ChildGuard, TestApp, free_port, json, register, service_command, spawn_app, wait_for,
+};
 use crate::market::code;
 
 /// A keyed request of a just-registered (unverified) account with these exact bytes.
@@ -198,24 +200,13 @@ fn peak_rss_kib(pid: u32) -> u64 {
 #[actix_web::test]
 async fn a_route_without_a_body_reads_none_under_a_key() {
     let data = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let base = format!("http://127.0.0.1:{port}");
     let server = ChildGuard(
-        std::process::Command::new(env!("CARGO_BIN_EXE_marketplace"))
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("DATA_DIR", data.path())
-            .env("BIND_ADDR", format!("127.0.0.1:{port}"))
+        service_command(data.path(), port)
             .env("BCRYPT_COST", "4")
             .env("WORKERS", "2")
             .env("RATE_LIMIT_PER_MINUTE", "0")
-            .env("RUST_LOG", "warn")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
             .spawn()
             .expect("the service starts"),
     );

@@ -952,11 +952,7 @@ async fn webhook_answers_are_coarse_and_never_say_a_name_resolved() {
     // Private targets allowed (a test set-up): a closed port, an answer outside 2xx.
     let open = open().await;
     let owner = open.company("coarseco").await;
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let closed = crate::helpers::free_port();
     let url = format!("https://127.0.0.1:{closed}/hook");
     assert_eq!(
         configure(&open, &owner, &url, "JWT").await.status(),
