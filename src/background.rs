@@ -7,10 +7,12 @@
 //! Two steps, because the state holds the handles of the queues' drains: [`start_drains`]
 //! before the state is built, [`start_all`] right after.
 
+use std::convert::Infallible;
 use std::time::Duration;
 
 use actors::{Jobs, PeriodicHandle};
 
+use crate::availability;
 use crate::integrations::realtime;
 use crate::state::AppState;
 use crate::store::{Pool, session_cache};
@@ -77,6 +79,33 @@ pub fn start_drains(
 /// Starts every other loop of the service, once the state is built.
 pub fn start_all(state: &AppState) {
     let jobs = &state.jobs;
+    // Whether PostgreSQL and Redis answer: while one is away, requests that need it are
+    // refused at once, and the first probe that finds it answering lets them in again.
+    if state.db.engine() == "postgres" {
+        jobs.every(
+            availability::POSTGRES_PROBE,
+            state.db.clone(),
+            availability::PROBE_INTERVAL,
+            availability::PROBE_INTERVAL,
+            |db| async move {
+                db.probe().await;
+                Ok::<_, Infallible>(())
+            },
+        );
+    }
+    if state.cache.availability().is_some() {
+        jobs.every(
+            availability::CACHE_PROBE,
+            state.cache.clone(),
+            availability::PROBE_INTERVAL,
+            availability::PROBE_INTERVAL,
+            // The answer is recorded by the probe itself; an outage is not the job's failure.
+            |cache| async move {
+                let _answered = cache.ping().await;
+                Ok::<_, Infallible>(())
+            },
+        );
+    }
     // Frames published by any instance, handed to this instance's sockets (subscribed by
     // `Realtime::start`, so nothing published since is missed).
     jobs.listening(

@@ -145,6 +145,12 @@ pub struct Settings {
     /// statement running longer (PostgreSQL's `statement_timeout`, SQLite's progress handler),
     /// and the request gets 503 `QUERY_TIMEOUT`. Migrations run without it.
     pub database_statement_timeout: Option<std::time::Duration>,
+    /// `MIGRATE_ON_START`: whether `serve` applies the pending migrations before it listens.
+    /// Default: on for SQLite (one process owns the file) and in development; off for
+    /// PostgreSQL under `APP_ENV=production`, where other instances of an older version may
+    /// be serving the database and `marketplace migrate` is the upgrade's own step. Off, `serve`
+    /// refuses a database missing any migration it knows.
+    pub migrate_on_start: bool,
     /// When set, `/metrics` answers only with `Authorization: Bearer <token>`.
     pub metrics_token: Option<Secret>,
     pub log_format: LogFormat,
@@ -361,6 +367,10 @@ impl Settings {
             }),
         };
 
+        let migrate_on_start = flag(
+            "MIGRATE_ON_START",
+            matches!(database, DatabaseTarget::Sqlite(_)) || app_env == AppEnv::Development,
+        )?;
         Ok(Self {
             bind_addr,
             mail_outbox_dir: get("MAIL_OUTBOX_DIR")
@@ -491,6 +501,7 @@ impl Settings {
                 0 => None,
                 days => Some(chrono::Duration::days(i64::from(days))),
             },
+            migrate_on_start,
             database_statement_timeout: match number(
                 "DATABASE_STATEMENT_TIMEOUT_SECONDS",
                 10,

@@ -4,6 +4,7 @@
 //! Layers, each depending only on the ones below it (DESIGN §1): [`http`] → [`workflows`] →
 //! [`store`] / [`integrations`] → [`domain`].
 
+pub mod availability;
 pub mod background;
 pub mod clock;
 pub mod config;

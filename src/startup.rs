@@ -42,12 +42,16 @@ impl Application {
             .context("cannot keep the development JWT secret under DATA_DIR")?;
         let settings = Arc::new(settings);
 
-        let db = Db::connect_tuned(
+        let (target, pool_size, timeout) = (
             &settings.database,
             settings.database_max_connections,
             settings.database_statement_timeout,
-        )
-        .await
+        );
+        let db = if settings.migrate_on_start {
+            Db::connect_tuned(target, pool_size, timeout).await
+        } else {
+            Db::connect_migrated(target, pool_size, timeout).await
+        }
         .context("cannot open the database")?;
         let cache = cache::connect_prefixed(
             settings.redis_url.as_ref().map(|s| s.expose()),

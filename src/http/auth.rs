@@ -66,7 +66,8 @@ impl From<SessionError> for ApiError {
         match err {
             SessionError::Auth(auth) => auth.into(),
             SessionError::Store(store) => store.into(),
-            other => ApiError::internal(other),
+            SessionError::Cache(cache) => cache.into(),
+            SessionError::Sign(sign) => ApiError::internal(sign),
         }
     }
 }

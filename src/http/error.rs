@@ -120,9 +120,16 @@ impl ApiError {
     }
 
     /// 500: the cause is logged with the request's span, the client sees a generic sentence.
+    /// A cause that is an outage of the database or the cache, wherever a layer wrapped it, is
+    /// answered 503 [`ApiError::dependency_away`] instead: not a fault of the service.
     pub fn internal(cause: impl Into<anyhow::Error>) -> Self {
+        let cause = cause.into();
+        if dependency_away(&cause) {
+            tracing::warn!(error = %format!("{cause:#}"), "refused: a dependency is unavailable");
+            return Self::dependency_away();
+        }
         Self {
-            cause: Some(cause.into()),
+            cause: Some(cause),
             ..Self::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "INTERNAL_ERROR",
@@ -134,6 +141,17 @@ impl ApiError {
     /// 503: a dependency is unavailable.
     pub fn unavailable(detail: impl Into<Cow<'static, str>>) -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE", detail)
+    }
+
+    /// 503 `SERVICE_UNAVAILABLE`: the database or the shared cache is away; answered at once,
+    /// with `Retry-After`, and nothing of the request was applied.
+    pub fn dependency_away() -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "SERVICE_UNAVAILABLE",
+            "The service cannot reach a store it needs; nothing was changed, try again shortly",
+        )
+        .with_retry_after(crate::availability::RETRY_AFTER_SECS)
     }
 
     pub fn with_retry_after(mut self, secs: u64) -> Self {
@@ -158,6 +176,22 @@ impl ApiError {
     pub fn cause(&self) -> Option<&anyhow::Error> {
         self.cause.as_ref()
     }
+}
+
+/// Whether `cause` is, or wraps, the database or the cache being unavailable.
+fn dependency_away(cause: &anyhow::Error) -> bool {
+    use crate::integrations::cache::CacheError;
+    cause.chain().any(|error| {
+        error
+            .downcast_ref::<StoreError>()
+            .is_some_and(StoreError::is_unavailable)
+            || error
+                .downcast_ref::<CacheError>()
+                .is_some_and(CacheError::is_unavailable)
+            || error
+                .downcast_ref::<sqlx::Error>()
+                .is_some_and(crate::store::connection_lost)
+    })
 }
 
 impl std::fmt::Display for ApiError {
@@ -192,6 +226,10 @@ impl From<StoreError> for ApiError {
                 "IDEMPOTENCY_KEY_IN_USE",
                 "Another request with this Idempotency-Key holds it now",
             );
+        }
+        if err.is_unavailable() {
+            tracing::warn!(error = %err, "the database is unavailable");
+            return Self::dependency_away();
         }
         if err.is_retryable() {
             return Self::unavailable("The service is busy; try again").with_retry_after(1);
@@ -234,6 +272,9 @@ impl From<crate::workflows::error::FlowError> for ApiError {
 
 impl From<crate::integrations::cache::CacheError> for ApiError {
     fn from(err: crate::integrations::cache::CacheError) -> Self {
+        if err.is_unavailable() {
+            return Self::dependency_away();
+        }
         Self::internal(err)
     }
 }

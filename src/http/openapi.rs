@@ -40,6 +40,10 @@ impl utoipa::Modify for BearerAuth {
     }
 }
 
+/// The answer any API operation may give while PostgreSQL or Redis is away (`availability`).
+const DEPENDENCY_AWAY: &str = "`SERVICE_UNAVAILABLE`: the database or the shared cache is away; \
+     nothing was applied. `Retry-After` says when to try again";
+
 /// Adds to every operation the error answers its extractors give, where the route did not
 /// describe them itself:
 /// - a bearer-secured operation: 401 (no token, a bad or expired one, or an ended session);
@@ -47,7 +51,8 @@ impl utoipa::Modify for BearerAuth {
 ///   invalid, with `errors`);
 /// - query parameters: 422 (malformed);
 /// - path parameters: 404 (unknown, not visible, or not of the parameter's type);
-/// - every secured operation under `/api/admin/`: 403 for callers who are not administrators.
+/// - every secured operation under `/api/admin/`: 403 for callers who are not administrators;
+/// - every operation under `/api/`: 503 while a dependency is away.
 ///
 /// Runs on the finished document: utoipa-actix-web adds the paths after `ApiDoc`'s modifiers.
 pub fn complete(openapi: &mut utoipa::openapi::OpenApi) {
@@ -64,6 +69,13 @@ pub fn complete(openapi: &mut utoipa::openapi::OpenApi) {
         for (operation, mutating) in operations {
             let Some(operation) = operation else { continue };
             add_shared_errors(operation, administrators_only);
+            if template.starts_with("/api/") {
+                operation
+                    .responses
+                    .responses
+                    .entry("503".to_owned())
+                    .or_insert_with(|| error_response(DEPENDENCY_AWAY));
+            }
             if mutating && keyed && is_secured(operation) {
                 add_idempotency_key(operation);
             }

@@ -204,12 +204,49 @@ pub async fn metrics(
         crate::workflows::money_audit::MISMATCHES_FOUND.load(std::sync::atomic::Ordering::Relaxed)
             as f64,
     );
+    render_dependencies(&mut out, &state);
     if let Ok(mut conn) = state.db.conn().await {
         render_backlogs(&mut out, &mut conn, state.clock.now()).await;
     }
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
         .body(out)
+}
+
+/// The database's and (when it is Redis) the cache's availability, as their probes found it
+/// (`dependency="postgres"`, `"redis"`; `"sqlite"`, which has no probe, is always up).
+fn render_dependencies(out: &mut String, state: &AppState) {
+    // An SQLite file is in this process and always answers; Redis is listed when configured.
+    let watched: Vec<_> = std::iter::once(state.db.availability())
+        .chain(state.cache.availability())
+        .collect();
+    let each = |f: &dyn Fn(&crate::availability::Availability) -> f64| {
+        watched.iter().map(|a| (a.name(), f(a))).collect::<Vec<_>>()
+    };
+    super::metrics::render_labeled(
+        out,
+        "dependency_up",
+        "gauge",
+        "1 while the dependency answers its probe (every 250 ms), 0 while it is away and the requests that need it are refused with 503.",
+        "dependency",
+        each(&|a| if a.is_away() { 0.0 } else { 1.0 }),
+    );
+    super::metrics::render_labeled(
+        out,
+        "dependency_outages_total",
+        "counter",
+        "Times the dependency's probe found it away after it had answered.",
+        "dependency",
+        each(&|a| a.counts().0 as f64),
+    );
+    super::metrics::render_labeled(
+        out,
+        "dependency_refusals_total",
+        "counter",
+        "Calls on the dependency refused at once because it was away (answered 503, or served without it).",
+        "dependency",
+        each(&|a| a.counts().1 as f64),
+    );
 }
 
 /// A counter of answers by where they came from (`source`): kept by this instance, or read
@@ -331,19 +368,21 @@ pub async fn actor_metrics(_admin: crate::http::auth::AdminUser) -> HttpResponse
 /// Whether this instance takes traffic: what a load balancer checks.
 #[derive(Serialize, ToSchema)]
 pub struct Readiness {
-    /// `ready`, `draining` (stopping: send nothing new) or `unavailable` (the database or the
-    /// cache does not answer).
+    /// `ready`, `degraded` (the shared cache does not answer: served without it where that is
+    /// safe), `draining` (stopping: send nothing new) or `unavailable` (the database does not
+    /// answer).
     pub status: &'static str,
 }
 
 /// Readiness, apart from liveness (`/health`): 200 while this instance can serve (its
-/// migrations applied, which it does before it listens at all, and the database and the cache
-/// answering); 503 once it drains toward a stop (SIGTERM) or when either does not answer.
+/// migrations applied, which it checks before it listens at all, and the database answering;
+/// `degraded` while the cache does not); 503 once it drains toward a stop (SIGTERM) or while
+/// the database does not answer.
 #[utoipa::path(
     tag = "system",
     responses(
         (status = 200, description = "Ready", body = Readiness),
-        (status = 503, description = "Draining, or a dependency does not answer", body = Readiness),
+        (status = 503, description = "Draining, or the database does not answer", body = Readiness),
     )
 )]
 #[get("/ready")]
@@ -356,14 +395,17 @@ pub async fn ready(state: web::Data<AppState>) -> HttpResponse {
             tokio::time::timeout(timeout, state.db.ping()),
             tokio::time::timeout(timeout, state.cache.ping()),
         );
-        if matches!((db, cache), (Ok(Ok(())), Ok(Ok(())))) {
-            "ready"
-        } else {
-            "unavailable"
+        match (db, cache) {
+            (Ok(Ok(())), Ok(Ok(()))) => "ready",
+            // Served without the cache where that is safe, refused at once where not
+            // (README, "When a dependency is away"): every instance shares the one Redis, so
+            // taking them all out of the balancer would refuse everything instead.
+            (Ok(Ok(())), _) => "degraded",
+            _ => "unavailable",
         }
     };
     let body = Readiness { status };
-    if status == "ready" {
+    if matches!(status, "ready" | "degraded") {
         HttpResponse::Ok().json(body)
     } else {
         HttpResponse::ServiceUnavailable().json(body)

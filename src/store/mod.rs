@@ -10,8 +10,10 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{PgConnection, PgPool, Postgres, Sqlite, SqliteConnection, SqlitePool, Transaction};
 use std::str::FromStr as _;
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::availability::Availability;
 use crate::config::DatabaseTarget;
 use crate::domain::state::{Lifecycle, State, check_move};
 
@@ -37,6 +39,7 @@ pub mod page_cache;
 pub mod payments;
 mod pg_tx;
 pub mod platform_metrics;
+mod probe;
 pub mod processor_events;
 pub mod profiles;
 pub mod project_lists;
@@ -59,6 +62,7 @@ pub mod webhooks;
 pub mod written;
 
 use pg_tx::PgTx;
+use probe::PgProbe;
 use written::CommitWatch;
 pub use written::{AfterCommit, Written};
 
@@ -91,6 +95,14 @@ pub enum StoreError {
     /// The running request's idempotency key was taken over by a retry (`idempotency`).
     #[error("the idempotency key was taken over by another request")]
     KeyTakenOver,
+    /// `serve` without `MIGRATE_ON_START` found migrations of its version not applied.
+    #[error(
+        "the database lacks this version's migrations {first} to {last}: run `marketplace migrate` (the upgrade step) first, or set MIGRATE_ON_START=true"
+    )]
+    NotMigrated { first: i64, last: i64 },
+    /// The database is away (its probe says so): refused without waiting on it.
+    #[error("the database is unavailable")]
+    Unavailable,
 }
 
 impl StoreError {
@@ -124,8 +136,17 @@ impl StoreError {
         }
     }
 
-    /// The database was busy or locked past its timeout, or a serialisation conflict: the
-    /// caller may try again.
+    /// The database is away, or the connection to it broke or could not be made (a server
+    /// stopped, restarting or refusing connections): answered 503 `SERVICE_UNAVAILABLE`, never
+    /// 500. A transaction cut this way rolled back whole.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            Self::Unavailable => true,
+            Self::Sqlx(e) => connection_lost(e),
+            _ => false,
+        }
+    }
+
     /// The statement was cancelled: it ran past `DATABASE_STATEMENT_TIMEOUT_SECONDS`
     /// (PostgreSQL's `query_canceled`, SQLite's `SQLITE_INTERRUPT` from `sqlite_timeout`).
     pub fn is_timeout(&self) -> bool {
@@ -133,6 +154,8 @@ impl StoreError {
             if matches!(e.code().as_deref(), Some("57014" | "9")))
     }
 
+    /// The database was busy or locked past its timeout, or a serialisation conflict: the
+    /// caller may try again.
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::Sqlx(sqlx::Error::Database(e)) => {
@@ -152,6 +175,23 @@ impl StoreError {
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
+
+/// The connection to the database broke or could not be made: I/O, TLS or protocol failures,
+/// a closed pool, PostgreSQL's connection exceptions (class 08) and a server shutting down,
+/// crashed or still starting (57P01-57P03).
+pub fn connection_lost(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(e) => e.code().is_some_and(|code| {
+            code.starts_with("08") || matches!(&*code, "57P01" | "57P02" | "57P03")
+        }),
+        _ => false,
+    }
+}
 
 /// How many entries a statement's list is written with for `n` values: `n` rounded up to a
 /// power of two, the spare places filled by [`padded`]. A statement taking a list then has a
@@ -267,6 +307,10 @@ pub fn escape_like(value: &str) -> String {
 pub struct Db {
     pool: Pool,
     watch: CommitWatch,
+    /// Whether the database answers (`availability`): read before waiting on the pool.
+    availability: Arc<Availability>,
+    /// PostgreSQL's probe, which alone sets `availability` (an SQLite file does not go away).
+    probe: Option<Arc<PgProbe>>,
 }
 
 /// The pool of either engine.
@@ -427,6 +471,11 @@ pub enum LockScope {
     Administrators = 4,
 }
 
+/// How long a request waits for one of PostgreSQL's pooled connections: short, because a
+/// request is better refused (503, `Retry-After`) than held when the pool is exhausted or the
+/// database is going away (the probe cuts the wait short once it knows).
+const PG_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// A pooled connection unused for longer than this is pinged before it is handed out.
 pub const PING_AFTER_IDLE: Duration = Duration::from_millis(500);
 
@@ -453,10 +502,29 @@ fn checked_when_idle<DB: sqlx::Database>(
 }
 
 impl Db {
-    fn new(pool: Pool) -> Self {
+    fn new(pool: Pool, probe: Option<PgProbe>) -> Self {
+        let engine = match &pool {
+            Pool::Postgres(_) => "postgres",
+            Pool::Sqlite(_) => "sqlite",
+        };
         Db {
             pool,
             watch: CommitWatch::default(),
+            availability: Arc::new(Availability::new(engine)),
+            probe: probe.map(Arc::new),
+        }
+    }
+
+    /// Whether the database answers, as its probe last found.
+    pub fn availability(&self) -> &Arc<Availability> {
+        &self.availability
+    }
+
+    /// Asks the database once on the probe's own connection and records the answer (the
+    /// `postgres_probe` job); nothing on SQLite.
+    pub async fn probe(&self) {
+        if let Some(probe) = &self.probe {
+            probe.run(&self.availability).await;
         }
     }
 
@@ -499,6 +567,54 @@ impl Db {
         Ok(db)
     }
 
+    /// [`Db::connect_tuned`] without migrating: the database must already hold every migration
+    /// this version knows (`marketplace migrate` ran), else [`StoreError::NotMigrated`].
+    /// Migrations it does not know, applied by a newer version, are expected during a rolling
+    /// upgrade: each is written so that the version before it still works (expand, migrate,
+    /// contract; README, "Running in production").
+    pub async fn connect_migrated(
+        target: &DatabaseTarget,
+        max_connections: Option<u32>,
+        statement_timeout: Option<Duration>,
+    ) -> StoreResult<Self> {
+        let db = Self::open_tuned(target, max_connections, statement_timeout).await?;
+        let missing = db.missing_migrations().await?;
+        if let (Some(first), Some(last)) = (missing.first(), missing.last()) {
+            return Err(StoreError::NotMigrated {
+                first: *first,
+                last: *last,
+            });
+        }
+        Ok(db)
+    }
+
+    /// The versions of this binary's migrations the database has not applied, in order.
+    pub async fn missing_migrations(&self) -> StoreResult<Vec<i64>> {
+        let migrator = match &self.pool {
+            Pool::Postgres(_) => &PG_MIGRATOR,
+            Pool::Sqlite(_) => &SQLITE_MIGRATOR,
+        };
+        let mut conn = self.conn().await?;
+        // A database never migrated has no ledger table: every migration is missing.
+        let ledger = "SELECT version FROM _sqlx_migrations WHERE success";
+        let applied: Vec<i64> = match on_exec!(conn.exec(), c => sqlx::query_scalar(ledger).fetch_all(c).await)
+        {
+            Ok(applied) => applied,
+            Err(sqlx::Error::Database(e))
+                if matches!(e.code().as_deref(), Some("42P01") | Some("1")) =>
+            {
+                Vec::new()
+            }
+            Err(e) => return Err(e.into()),
+        };
+        Ok(migrator
+            .iter()
+            .filter(|m| m.migration_type.is_up_migration())
+            .map(|m| m.version)
+            .filter(|version| !applied.contains(version))
+            .collect())
+    }
+
     /// Opens the pool without migrating.
     pub async fn open(target: &DatabaseTarget) -> StoreResult<Self> {
         Self::open_sized(target, None).await
@@ -527,12 +643,13 @@ impl Db {
                     options = options
                         .options([("statement_timeout", format!("{}ms", limit.as_millis()))]);
                 }
+                let probe = PgProbe::new(options.clone());
                 let pool = checked_when_idle(PgPoolOptions::new())
                     .max_connections(max_connections.unwrap_or(20))
-                    .acquire_timeout(Duration::from_secs(10))
+                    .acquire_timeout(PG_ACQUIRE_TIMEOUT)
                     .connect_with(options)
                     .await?;
-                Ok(Db::new(Pool::Postgres(pool)))
+                Ok(Db::new(Pool::Postgres(pool), Some(probe)))
             }
             DatabaseTarget::Sqlite(path) => {
                 if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -558,7 +675,7 @@ impl Db {
                     })
                     .connect_with(options)
                     .await?;
-                Ok(Db::new(Pool::Sqlite(pool)))
+                Ok(Db::new(Pool::Sqlite(pool), None))
             }
         }
     }
@@ -599,16 +716,32 @@ impl Db {
 
     pub async fn conn(&self) -> StoreResult<Conn> {
         Ok(match &self.pool {
-            Pool::Postgres(pool) => Conn::Postgres(pool.acquire().await?),
+            Pool::Postgres(pool) => Conn::Postgres(self.unless_away(pool.acquire()).await??),
             Pool::Sqlite(pool) => Conn::Sqlite(pool.acquire().await?),
         })
+    }
+
+    /// Runs `waiting` (an acquire or a `BEGIN`) unless the database is away, and stops waiting
+    /// the moment its probe finds it away: [`StoreError::Unavailable`] either way.
+    async fn unless_away<T>(&self, waiting: impl Future<Output = T>) -> StoreResult<T> {
+        if self.availability.is_away() {
+            self.availability.refused();
+            return Err(StoreError::Unavailable);
+        }
+        tokio::select! {
+            done = waiting => Ok(done),
+            () = self.availability.gone() => {
+                self.availability.refused();
+                Err(StoreError::Unavailable)
+            }
+        }
     }
 
     /// A transaction; one begun for a request holding an idempotency key first marks the key
     /// (`idempotency::mark_work`), so the mark commits with the work or not at all.
     pub async fn begin(&self) -> StoreResult<Tx> {
         let conn = match &self.pool {
-            Pool::Postgres(pool) => TxConn::Postgres(PgTx::begin(pool).await?),
+            Pool::Postgres(pool) => TxConn::Postgres(self.unless_away(PgTx::begin(pool)).await??),
             Pool::Sqlite(pool) => TxConn::Sqlite(pool.begin_with("BEGIN IMMEDIATE").await?),
         };
         let mut tx = Tx {

@@ -206,10 +206,11 @@ async fn session_with_user(
 ) -> Result<Option<(Session, User)>, SessionError> {
     let mut held = None;
     // `None` while the cache is not listening: then nothing is served or kept.
-    if let Some(start) = state.sessions.read_start() {
-        let key = session_cache::EPOCH_KEY;
-        let found = state.cache.get(key).await?;
-        let epoch = token_or_fresh(&*state.cache, key, found, session_cache::EPOCH_TTL).await?;
+    // Nor while the shared cache is unavailable: without the epoch an entry may be one whose
+    // session ended, so the database answers (it holds every end).
+    if let Some(start) = state.sessions.read_start()
+        && let Some(epoch) = sessions_epoch(state).await?
+    {
         if let Some(found) = state.sessions.get(session_id, &epoch) {
             return Ok(Some(found));
         }
@@ -225,6 +226,20 @@ async fn session_with_user(
             .store(start, epoch, session.clone(), user.clone());
     }
     Ok(found)
+}
+
+/// The sessions' current epoch, or `None` while the shared cache is unavailable.
+async fn sessions_epoch(state: &AppState) -> Result<Option<String>, CacheError> {
+    let key = session_cache::EPOCH_KEY;
+    let epoch = match state.cache.get(key).await {
+        Ok(found) => token_or_fresh(&*state.cache, key, found, session_cache::EPOCH_TTL).await,
+        Err(error) => Err(error),
+    };
+    match epoch {
+        Ok(epoch) => Ok(Some(epoch)),
+        Err(error) if error.is_unavailable() => Ok(None),
+        Err(error) => Err(error),
+    }
 }
 
 /// After the commit of a change to `user_id` that ends no session (a role added, an address
@@ -249,12 +264,23 @@ pub async fn session_ended(state: &AppState, session_id: i64) -> Result<(), Cach
     new_epoch(state).await
 }
 
+/// Replaces the sessions' epoch. While the shared cache is unavailable the end still holds:
+/// no instance serves a session from memory without reading the epoch, each reads the session
+/// (ended in the database) instead, and the database's `auth_changed` announcement of the end
+/// makes every instance forget the user's sessions held from before.
 async fn new_epoch(state: &AppState) -> Result<(), CacheError> {
     let epoch = fresh_token();
-    state
+    match state
         .cache
         .set(session_cache::EPOCH_KEY, &epoch, session_cache::EPOCH_TTL)
         .await
+    {
+        Err(error) if error.is_unavailable() => {
+            tracing::warn!(%error, "the sessions' epoch was not replaced: the cache is unavailable");
+            Ok(())
+        }
+        replaced => replaced,
+    }
 }
 
 /// The live session a refresh token belongs to, checked against the client's session id

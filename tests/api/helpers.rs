@@ -198,7 +198,7 @@ pub async fn json(response: reqwest::Response) -> Value {
 
 /// Creates an empty database for one test on the server named by `admin_url` and returns its
 /// URL. Databases left by earlier runs (older than two hours) are dropped on the way.
-async fn fresh_postgres_database(admin_url: &str) -> String {
+pub async fn fresh_postgres_database(admin_url: &str) -> String {
     let mut admin = sqlx::PgConnection::connect(admin_url)
         .await
         .expect("TEST_DATABASE_URL reachable");

@@ -14,6 +14,7 @@ mod crm;
 mod csrf;
 mod dac7;
 mod deliveries;
+mod dependency_faults;
 mod disputes;
 mod edges;
 mod escrow;

@@ -11,6 +11,10 @@ pub enum CacheError {
     /// The backend could not be reached or the URL is invalid.
     #[error("could not connect to the cache: {0}")]
     Connect(String),
+    /// The backend is away (its probe says so), its connection broke, or it did not answer in
+    /// time: nothing is known of the operation's effect. Answered 503, never 500.
+    #[error("the cache is unavailable ({0})")]
+    Unavailable(&'static str),
     /// The backend refused or failed an operation.
     #[error("cache operation `{operation}` failed: {detail}")]
     Operation {
@@ -19,4 +23,11 @@ pub enum CacheError {
         /// What went wrong, without keys or values.
         detail: String,
     },
+}
+
+impl CacheError {
+    /// The backend could not be reached (see [`CacheError::Unavailable`]).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Self::Unavailable(_) | Self::Connect(_))
+    }
 }

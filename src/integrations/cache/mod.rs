@@ -6,6 +6,7 @@
 //! namespace them. Keys may hold token hashes, so they never appear in errors or logs.
 
 mod error;
+mod guarded;
 mod memory;
 mod prefixed;
 mod redis;
@@ -16,6 +17,7 @@ use std::time::Duration;
 use futures_util::stream::BoxStream;
 
 pub use self::error::CacheError;
+pub use self::guarded::Guarded;
 pub use self::memory::MemoryCache;
 pub use self::prefixed::Prefixed;
 pub use self::redis::RedisCache;
@@ -123,13 +125,19 @@ pub trait Cache: Send + Sync + 'static {
 
     /// `"memory"` or `"redis"`, for health output and logs.
     fn backend(&self) -> &'static str;
+
+    /// Whether the backend answers, as its probe last found ([`Guarded`]); `None` for a
+    /// backend in this process, which cannot go away.
+    fn availability(&self) -> Option<&Arc<crate::availability::Availability>> {
+        None
+    }
 }
 
-/// Opens the cache the configuration asks for: Redis when `redis_url` is given,
-/// memory otherwise.
+/// Opens the cache the configuration asks for: Redis when `redis_url` is given (behind
+/// [`Guarded`], so its outages are answered, not waited on), memory otherwise.
 pub async fn connect(redis_url: Option<&str>) -> Result<Arc<dyn Cache>, CacheError> {
     let cache: Arc<dyn Cache> = match redis_url {
-        Some(url) => Arc::new(RedisCache::connect(url).await?),
+        Some(url) => Arc::new(Guarded::new(Arc::new(RedisCache::connect(url).await?))),
         None => Arc::new(MemoryCache::new()),
     };
     Ok(cache)

@@ -104,6 +104,9 @@ impl Cache for Prefixed {
     async fn ping(&self) -> Result<(), CacheError> {
         self.inner.ping().await
     }
+    fn availability(&self) -> Option<&Arc<crate::availability::Availability>> {
+        self.inner.availability()
+    }
     fn backend(&self) -> &'static str {
         self.inner.backend()
     }

@@ -133,6 +133,13 @@ fn connect_error(error: &RedisError) -> CacheError {
 }
 
 fn operation_error(operation: &'static str, error: &RedisError) -> CacheError {
+    if error.is_io_error()
+        || error.is_connection_dropped()
+        || error.is_connection_refusal()
+        || error.is_timeout()
+    {
+        return CacheError::Unavailable(operation);
+    }
     CacheError::Operation {
         operation,
         detail: error.to_string(),

@@ -16,37 +16,38 @@ fn domain_imports_nothing_of_the_service() {
 }
 
 /// `store` and `integrations` are the service's edges: beside `domain` they take only the
-/// small leaves `config` (settings) and `clock`, and each other never: no use case, route or
-/// state.
+/// small leaves `config` (settings), `clock` and `availability` (whether a dependency
+/// answers), and each other never: no use case, route or state.
 #[test]
 fn store_and_integrations_import_domain_config_and_clock_only() {
     for (layer, itself) in [("store", "store"), ("integrations", "integrations")] {
         let offences = naming(&sources(layer), |part| {
-            !matches!(part, "domain" | "config" | "clock") && part != itself
+            !matches!(part, "domain" | "config" | "clock" | "availability") && part != itself
                 // `#[macro_export]` macros live at the crate root (`crate::on_exec!`).
                 && !is_store_macro(part)
         });
         assert!(
             offences.is_empty(),
-            "{layer} imports more than domain, config and clock:\n{}",
+            "{layer} imports more than domain, config, clock and availability:\n{}",
             offences.join("\n")
         );
     }
 }
 
-/// `config` (settings) and `clock` are leaves every layer may take: they import `domain` at
-/// most.
+/// `config` (settings), `clock` and `availability` are leaves every layer may take: they
+/// import `domain` at most.
 #[test]
-fn config_and_clock_import_domain_at_most() {
+fn config_clock_and_availability_import_domain_at_most() {
+    const LEAVES: [&str; 3] = ["src/config.rs", "src/clock.rs", "src/availability.rs"];
     let leaves: Vec<Source> = sources("")
         .into_iter()
-        .filter(|file| file.path == "src/config.rs" || file.path == "src/clock.rs")
+        .filter(|file| LEAVES.contains(&file.path.as_str()))
         .collect();
-    assert_eq!(leaves.len(), 2, "src/config.rs and src/clock.rs");
+    assert_eq!(leaves.len(), LEAVES.len(), "{LEAVES:?}");
     let offences = naming(&leaves, |part| part != "domain");
     assert!(
         offences.is_empty(),
-        "config or clock import the service:\n{}",
+        "config, clock or availability import the service:\n{}",
         offences.join("\n")
     );
 }
