@@ -6,7 +6,8 @@ use chrono::{DateTime, Utc};
 use super::{Exec, StoreResult};
 use crate::on_exec;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Purpose {
     VerifyEmail,
     ResetPassword,

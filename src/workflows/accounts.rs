@@ -72,6 +72,7 @@ use crate::store::tokens::{self, Purpose};
 use crate::store::users::User;
 use crate::store::{StoreError, sessions};
 use crate::workflows::auth::sessions_ended;
+use crate::workflows::emails::{Mint, email, email_with_token};
 use crate::workflows::error::{FlowError, FlowResult};
 
 pub const VERIFICATION_TTL: Duration = Duration::hours(48);
@@ -119,46 +120,67 @@ impl From<crate::integrations::cache::CacheError> for AccountError {
     }
 }
 
-/// Creates a verification token for the user's current address and e-mails it.
+/// Queues a verification link for the user's current address (its token is made when the
+/// e-mail is sent: `emails::Mint`).
 pub async fn send_verification(state: &AppState, user: &User) -> Result<(), AccountError> {
-    mail_token(
-        state,
+    let mut tx = state.db.begin().await?;
+    record_verification_mail(&mut tx, user, state.clock.now()).await?;
+    state.commit(tx).await?;
+    Ok(())
+}
+
+/// Records, in `tx`, the event that mails `user` a verification link for their address.
+async fn record_verification_mail(
+    tx: &mut crate::store::Tx,
+    user: &User,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(), AccountError> {
+    record_token_mail(
+        tx,
         user,
+        "user.verification_mailed",
+        Template::VerifyEmail,
         Purpose::VerifyEmail,
         VERIFICATION_TTL,
-        Template::VerifyEmail,
+        now,
     )
     .await
 }
 
-/// Issues a single-use token for `purpose` (spending the user's earlier ones) and e-mails
-/// its link. A failed send is logged: the user can ask again.
-async fn mail_token(
-    state: &AppState,
+/// Records, in `tx`, an event `kind` whose e-mail (`template`) carries a single-use token of
+/// `purpose`, made when it is sent and valid `ttl` from then. The mail server is never waited
+/// on here: the message leaves through the outbox and the mail queue, retried while the
+/// server is away.
+async fn record_token_mail(
+    tx: &mut crate::store::Tx,
     user: &User,
+    kind: &'static str,
+    template: Template,
     purpose: Purpose,
     ttl: Duration,
-    template: Template,
+    now: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), AccountError> {
-    let token = random_token(32);
-    let now = state.clock.now();
-    let mut tx = state.db.begin().await?;
-    tokens::consume_all(tx.exec(), user.id, purpose, now).await?;
-    tokens::insert(
-        tx.exec(),
-        user.id,
+    let mint = Mint {
         purpose,
-        &hash_token(&token),
+        user_id: user.id,
+        ttl_seconds: ttl.num_seconds(),
+    };
+    let mail = email_with_token(
         &user.email,
-        now + ttl,
+        template,
+        serde_json::json!({ "name": user.username }),
+        mint,
+    );
+    crate::store::events::record(
+        tx.exec(),
+        crate::store::events::NewEvent::of_user(
+            kind,
+            user.id,
+            serde_json::json!({ "user_id": user.id, "email": [mail] }),
+        ),
         now,
     )
     .await?;
-    tx.commit().await?;
-    let ctx = serde_json::json!({ "name": user.username, "token": token });
-    if let Err(err) = state.mailer.send(&user.email, template, ctx).await {
-        tracing::warn!(user_id = user.id, template = template.name(), error = %err, "e-mail not sent");
-    }
     Ok(())
 }
 
@@ -197,9 +219,6 @@ pub async fn verify_email(state: &AppState, token: &str) -> Result<User, Account
     let user = users::find(tx.exec(), found.user_id)
         .await?
         .ok_or(AccountError::InvalidToken)?;
-    tx.commit().await?;
-    super::auth::user_changed(state, user.id);
-
     let template = match (
         user.roles.contains(&Role::Empresa),
         user.roles.contains(&Role::Experto),
@@ -208,10 +227,23 @@ pub async fn verify_email(state: &AppState, token: &str) -> Result<User, Account
         (false, true) => Template::WelcomeExpert,
         _ => Template::WelcomeGeneric,
     };
-    let ctx = serde_json::json!({ "name": user.username });
-    if let Err(err) = state.mailer.send(&user.email, template, ctx).await {
-        tracing::warn!(user_id = user.id, error = %err, "welcome e-mail not sent");
-    }
+    let welcome = email(
+        &user.email,
+        template,
+        serde_json::json!({ "name": user.username }),
+    );
+    crate::store::events::record(
+        tx.exec(),
+        crate::store::events::NewEvent::of_user(
+            "user.email_verified",
+            user.id,
+            serde_json::json!({ "user_id": user.id, "email": [welcome] }),
+        ),
+        now,
+    )
+    .await?;
+    state.commit(tx).await?;
+    super::auth::user_changed(state, user.id);
     Ok(user)
 }
 
@@ -241,14 +273,19 @@ pub async fn request_password_reset(state: &AppState, email: &str) -> Result<(),
     if !first {
         return Ok(());
     }
-    mail_token(
-        state,
+    let mut tx = state.db.begin().await?;
+    record_token_mail(
+        &mut tx,
         &user,
+        "user.password_reset_mailed",
+        Template::PasswordReset,
         Purpose::ResetPassword,
         RESET_TTL,
-        Template::PasswordReset,
+        state.clock.now(),
     )
-    .await
+    .await?;
+    state.commit(tx).await?;
+    Ok(())
 }
 
 /// Sets a new password with a reset token; every session of the account ends, and every other
@@ -300,7 +337,7 @@ async fn notify_lockout(
     if !users::claim_lockout_notice(tx.exec(), user.id, now, now - LOCKOUT_NOTICE_EVERY).await? {
         return Ok(());
     }
-    let mail = super::emails::email(
+    let mail = email(
         &user.email,
         Template::AccountLocked,
         serde_json::json!({ "name": user.username, "wait": pause_in_words(paused_for) }),
@@ -466,25 +503,27 @@ pub async fn change_email(
     let updated = users::find(tx.exec(), user.id)
         .await?
         .ok_or(AccountError::InvalidToken)?;
+    record_verification_mail(&mut tx, &updated, now).await?;
     state.commit(tx).await?;
     super::auth::user_changed(state, user.id);
     if changed {
-        // Sent here rather than through the outbox, as the other mailed tokens: the token
-        // must exist only as a hash at rest, and the outbox keeps its e-mails' contexts.
+        // Sent here rather than through the mail queue: its token is made in the change's
+        // transaction (undoing a change retires the undo links of later changes by when they
+        // were made), it must exist only as a hash at rest, and the queue keeps its messages'
+        // contexts. Sent beside the answer, so the request never waits on the mail server; a
+        // mail server away loses this notice (the new address's verification link is queued).
         let ctx = serde_json::json!({
             "name": updated.username,
             "new_email": updated.email,
             "token": undo,
         });
-        if let Err(err) = state
-            .mailer
-            .send(&previous.email, Template::EmailChanged, ctx)
-            .await
-        {
-            tracing::warn!(user_id = user.id, error = %err, "e-mail change notice not sent");
-        }
+        let (mailer, to, user_id) = (state.mailer.clone(), previous.email.clone(), user.id);
+        tokio::spawn(async move {
+            if let Err(err) = mailer.send(&to, Template::EmailChanged, ctx).await {
+                tracing::warn!(user_id, error = %err, "e-mail change notice not sent");
+            }
+        });
     }
-    send_verification(state, &updated).await?;
     Ok(updated)
 }
 
@@ -609,13 +648,13 @@ pub async fn register(
     let user = users::find(tx.exec(), id)
         .await?
         .ok_or(AccountError::InvalidToken)?;
+    record_verification_mail(&mut tx, &user, now).await?;
     state.commit(tx).await?;
     // The registration e-mail counts as the first send of the resend window.
     let _ = state
         .cache
         .hit(&resend_key(user.id), std::time::Duration::from_secs(120))
         .await;
-    send_verification(state, &user).await?;
     Ok(user)
 }
 

@@ -2,7 +2,8 @@
 //! event's `email` array, so an e-mail goes out only for a change that happened.
 //!
 //! An entry is `{"to": "<address>", "template": "<template name>", "context": {…}}`; build it
-//! with [`email`]. [`EmailConsumer`] queues an event's entries (`store::mail_queue`), and the
+//! with [`email`], or with [`email_with_token`] for a link holding a single-use token, which
+//! the sender makes as it sends (the queue never holds a usable token). [`EmailConsumer`] queues an event's entries (`store::mail_queue`), and the
 //! [`MailSender`] sends them at the mail server's pace: a message waits on the server for
 //! several round trips, and notifications and webhooks should not wait with it. Delivery is
 //! at least once: a message is marked sent after the server took it, and one claimed by a
@@ -10,14 +11,16 @@
 //! runs out.
 
 use async_trait::async_trait;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::clock::Clock;
+use crate::domain::token::{hash_token, random_token};
 use crate::integrations::mail::{Mailer, SENDS_AT_ONCE, Template};
 use crate::store::events::Event;
 use crate::store::mail_queue::{self, NewMail, QueuedMail};
-use crate::store::{Db, StoreResult};
+use crate::store::tokens::{self, Purpose};
+use crate::store::{Db, StoreResult, users};
 use crate::workflows::outbox::{self, Consumer};
 
 /// The payload key whose array the consumer queues.
@@ -26,6 +29,29 @@ pub const EMAIL_KEY: &str = "email";
 /// An `email` entry.
 pub fn email(to: &str, template: Template, context: Value) -> Value {
     json!({"to": to, "template": template.name(), "context": context})
+}
+
+/// The context key of what [`Mint`] makes.
+const MINT_KEY: &str = "mint";
+
+/// A single-use token made when its e-mail is sent, not when it is asked for: a queued
+/// message holds what to make, never a usable token (tokens exist only as hashes at rest),
+/// and a request asking for one waits on no mail server. Made as the user's only live token
+/// of its purpose (earlier ones are spent), bound to the address the message goes to, and
+/// only while that is still the account's address (an e-mail change since retires the links
+/// to the old one, and must not be undone by a message that waited in the queue).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct Mint {
+    pub purpose: Purpose,
+    pub user_id: i64,
+    /// How long the token lives from when it is made.
+    pub ttl_seconds: i64,
+}
+
+/// An `email` entry whose context gets `token` when it is sent ([`Mint`]).
+pub fn email_with_token(to: &str, template: Template, mut context: Value, mint: Mint) -> Value {
+    context[MINT_KEY] = json!(mint);
+    email(to, template, context)
 }
 
 #[derive(Debug, Deserialize)]
@@ -192,15 +218,55 @@ impl MailSender {
         // Queued only with a known template.
         let template = Template::from_name(&mail.template)
             .ok_or_else(|| format!("unknown template {}", mail.template))?;
+        let mut context = mail.context.0.clone();
+        if let Some(mint) = context.as_object_mut().and_then(|c| c.remove(MINT_KEY)) {
+            let mint: Mint = serde_json::from_value(mint).map_err(|error| error.to_string())?;
+            match self.mint(&mint, &mail.recipient).await {
+                Ok(Some(token)) => context["token"] = json!(token),
+                Ok(None) => {
+                    tracing::info!(
+                        mail_id = mail.id,
+                        "a token e-mail to an address the account no longer has: not sent"
+                    );
+                    return Ok(());
+                }
+                Err(error) => return Err(error.to_string()),
+            }
+        }
         self.mailer
             .send_keyed(
                 &mail.recipient,
                 template,
-                mail.context.0.clone(),
+                context,
                 Some(mail.idempotency_key.clone()),
             )
             .await
             .map_err(|error| error.to_string())
+    }
+
+    /// Makes `mint`'s token for `address`, unless that is no longer the account's address (or
+    /// the account is gone or inactive): `None` then.
+    async fn mint(&self, mint: &Mint, address: &str) -> StoreResult<Option<String>> {
+        let now = self.clock.now();
+        let mut tx = self.db.begin().await?;
+        let current = users::find(tx.exec(), mint.user_id).await?;
+        if !current.is_some_and(|user| user.is_active && user.email == address) {
+            return Ok(None);
+        }
+        let token = random_token(32);
+        tokens::consume_all(tx.exec(), mint.user_id, mint.purpose, now).await?;
+        tokens::insert(
+            tx.exec(),
+            mint.user_id,
+            mint.purpose,
+            &hash_token(&token),
+            address,
+            now + chrono::Duration::seconds(mint.ttl_seconds),
+            now,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(Some(token))
     }
 }
 

@@ -23,8 +23,8 @@ async fn e_mail_leaves_over_smtp_and_later_messages_reuse_the_connection() {
     let (server, port) = SmtpServer::start().await;
     let app = spawn_app_with(&[("SMTP_URL", &format!("smtp://127.0.0.1:{port}"))]).await;
 
-    // Each registration sends its confirmation e-mail at once (it carries a token, which the
-    // outbox's events never hold).
+    // Each registration's confirmation e-mail leaves through the mail queue, its token made as
+    // it is sent.
     for (n, username) in ["smtp_ana", "smtp_ben", "smtp_cleo"].iter().enumerate() {
         register(&app, username, &["experto"]).await;
         wait_for_messages(&server, n + 1).await;
@@ -141,5 +141,50 @@ async fn a_refused_message_is_sent_again_later_and_holds_back_nothing_else() {
     assert_eq!(told("smtp_dora@example.com"), 1);
     assert_eq!(told("smtp_eli@example.com"), 1);
     drop(delivered);
+    app.stop().await;
+}
+
+/// A token e-mail asked for while the mail server refuses it is answered at once and waits in
+/// the queue holding no usable token (only what to make: tokens exist as hashes at rest);
+/// once the server takes it, it carries a token that works.
+#[actix_web::test]
+async fn a_token_e_mail_waits_out_the_mail_server_with_no_token_at_rest() {
+    let (server, port) = SmtpServer::start().await;
+    let app = spawn_app_with(&[("SMTP_URL", &format!("smtp://127.0.0.1:{port}"))]).await;
+    server.refuse_mail_to(Some("smtp_faye@example.com"));
+    register(&app, "smtp_faye", &["experto"]).await;
+    let (attempts, _, sent, _) = wait_queued(&app, "smtp_faye@example.com", |row| row.0 >= 1).await;
+    assert!(attempts >= 1 && !sent, "refused, kept for its retry");
+    let context: String = {
+        let mut conn = app.db.conn().await.unwrap();
+        marketplace::on_exec!(conn.exec(), c => sqlx::query_scalar(
+            "SELECT CAST(context AS TEXT) FROM mail_queue WHERE recipient = $1")
+            .bind("smtp_faye@example.com").fetch_one(c).await)
+        .unwrap()
+    };
+    assert!(
+        context.contains("\"mint\"") && !context.contains("\"token\""),
+        "the queue holds what to make, not a token: {context}"
+    );
+
+    server.refuse_mail_to(None);
+    app.clock.advance(chrono::Duration::hours(1));
+    wait_queued(&app, "smtp_faye@example.com", |row| row.2).await;
+    let token = {
+        let delivered = server.delivered().lock().await;
+        let mail = delivered
+            .iter()
+            .find(|d| d.recipients == ["smtp_faye@example.com"])
+            .map(|d| outbox_reader::parse(&d.raw))
+            .expect("delivered");
+        mail.token().expect("a token in the link")
+    };
+    let verified = app
+        .post_json(
+            "/api/auth/verify-email",
+            &serde_json::json!({"token": token}),
+        )
+        .await;
+    assert_eq!(verified.status(), 200, "the token made at sending works");
     app.stop().await;
 }
