@@ -95,3 +95,64 @@ fn migrate_create_admin_and_seed_demo() {
     let reseed = marketplace(dir.path()).arg("seed-demo").output().unwrap();
     assert!(String::from_utf8_lossy(&reseed.stdout).contains("0 user(s) created"));
 }
+
+/// `serve` without `MIGRATE_ON_START` (the default for PostgreSQL in production) migrates
+/// nothing: it refuses a database missing one of its migrations, naming the upgrade step, and
+/// serves one `marketplace migrate` brought up to date, also when a newer version applied a
+/// migration this one does not know (the rolling upgrade's second half, or a rollback).
+#[actix_web::test]
+async fn serve_without_migrate_on_start_needs_its_migrations_applied_and_accepts_newer_ones() {
+    use super::helpers::{ChildGuard, free_port, service_command};
+    use sqlx::Connection as _;
+    let dir = tempfile::tempdir().unwrap();
+    let serve = |port: u16| {
+        let mut command = service_command(dir.path(), port);
+        command.env("MIGRATE_ON_START", "false").arg("serve");
+        command
+    };
+    let refused = serve(free_port())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(
+        !refused.status.success(),
+        "an unmigrated database is refused"
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("marketplace migrate") && stderr.contains("MIGRATE_ON_START"),
+        "{stderr}"
+    );
+
+    let migrated = marketplace(dir.path()).arg("migrate").output().unwrap();
+    assert!(migrated.status.success());
+    // A migration of a newer version, applied by its `migrate`.
+    let db = dir.path().join("marketplace.db");
+    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite:{}", db.display()))
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+         VALUES (999999, 'a newer version''s', 1, x'00', 0)",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+
+    let port = free_port();
+    let _server = ChildGuard(serve(port).spawn().unwrap());
+    let url = format!("http://127.0.0.1:{port}/ready");
+    let mut ready = false;
+    for _ in 0..300 {
+        if reqwest::get(&url).await.is_ok_and(|r| r.status() == 200) {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(
+        ready,
+        "served once migrated, beside a newer version's migration"
+    );
+}

@@ -25,6 +25,9 @@ const NOTICED_WITHIN: Duration = Duration::from_secs(3);
 /// from a wait on a dependency's timeouts (1.1 s a request for Redis, 5 s for PostgreSQL).
 const AT_ONCE: Duration = Duration::from_millis(500);
 
+/// The request limit of the Redis test: above what it sends before its flood.
+const LIMIT_PER_MINUTE: usize = 30;
+
 fn redis_server(port: u16) -> ChildGuard {
     let child = Command::new("redis-server")
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
@@ -111,7 +114,8 @@ async fn redis_away_serves_what_is_safe_without_it_and_refuses_the_rest_at_once(
     let mut redis = redis_server(port);
     until_async(|| redis_answers(port)).await;
     let url = format!("redis://127.0.0.1:{port}");
-    let app = spawn_app_with(&[("REDIS_URL", &url), ("RATE_LIMIT_PER_MINUTE", "1000")]).await;
+    let limit = LIMIT_PER_MINUTE.to_string();
+    let app = spawn_app_with(&[("REDIS_URL", &url), ("RATE_LIMIT_PER_MINUTE", &limit)]).await;
     let ana = register(&app, "ana", &["empresa"]).await;
     let signed_in = json(
         app.post_json(
@@ -176,6 +180,24 @@ async fn redis_away_serves_what_is_safe_without_it_and_refuses_the_rest_at_once(
     assert_eq!(
         metric(&app, "dependency_up{dependency=\"redis\"}").await,
         0.0
+    );
+
+    // The request limit still holds, counted by this instance alone: never skipped.
+    let mut answers = Vec::new();
+    for _ in 0..LIMIT_PER_MINUTE + 5 {
+        answers.push(
+            timed(&app, Method::GET, "/api/users/me", &ana.access_token, None)
+                .await
+                .0,
+        );
+    }
+    assert!(
+        answers.contains(&429),
+        "the limit counts without Redis: {answers:?}"
+    );
+    assert!(
+        answers.iter().all(|s| matches!(s, 200 | 429)),
+        "{answers:?}"
     );
     assert!(!redis_answers(port).await, "Redis stayed down throughout");
 

@@ -44,6 +44,9 @@ fn base_vars(data_dir: &std::path::Path) -> HashMap<String, String> {
     vars.insert("BCRYPT_COST".into(), "4".into());
     vars.insert("WORKERS".into(), "2".into());
     vars.insert("FRONTEND_URL".into(), "http://frontend.test".into());
+    // Every test's database is new: it is migrated as the app starts, also under
+    // `APP_ENV=production` on PostgreSQL (whose default leaves that to `marketplace migrate`).
+    vars.insert("MIGRATE_ON_START".into(), "true".into());
     // Each app gets its own cache namespace, so apps sharing one Redis never see each other.
     vars.insert(
         "CACHE_PREFIX".into(),

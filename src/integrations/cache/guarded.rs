@@ -12,7 +12,7 @@ use std::time::Duration;
 use futures_util::stream::BoxStream;
 
 use super::{Cache, CacheError, LeaseAnswer, MemoryCache, Rate, Take, WindowCount};
-use crate::availability::{Availability, PROBE_TIMEOUT};
+use crate::availability::Availability;
 
 /// The longest a request waits for one cache call (Redis answers in well under a millisecond).
 pub const CALL_TIMEOUT: Duration = Duration::from_millis(250);
@@ -143,8 +143,10 @@ impl Cache for Guarded {
         self.shared.subscribe(channel).await
     }
     /// The probe: asks the shared cache itself, whatever the flag says, and records the answer.
+    /// A PING is held to a request's [`CALL_TIMEOUT`]: one that a request could not wait for
+    /// is an outage to it.
     async fn ping(&self) -> Result<(), CacheError> {
-        let answered = tokio::time::timeout(PROBE_TIMEOUT, self.shared.ping())
+        let answered = tokio::time::timeout(CALL_TIMEOUT, self.shared.ping())
             .await
             .unwrap_or(Err(CacheError::Unavailable("timed out")));
         self.availability.probed(answered.is_ok());

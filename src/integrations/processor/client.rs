@@ -24,8 +24,10 @@ pub const API_VERSION: &str = "2024-12-18.acacia";
 /// The production API.
 pub const DEFAULT_API_BASE: &str = "https://api.stripe.com";
 
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// A request that funds or refunds waits on the processor: bounded, so a slow processor costs a
+/// user at most this (then 503 `PROCESSOR_UNAVAILABLE`, retried with the same idempotency key).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A client of the processor's REST API. Cheap to share behind an `Arc`.
 pub struct ProcessorClient {
