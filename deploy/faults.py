@@ -427,7 +427,7 @@ Record = collections.namedtuple("Record", "kind phase start end outcome detail")
 
 
 class Phase:
-    """A stretch of the drill; a request belongs to the phase it started in. `bound` is the
+    """A stretch of the drill; a request belongs to the phase it ended in. `bound` is the
     longest a request may take (after `grace`); in a "back" phase, a request started before the
     dependency answers is still held to the away phase's bound, `bound_until_back`."""
 
@@ -489,13 +489,14 @@ class Drill:
         return phase
 
     def request(self, kind, method, path, who=None, body=None, expected=()):
-        """A counted request: its phase is the one it started in. `expected` are the
-        (status, code) answers that are fine for this kind besides 2xx."""
-        phase = self.phase
+        """A counted request: its phase is the one it ended in (a request under way when the
+        next fault began met that fault). `expected` are the (status, code) answers that are
+        fine for this kind besides 2xx."""
         start = time.monotonic()
         a = send(self.base, method, path, who and who.token, who and who.csrf, body,
                  key=method != "GET" and not path.startswith("/api/auth/"))
         end = time.monotonic()
+        phase = self.phase
         outcome, detail = classify(a, expected)
         with self.lock:
             self.records.append(Record(kind, phase, start, end, outcome, detail))

@@ -261,16 +261,16 @@ pub async fn request_password_reset(state: &AppState, email: &str) -> Result<(),
     if !user.is_active {
         return Ok(());
     }
-    let first = state
+    // A limit like the others: while the shared cache is away it counts in this instance.
+    let window = state
         .cache
-        .set_if_absent(
+        .hit(
             &format!("reset-mail:{}", user.id),
-            "1",
             std::time::Duration::from_secs(120),
         )
         .await
         .map_err(|e| AccountError::Other(e.into()))?;
-    if !first {
+    if window.count > 1 {
         return Ok(());
     }
     let mut tx = state.db.begin().await?;

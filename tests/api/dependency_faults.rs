@@ -7,7 +7,6 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use marketplace::availability::Availability;
 use reqwest::Method;
 use serde_json::json as j;
 use tokio::net::{TcpListener, TcpStream};
@@ -96,16 +95,10 @@ async fn metric(app: &TestApp, line_start: &str) -> f64 {
         .unwrap()
 }
 
-fn availability(app: &TestApp, of: fn(&TestApp) -> Option<Arc<Availability>>) -> Arc<Availability> {
-    of(app).expect("the dependency is watched")
-}
-
-fn of_cache(app: &TestApp) -> Option<Arc<Availability>> {
-    app.state.cache.availability().cloned()
-}
-
-fn of_database(app: &TestApp) -> Option<Arc<Availability>> {
-    Some(app.db.availability().clone())
+/// A standard sign-in's answer (its tokens in the body).
+async fn sign_in(app: &TestApp, username: &str) -> serde_json::Value {
+    let body = j!({"username": username, "password": PASSWORD});
+    json(app.post_json("/api/auth/login", &body).await).await
 }
 
 #[actix_web::test]
@@ -117,16 +110,14 @@ async fn redis_away_serves_what_is_safe_without_it_and_refuses_the_rest_at_once(
     let limit = LIMIT_PER_MINUTE.to_string();
     let app = spawn_app_with(&[("REDIS_URL", &url), ("RATE_LIMIT_PER_MINUTE", &limit)]).await;
     let ana = register(&app, "ana", &["empresa"]).await;
-    let signed_in = json(
-        app.post_json(
-            "/api/auth/login",
-            &j!({"username": "ana", "password": PASSWORD}),
-        )
-        .await,
-    )
-    .await;
+    let signed_in = sign_in(&app, "ana").await;
     let refresh = signed_in["refresh_token"].as_str().unwrap().to_owned();
-    let redis_state = availability(&app, of_cache);
+    let redis_state = app
+        .state
+        .cache
+        .availability()
+        .cloned()
+        .expect("Redis is watched");
     assert!(!redis_state.is_away());
 
     // Killed: gone without a word, as a crashed server is.
@@ -205,14 +196,7 @@ async fn redis_away_serves_what_is_safe_without_it_and_refuses_the_rest_at_once(
     let _redis = redis_server(port);
     until_async(|| redis_answers(port)).await;
     until("the probe finds Redis back", || !redis_state.is_away()).await;
-    let signed_in = json(
-        app.post_json(
-            "/api/auth/login",
-            &j!({"username": "ana", "password": PASSWORD}),
-        )
-        .await,
-    )
-    .await;
+    let signed_in = sign_in(&app, "ana").await;
     let response = app
         .post_json(
             "/api/auth/refresh",
@@ -297,7 +281,7 @@ async fn postgres_away_is_refused_at_once_and_nothing_is_half_done() {
     let app = spawn_app_with(&[("DATABASE_URL", url.as_str())]).await;
     register(&app, "ana", &["empresa"]).await;
     let token = login(&app, "ana", PASSWORD).await;
-    let database = availability(&app, of_database);
+    let database = app.db.availability().clone();
     assert_eq!(status_of(&app, "/api/notifications", &token).await, 200);
 
     relay.cut().await;
