@@ -173,6 +173,11 @@ async fn redis_away_serves_what_is_safe_without_it_and_refuses_the_rest_at_once(
         0.0
     );
 
+    // Still sent traffic: every instance shares the one Redis.
+    let ready = app.get("/ready").await;
+    assert_eq!(ready.status(), 200);
+    assert_eq!(json(ready).await["status"], "degraded");
+
     // The request limit still holds, counted by this instance alone: never skipped.
     let mut answers = Vec::new();
     for _ in 0..LIMIT_PER_MINUTE + 5 {
