@@ -177,8 +177,9 @@ impl StoreError {
 pub type StoreResult<T> = Result<T, StoreError>;
 
 /// The connection to the database broke or could not be made: I/O, TLS or protocol failures,
-/// a closed pool, PostgreSQL's connection exceptions (class 08) and a server shutting down,
-/// crashed or still starting (57P01-57P03).
+/// a closed pool, PostgreSQL's connection exceptions (class 08), a server shutting down,
+/// crashed or still starting (57P01-57P03), and a write reaching a server that became a
+/// read-only standby (25006, a failover under way).
 pub fn connection_lost(error: &sqlx::Error) -> bool {
     match error {
         sqlx::Error::Io(_)
@@ -187,7 +188,7 @@ pub fn connection_lost(error: &sqlx::Error) -> bool {
         | sqlx::Error::PoolClosed
         | sqlx::Error::WorkerCrashed => true,
         sqlx::Error::Database(e) => e.code().is_some_and(|code| {
-            code.starts_with("08") || matches!(&*code, "57P01" | "57P02" | "57P03")
+            code.starts_with("08") || matches!(&*code, "57P01" | "57P02" | "57P03" | "25006")
         }),
         _ => false,
     }

@@ -332,3 +332,23 @@ async fn postgres_away_is_refused_at_once_and_nothing_is_half_done() {
     );
     app.stop().await;
 }
+
+/// A write reaching a server that has become a read-only standby (a failover under way) is an
+/// outage to the request, answered 503 like one: PostgreSQL's own refusal, made here by a
+/// read-only transaction.
+#[actix_web::test]
+async fn a_write_refused_by_a_read_only_server_counts_as_the_database_away() {
+    if std::env::var("TEST_DATABASE_URL").is_err() {
+        return;
+    }
+    let (db, _dir) = super::helpers::fresh_db().await;
+    let mut tx = db.begin().await.unwrap();
+    marketplace::on_exec!(tx.exec(), c => sqlx::query("SET TRANSACTION READ ONLY")
+        .execute(c).await.map(drop))
+    .unwrap();
+    let refused: marketplace::store::StoreError = marketplace::on_exec!(tx.exec(), c =>
+        sqlx::query("INSERT INTO skills (name) VALUES ('x')").execute(c).await.map(drop))
+    .unwrap_err()
+    .into();
+    assert!(refused.is_unavailable(), "{refused}");
+}
