@@ -84,6 +84,9 @@ pub enum TokenRejection {
 
 /// Random bytes in a CSRF value: a value made afresh differs from every earlier one.
 const CSRF_NONCE_LEN: usize = 16;
+/// Raw lengths of a CSRF value: the current `nonce · tag`, and the previous releases' `tag`.
+const CURRENT_CSRF_LEN: usize = CSRF_NONCE_LEN + 32;
+const PREVIOUS_CSRF_LEN: usize = 32;
 
 /// The signing key and lifetimes of access and refresh tokens.
 pub struct AccessTokens {
@@ -142,15 +145,23 @@ impl AccessTokens {
 
     /// Whether `presented` is a CSRF value made for session `sid`: its tag is checked in
     /// constant time. Any value the session was given verifies for its whole life.
+    ///
+    /// The releases before this one gave a session one value, `MAC(key, sid)`: it verifies
+    /// too, so the sessions they signed in keep writing through a rolling upgrade (and after
+    /// it, for their life). It is as bound to the session and as unforgeable as the current
+    /// form; it is only never made afresh.
     pub fn csrf_verifies(&self, sid: i64, presented: &str) -> bool {
         let Ok(raw) = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(presented) else {
             return false;
         };
-        if raw.len() != CSRF_NONCE_LEN + 32 {
-            return false;
+        match raw.len() {
+            PREVIOUS_CSRF_LEN => constant_time_eq(&mac(&self.csrf_key, &sid.to_be_bytes()), &raw),
+            CURRENT_CSRF_LEN => {
+                let (nonce, tag) = raw.split_at(CSRF_NONCE_LEN);
+                constant_time_eq(&self.csrf_tag(sid, nonce), tag)
+            }
+            _ => false,
         }
-        let (nonce, tag) = raw.split_at(CSRF_NONCE_LEN);
-        constant_time_eq(&self.csrf_tag(sid, nonce), tag)
     }
 
     /// The CSRF value to hand session `sid` when the client may hold one (refresh, verify):
@@ -292,6 +303,32 @@ mod tests {
                 assert!(!keys.csrf_verifies(3, &presented), "{case}: {presented}");
             }
         }
+    }
+
+    /// The value the previous releases gave a session, `MAC(key, sid)`, made as they made it.
+    fn previous_release_value(keys: &AccessTokens, sid: i64) -> String {
+        let tag = mac(&keys.csrf_key, &sid.to_be_bytes());
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(tag)
+    }
+
+    #[test]
+    fn a_previous_release_value_verifies_for_its_session_only() {
+        let keys = csrf_keys();
+        let held = previous_release_value(&keys, 3);
+        assert!(
+            keys.csrf_verifies(3, &held),
+            "a session signed in before the upgrade"
+        );
+        assert!(!keys.csrf_verifies(4, &held), "another session");
+        assert!(!keys.csrf_verifies(3, &flipped(&held, 0)), "changed");
+        assert_eq!(keys.csrf_token_renewed(3, Some(&held)), held, "kept");
+        // A current value's tag alone is not a previous-release value.
+        let current = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(keys.new_csrf_token(3))
+            .unwrap();
+        let tag_alone =
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&current[CSRF_NONCE_LEN..]);
+        assert!(!keys.csrf_verifies(3, &tag_alone));
     }
 
     #[test]
