@@ -23,6 +23,10 @@ its ports and admin socket substituted) on a database of its own. This driver:
 
 Prints the figures as its last line; exits non-zero with the reasons on any failure.
 Only Python's standard library and `websockets` (pinned by deploy/check).
+
+deploy/upgrade.py runs the same drive as the upgrade drill: `run` takes a `Drill` whose hooks
+(the new version's migration before the restarts, the restarts onto the new binary, payments
+scoped to this run's deals on a seeded database) are no-ops here.
 """
 
 import argparse
@@ -192,6 +196,9 @@ class Instances:
         self.ports = dict(spec.split(":") for spec in args.instance)    # name -> port
         self.procs = {}
         self.starts = {name: 0 for name in self.ports}
+        # What every start runs: the upgrade drill changes both between its migration and
+        # its restarts; the rolling restart never does.
+        self.bin = args.bin
 
     def start(self, name):
         port = self.ports[name]
@@ -201,7 +208,7 @@ class Instances:
         log = open(os.path.join(data, f"server.log.{self.starts[name]}"), "w")
         env = dict(self.env, BIND_ADDR=f"127.0.0.1:{port}", DATA_DIR=data,
                    PATH=os.environ.get("PATH", "/usr/bin:/bin"))
-        proc = subprocess.Popen([self.args.bin, "serve"], env=env, cwd=data, stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen([self.bin, "serve"], env=env, cwd=data, stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT)
         self.procs[name] = proc
         self.note_pids()
@@ -511,14 +518,17 @@ def check_chat(parts, posted):
     return problems
 
 
-def check_ledger(args, deals):
+def check_ledger(args, deals, scoped=False):
     """Every payment in the database equals the sandbox's ledger: captured once in full, one
-    transfer of amount − commission to the expert's account, nothing refunded or reversed."""
+    transfer of amount − commission to the expert's account, nothing refunded or reversed.
+    `scoped` (a seeded database, whose rows the sandbox never saw): the payments of `deals`'
+    projects only, and a stranger is a transfer for no payment the database holds."""
     want = sum(len(d["amounts"]) for d in deals)
+    where = f"WHERE project_id IN ({', '.join(str(int(d['project'])) for d in deals)}) " if scoped else ""
     until = time.monotonic() + 90
     while True:
         rows = sql(args.db_url, "SELECT id, amount_minor, status, payout_status, processor_payment_intent_id, "
-                                "commission_minor, processor_transfer_id, project_id FROM payments ORDER BY id")
+                                f"commission_minor, processor_transfer_id, project_id FROM payments {where}ORDER BY id")
         unapplied = sql(args.db_url, "SELECT COUNT(*) FROM processor_events WHERE processed_at IS NULL")[0][0]
         settled = all(r[2] == "released" and r[3] == "transferred" for r in rows)
         if len(rows) == want and settled and unapplied == "0":
@@ -549,7 +559,7 @@ def check_ledger(args, deals):
         if (t["amount"] + commission, t["reversed"], t["failed"], t["id"], t["destination"]) != (
                 amount, 0, False, transfer, account_of[project]):
             problems.append(f"payment {pid} ({amount}, commission {commission}, {transfer}): transfer {t}")
-    ours = {r[0] for r in rows}
+    ours = {r[0] for r in (sql(args.db_url, "SELECT id FROM payments") if scoped else rows)}
     strangers = [t["id"] for t in ledger.get("transfers", []) if t["metadata"].get("payment_id") not in ours]
     if strangers:
         problems.append(f"transfers the service does not know: {strangers}")
@@ -558,7 +568,26 @@ def check_ledger(args, deals):
 
 # --- the run --------------------------------------------------------------------------------
 
-async def run(args):
+class Drill:
+    """What a run does beyond the rolling restart: nothing, here. deploy/upgrade.py's drill
+    runs the new version's migration in `before_restarts` and points the instances at the new
+    binary; its database is seeded, so the ledger and the audit are `scoped` to the deals."""
+
+    scoped = False
+
+    async def before_restarts(self, inst):
+        pass
+
+    def problems(self, inst):
+        return []
+
+    def figures(self):
+        """Lines printed after the rolling figures."""
+        return []
+
+
+async def run(args, drill=None):
+    drill = drill or Drill()
     started = time.monotonic()
     inst = Instances(args)
     try:
@@ -588,6 +617,7 @@ async def run(args):
 
         # The operator's rolling restarts, each instance in turn, while all of this runs.
         await asyncio.sleep(2)
+        await drill.before_restarts(inst)
         for _ in range(args.rounds):
             for name in inst.ports:
                 await inst.restart(name)
@@ -618,10 +648,15 @@ async def run(args):
             problems.append(f"only {F.reconnects} reconnects for {len(parts)} sockets: the restarts missed them")
         if F.during_restarts == 0 or F.deal_steps_during_restarts == 0:
             problems.append("no request or deal step while an instance was out of rotation")
-        problems += await asyncio.to_thread(check_ledger, args, deals)
+        problems += await asyncio.to_thread(check_ledger, args, deals, drill.scoped)
         audit = await asyncio.to_thread(admin.call, "GET", "/api/admin/payments/audit")
-        if audit.get("mismatches"):
-            problems.append(f"the money audit: {audit['mismatches']}")
+        mismatches = audit.get("mismatches")
+        if drill.scoped and mismatches:
+            projects = {int(d["project"]) for d in deals}
+            mismatches = [m for m in mismatches if int(m.get("project_id") or 0) in projects]
+        if mismatches:
+            problems.append(f"the money audit: {mismatches}")
+        problems += drill.problems(inst)
 
         payments = sum(len(d["amounts"]) for d in deals)
         print(f"setup {setup:.1f}s; restarts took {', '.join(f'{t:.1f}s' for t in F.restart_times)}; "
@@ -635,6 +670,8 @@ async def run(args):
               f"payments {payments} checked against the ledger, deal steps during restarts "
               f"{F.deal_steps_during_restarts}, max latency {F.max_latency * 1000:.0f} ms, "
               f"total {time.monotonic() - started:.1f}s")
+        for line in drill.figures():
+            print(line)
         if problems:
             print("FAILED:\n  " + "\n  ".join(problems))
             return 1
@@ -643,8 +680,8 @@ async def run(args):
         inst.stop_all()
 
 
-def main():
-    a = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def arguments(a):
+    """The drive's options (deploy/upgrade.py adds its own)."""
     a.add_argument("--bin", required=True)
     a.add_argument("--env-file", required=True, help="the instances' settings, NAME=value lines")
     a.add_argument("--instance", action="append", required=True, help="name:port, as in haproxy.cfg")
@@ -656,7 +693,11 @@ def main():
     a.add_argument("--workdir", required=True)
     a.add_argument("--pids", required=True, help="file to keep the running instances' ids in")
     a.add_argument("--rounds", type=int, default=1, help="restarts of each instance")
-    args = a.parse_args()
+    return a
+
+
+def main():
+    args = arguments(argparse.ArgumentParser(description=__doc__.split("\n")[0])).parse_args()
     try:
         sys.exit(asyncio.run(run(args)))
     except Failed as e:
