@@ -227,10 +227,6 @@ impl From<StoreError> for ApiError {
                 "Another request with this Idempotency-Key holds it now",
             );
         }
-        if err.is_unavailable() {
-            tracing::warn!(error = %err, "the database is unavailable");
-            return Self::dependency_away();
-        }
         if err.is_retryable() {
             return Self::unavailable("The service is busy; try again").with_retry_after(1);
         }
@@ -242,6 +238,7 @@ impl From<StoreError> for ApiError {
                 "The database took too long to answer; narrow the request (filters, a smaller page) or try again later",
             );
         }
+        // The last answer, after the refusals above: an outage becomes 503 there.
         Self::internal(err)
     }
 }
@@ -272,9 +269,7 @@ impl From<crate::workflows::error::FlowError> for ApiError {
 
 impl From<crate::integrations::cache::CacheError> for ApiError {
     fn from(err: crate::integrations::cache::CacheError) -> Self {
-        if err.is_unavailable() {
-            return Self::dependency_away();
-        }
+        // An outage becomes 503 there, as every cause does.
         Self::internal(err)
     }
 }

@@ -321,6 +321,16 @@ pub enum Pool {
     Sqlite(SqlitePool),
 }
 
+impl Pool {
+    /// `"postgres"` or `"sqlite"`.
+    pub fn engine(&self) -> &'static str {
+        match self {
+            Pool::Postgres(_) => "postgres",
+            Pool::Sqlite(_) => "sqlite",
+        }
+    }
+}
+
 /// A pooled connection, for reads that need no transaction.
 pub enum Conn {
     Postgres(PoolConnection<Postgres>),
@@ -504,14 +514,10 @@ fn checked_when_idle<DB: sqlx::Database>(
 
 impl Db {
     fn new(pool: Pool, probe: Option<PgProbe>) -> Self {
-        let engine = match &pool {
-            Pool::Postgres(_) => "postgres",
-            Pool::Sqlite(_) => "sqlite",
-        };
         Db {
+            availability: Arc::new(Availability::new(pool.engine())),
             pool,
             watch: CommitWatch::default(),
-            availability: Arc::new(Availability::new(engine)),
             probe: probe.map(Arc::new),
         }
     }
@@ -709,10 +715,7 @@ impl Db {
     }
 
     pub fn engine(&self) -> &'static str {
-        match &self.pool {
-            Pool::Postgres(_) => "postgres",
-            Pool::Sqlite(_) => "sqlite",
-        }
+        self.pool.engine()
     }
 
     pub async fn conn(&self) -> StoreResult<Conn> {

@@ -171,12 +171,24 @@ async fn record_token_mail(
         serde_json::json!({ "name": user.username }),
         mint,
     );
+    record_mail_event(tx, kind, user.id, mail, now).await
+}
+
+/// Records, in `tx`, an event `kind` of user `user_id` whose one effect is the e-mail `mail`
+/// (an `emails::email` entry).
+async fn record_mail_event(
+    tx: &mut crate::store::Tx,
+    kind: &'static str,
+    user_id: i64,
+    mail: serde_json::Value,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(), AccountError> {
     crate::store::events::record(
         tx.exec(),
         crate::store::events::NewEvent::of_user(
             kind,
-            user.id,
-            serde_json::json!({ "user_id": user.id, "email": [mail] }),
+            user_id,
+            serde_json::json!({ "user_id": user_id, "email": [mail] }),
         ),
         now,
     )
@@ -232,16 +244,7 @@ pub async fn verify_email(state: &AppState, token: &str) -> Result<User, Account
         template,
         serde_json::json!({ "name": user.username }),
     );
-    crate::store::events::record(
-        tx.exec(),
-        crate::store::events::NewEvent::of_user(
-            "user.email_verified",
-            user.id,
-            serde_json::json!({ "user_id": user.id, "email": [welcome] }),
-        ),
-        now,
-    )
-    .await?;
+    record_mail_event(&mut tx, "user.email_verified", user.id, welcome, now).await?;
     state.commit(tx).await?;
     super::auth::user_changed(state, user.id);
     Ok(user)
@@ -342,16 +345,7 @@ async fn notify_lockout(
         Template::AccountLocked,
         serde_json::json!({ "name": user.username, "wait": pause_in_words(paused_for) }),
     );
-    crate::store::events::record(
-        tx.exec(),
-        crate::store::events::NewEvent::of_user(
-            "user.login_locked",
-            user.id,
-            serde_json::json!({ "user_id": user.id, "email": [mail] }),
-        ),
-        now,
-    )
-    .await?;
+    record_mail_event(&mut tx, "user.login_locked", user.id, mail, now).await?;
     state.commit(tx).await?;
     Ok(())
 }
