@@ -798,22 +798,20 @@ def judge_mail(drill, smtp, final_wait):
 def check_writes(drill, db_url):
     """Every acknowledged write is in the database."""
     problems = []
-    chat = {int(r[0]) for r in sql(db_url, "SELECT id FROM chat_messages")}
-    lost = [i for i in drill.acked_chat if i not in chat]
-    if lost:
-        problems.append(f"{len(lost)} acknowledged chat messages missing: {lost[:10]}")
-    milestones = {int(r[0]) for r in sql(db_url, "SELECT id FROM milestones")}
-    lost = [i for i in drill.acked_milestones if i not in milestones]
-    if lost:
-        problems.append(f"{len(lost)} acknowledged milestones missing: {lost[:10]}")
-    funded = {int(r[0]) for r in sql(db_url, "SELECT id FROM payments WHERE processor_payment_intent_id IS NOT NULL")}
-    lost = [i for i in drill.acked_payments if i not in funded]
-    if lost:
-        problems.append(f"{len(lost)} acknowledged payments missing or without their intent: {lost[:10]}")
-    recontacted = {int(r[0]) for r in sql(db_url, "SELECT user_id FROM profiles WHERE recontacted_at IS NOT NULL")}
-    lost = [i for i in drill.acked_recontacts if i not in recontacted]
-    if lost:
-        problems.append(f"{len(lost)} acknowledged recontacts not recorded: {lost[:10]}")
+    for acked, query, what in (
+        (drill.acked_chat, "SELECT id FROM chat_messages", "acknowledged chat messages missing"),
+        (drill.acked_milestones, "SELECT id FROM milestones", "acknowledged milestones missing"),
+        (drill.acked_payments,
+         "SELECT id FROM payments WHERE processor_payment_intent_id IS NOT NULL",
+         "acknowledged payments missing or without their intent"),
+        (drill.acked_recontacts,
+         "SELECT user_id FROM profiles WHERE recontacted_at IS NOT NULL",
+         "acknowledged recontacts not recorded"),
+    ):
+        present = {int(r[0]) for r in sql(db_url, query)}
+        lost = [i for i in acked if i not in present]
+        if lost:
+            problems.append(f"{len(lost)} {what}: {lost[:10]}")
     bio = sql(db_url, f"SELECT bio FROM profiles WHERE id = {drill.world['company_profile']}")[0][0]
     if drill.acked_bio and not (bio.startswith("drill ") and int(bio.split()[1]) >= drill.acked_bio):
         problems.append(f"the profile holds {bio!r}; 'drill {drill.acked_bio}' was acknowledged")
