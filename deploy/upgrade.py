@@ -150,6 +150,8 @@ class Upgrade(rolling.Drill):
         self.schema = ("?", "?")
         self.sampler = None
         self.reads = 0
+        self.migrated_at = None
+        self.backfills = []
 
     def applied(self):
         return rolling.sql(self.args.db_url, "SELECT COALESCE(MAX(version), 0) || ' (' || COUNT(*) || ' applied)' "
@@ -214,6 +216,7 @@ class Upgrade(rolling.Drill):
             stop.set()
             await asyncio.gather(*visitors)
         self.schema = (before, await asyncio.to_thread(self.applied))
+        self.migrated_at = time.time()
         # From here on every start is of the new binary. An instance of the OLD version must
         # never be started again after this migrate: its `serve` runs its migrator at every
         # start, and that migrator refuses a database holding a migration it does not know,
@@ -225,11 +228,29 @@ class Upgrade(rolling.Drill):
         inst.env = dict(inst.env, MIGRATE_ON_START="false")
         await asyncio.sleep(1)
 
+    def backfilled(self):
+        """Waits for the new instances' backfills job to finish every backfill a migration
+        registered (`store::backfills`); the ones still unfinished after the wait."""
+        until = time.monotonic() + self.args.backfill_timeout
+        while True:
+            self.backfills = rolling.sql(
+                self.args.db_url,
+                "SELECT name, upto, done_through, rows_changed, "
+                "COALESCE(EXTRACT(EPOCH FROM finished_at)::text, '') FROM backfills ORDER BY name")
+            unfinished = [row[0] for row in self.backfills if not row[4]]
+            if not unfinished or time.monotonic() > until:
+                return unfinished
+            time.sleep(0.5)
+
     def problems(self, inst):
         problems = []
         s = self.sampler
         if s is None:
             return ["the migration never ran"]
+        unfinished = self.backfilled()
+        if unfinished:
+            problems.append(f"backfills not finished {self.args.backfill_timeout:.0f} s after the "
+                            f"restarts: {unfinished}")
         if s.error:
             problems.append(f"the lock sampler failed: {s.error}")
         if s.samples == 0:
@@ -263,6 +284,11 @@ class Upgrade(rolling.Drill):
                 f"(pg_locks.waitstart: {'-' if s.longest_exact is None else f'{s.longest_exact} ms'})"
                 f"{': ' + s.longest_what if s.longest_what else ''}; the migration itself waited "
                 f"{s.migrator_longest} ms for its locks")
+            for name, upto, done, rows, finished in self.backfills:
+                after = (f"finished {float(finished) - self.migrated_at:.1f}s after the migrate"
+                         if finished and self.migrated_at else "not finished")
+                lines.append(f"backfill {name}: ids up to {upto}, done through {done}, {rows} rows filled "
+                             f"by the new instances' backfills job under the load, {after}")
             lines.append("new instances: MIGRATE_ON_START=false (serve refuses a database missing a migration, "
                          "production's default on PostgreSQL), APP_ENV unset as in the rolling check")
         lines.append(
@@ -282,6 +308,8 @@ def main():
     a.add_argument("--migrate-timeout", type=float, default=600.0, help="seconds one attempt may take")
     a.add_argument("--sample-ms", type=int, default=50)
     a.add_argument("--max-lock-wait", type=float, default=1.0, help="seconds")
+    a.add_argument("--backfill-timeout", type=float, default=300.0,
+                   help="seconds the backfills may take after the restarts")
     args = a.parse_args()
     drill = Upgrade(args)
     try:

@@ -20,8 +20,8 @@ use crate::workflows::crm::{self, CrmService};
 use crate::workflows::emails::{self, MailSender};
 use crate::workflows::outbox::{self, Dispatcher};
 use crate::workflows::{
-    deadlines, escrow_jobs, idempotency, money_audit, processor_events, retention, reviews,
-    tallies, timers, webhooks,
+    backfills, deadlines, escrow_jobs, idempotency, money_audit, processor_events, retention,
+    reviews, tallies, timers, webhooks,
 };
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -182,6 +182,15 @@ pub fn start_all(state: &AppState) {
         DAY,
         HOUR,
         |st| async move { money_audit::daily(&st).await },
+    );
+    // A batch after another while a backfill has rows left; otherwise a minute, to learn of
+    // one another instance finished.
+    jobs.paced(
+        backfills::JOB,
+        state.clone(),
+        MINUTE,
+        SECOND,
+        |st| async move { backfills::run(&st).await },
     );
     // Often, so that the figures' reads add few deltas; an idle run is one empty delete.
     jobs.every(

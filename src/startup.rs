@@ -164,6 +164,7 @@ impl Application {
             curation_candidates: Arc::default(),
             account_searches: Arc::default(),
             project_search_counts: Arc::default(),
+            backfills: Default::default(),
             // Past this many waiting in a lane, a stored event is left to the sweep.
             processor_events: Arc::new(
                 (0..crate::workflows::processor_events::LANES)

@@ -91,6 +91,9 @@ pub struct AppState {
     /// The counts of SQLite's project search index, kept under the count of writes to
     /// projects read before each (`store::project_lists::SearchCounts`).
     pub project_search_counts: Arc<crate::store::project_lists::SearchCounts>,
+    /// The backfills this instance has seen finished, whose columns may be read
+    /// (`store::backfills`, refreshed by the backfills job).
+    pub backfills: crate::store::backfills::Finished,
     /// Processor events stored by their receipt and waiting for the applier
     /// (`workflows::processor_events`), oldest first, in lanes applied side by side (a
     /// payment's events always in the same lane).

@@ -14,8 +14,10 @@ UPDATE project_counts c SET n = x.n
   FROM (SELECT project_type, status, COUNT(*) AS n FROM projects GROUP BY project_type, status) x
  WHERE c.project_type = x.project_type AND c.status = x.status;
 TRUNCATE project_skills, project_legacy_invitees;
-INSERT INTO project_skills (skill, project_id)
-    SELECT DISTINCT lower(s), p.id FROM projects p, jsonb_array_elements_text(p.skills_required) AS s
+-- With each project's budget (migration 0057).
+INSERT INTO project_skills (skill, project_id, budget_minor)
+    SELECT DISTINCT lower(s), p.id, p.budget_minor
+      FROM projects p, jsonb_array_elements_text(p.skills_required) AS s
     ON CONFLICT DO NOTHING;
 INSERT INTO project_legacy_invitees (expert_id, project_id)
     SELECT DISTINCT (e #>> '{}')::bigint, p.id

@@ -311,6 +311,43 @@ async fn render_backlogs(
             age,
         );
     }
+    if let Ok(backfills) = crate::store::backfills::progress(conn.exec()).await {
+        render_backfills(out, &backfills);
+    }
+}
+
+/// Each registered backfill's progress (`store::backfills`), shared by every instance.
+fn render_backfills(out: &mut String, backfills: &[crate::store::backfills::Progress]) {
+    let each = |f: &dyn Fn(&crate::store::backfills::Progress) -> f64| {
+        backfills
+            .iter()
+            .map(|b| (b.name.as_str(), f(b)))
+            .collect::<Vec<_>>()
+    };
+    super::metrics::render_labeled(
+        out,
+        "backfill_rows_total",
+        "counter",
+        "Rows each backfill has filled, by the backfills job of any instance.",
+        "backfill",
+        each(&|b| b.rows_changed as f64),
+    );
+    super::metrics::render_labeled(
+        out,
+        "backfill_remaining_ids",
+        "gauge",
+        "Source ids each backfill has yet to cover (0 once finished).",
+        "backfill",
+        each(&|b| (b.upto - b.done_through).max(0) as f64),
+    );
+    super::metrics::render_labeled(
+        out,
+        "backfill_finished",
+        "gauge",
+        "1 once a backfill has covered every source id it was registered for, so the code reads its column; 0 while the old shape is read.",
+        "backfill",
+        each(&|b| if b.finished_at.is_some() { 1.0 } else { 0.0 }),
+    );
 }
 
 /// This document.

@@ -18,6 +18,7 @@ use crate::config::DatabaseTarget;
 use crate::domain::state::{Lifecycle, State, check_move};
 
 pub mod applications;
+pub mod backfills;
 pub mod chat;
 pub mod chat_digests;
 pub mod commission;

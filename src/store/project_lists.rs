@@ -284,6 +284,26 @@ impl Filters {
         self.skill = alone.then_some(skill);
     }
 
+    /// Narrows to the projects requiring `skill` whose budget is within `min..=max`, read
+    /// together from `project_skills`' index of both (migration 0058). The budget conditions on
+    /// `p` stay beside it: the same answer, which the planner may also use.
+    fn skill_in_budget(&mut self, skill: &str, min: Option<i64>, max: Option<i64>) {
+        let skill = self.sql.arg(skill.to_lowercase());
+        let mut within = format!("skill = {skill}");
+        if let Some(min) = min {
+            within.push_str(&format!(" AND budget_minor >= {}", self.sql.arg(min)));
+        }
+        if let Some(max) = max {
+            within.push_str(&format!(" AND budget_minor <= {}", self.sql.arg(max)));
+        }
+        self.filter.push(format!(
+            "p.id IN (SELECT project_id FROM project_skills WHERE {within})"
+        ));
+        self.counted = false;
+        self.words = None;
+        self.skill = None;
+    }
+
     /// Narrows to a word search; `false` when the search has no word (it matches nothing).
     fn search(&mut self, engine: &Exec<'_>, search: Option<&str>) -> bool {
         let Some(search) = search.map(str::trim).filter(|s| !s.is_empty()) else {
@@ -368,8 +388,17 @@ impl Filters {
 /// Visible: public listings (curated projects in `published_curated`, `bidding`,
 /// `published`, `open`), and for a user the projects they own, are assigned to, are the
 /// target of, are invited to (formally or in the legacy list) or have applied to.
-pub fn visible(engine: &Exec<'_>, viewer: Viewer, f: &ProjectFilter) -> ListQuery {
-    visible_with(engine, viewer, f, SetTest::Lookup)
+///
+/// `skill_budgets`: whether `project_skills.budget_minor` is filled (the backfill
+/// `store::backfills::PROJECT_SKILL_BUDGETS` finished), so a skill and a budget range are read
+/// together from its index; before, the budget is tested on each project of the skill.
+pub fn visible(
+    engine: &Exec<'_>,
+    viewer: Viewer,
+    f: &ProjectFilter,
+    skill_budgets: bool,
+) -> ListQuery {
+    visible_with(engine, viewer, f, SetTest::Lookup, skill_budgets)
 }
 
 /// [`visible`] for a page ending at row `window`. On SQLite a skill that is the one filter
@@ -383,6 +412,7 @@ pub async fn visible_for_page(
     f: &ProjectFilter,
     window: i64,
     kept: &SearchCounts,
+    skill_budgets: bool,
 ) -> StoreResult<ListQuery> {
     if matches!(ex, Exec::Sqlite(_)) {
         let search_alone = ProjectFilter {
@@ -401,21 +431,32 @@ pub async fn visible_for_page(
         && f.company_id.is_none()
         && f.search.is_none();
     if !matches!(ex, Exec::Sqlite(_)) || matches!(viewer, Viewer::User(_)) || !skill_alone {
-        return Ok(visible(&ex, viewer, f));
+        return Ok(visible(&ex, viewer, f, skill_budgets));
     }
     let without = ProjectFilter {
         skill: None,
         ..f.clone()
     };
-    let whole = visible(&ex, viewer, &without);
-    let build = |engine: &Exec<'_>, test| visible_with(engine, viewer, f, test);
+    let whole = visible(&ex, viewer, &without, skill_budgets);
+    let build = |engine: &Exec<'_>, test| visible_with(engine, viewer, f, test, skill_budgets);
     SetTest::choose(ex, window, &whole, build).await
 }
 
-fn visible_with(engine: &Exec<'_>, viewer: Viewer, f: &ProjectFilter, test: SetTest) -> ListQuery {
+fn visible_with(
+    engine: &Exec<'_>,
+    viewer: Viewer,
+    f: &ProjectFilter,
+    test: SetTest,
+    skill_budgets: bool,
+) -> ListQuery {
     let mut q = Filters::new(f.status, f.project_type.as_deref());
     if let Some(skill) = f.skill.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
-        q.skill(skill, test);
+        let budgets = (f.min_budget_minor, f.max_budget_minor);
+        match budgets {
+            (None, None) => q.skill(skill, test),
+            (min, max) if skill_budgets => q.skill_in_budget(skill, min, max),
+            _ => q.skill(skill, test),
+        }
     }
     if let Some(min) = f.min_budget_minor {
         q.other("p.budget_minor >= {}", min);

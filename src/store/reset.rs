@@ -8,10 +8,16 @@
 use super::tallies::Tally;
 use super::{Db, StoreResult, TxConn};
 
-/// Tables the reset keeps: the migrations' record, the commission levels (reset to the
-/// defaults the first migration seeds) and the kept project counts (reset to zero: a
-/// truncation fires no trigger).
-const KEPT: [&str; 3] = ["_sqlx_migrations", "commission_config", "project_counts"];
+/// Tables the reset keeps: the migrations' record and the backfills' (which columns are
+/// filled: the rows left are emptied anyway), the commission levels (reset to the defaults
+/// the first migration seeds) and the kept project counts (reset to zero: a truncation fires
+/// no trigger).
+const KEPT: [&str; 4] = [
+    "_sqlx_migrations",
+    "backfills",
+    "commission_config",
+    "project_counts",
+];
 
 pub async fn empty_all(db: &Db) -> StoreResult<usize> {
     let mut tx = db.begin().await?;

@@ -4,6 +4,7 @@
 pub mod accounts;
 pub mod applications;
 pub mod auth;
+pub mod backfills;
 mod chargebacks;
 pub mod chat;
 pub mod chat_digest;

@@ -1052,32 +1052,47 @@ async fn no_project_list_scans_a_large_table_on_postgres() {
         skill: Some("Rust".into()),
         ..ProjectFilter::default()
     };
+    let skill_in_budget = ProjectFilter {
+        min_budget_minor: Some(100_000),
+        max_budget_minor: Some(150_000),
+        ..skill.clone()
+    };
     let engine = conn.exec();
     let lists = [
         (
             "public",
-            project_lists::visible(&engine, Viewer::Anonymous, &ProjectFilter::default()),
+            project_lists::visible(&engine, Viewer::Anonymous, &ProjectFilter::default(), true),
         ),
         // A word in one project of a hundred, as a real search is.
         (
             "public search",
-            project_lists::visible(&engine, Viewer::Anonymous, &search("w42")),
+            project_lists::visible(&engine, Viewer::Anonymous, &search("w42"), true),
         ),
         (
             "public by skill",
-            project_lists::visible(&engine, Viewer::Anonymous, &skill),
+            project_lists::visible(&engine, Viewer::Anonymous, &skill, true),
+        ),
+        // The budget beside each skill (migration 0057).
+        (
+            "public by skill and budget",
+            project_lists::visible(&engine, Viewer::Anonymous, &skill_in_budget, true),
         ),
         (
             "expert's visible",
-            project_lists::visible(&engine, Viewer::User(expert.id), &ProjectFilter::default()),
+            project_lists::visible(
+                &engine,
+                Viewer::User(expert.id),
+                &ProjectFilter::default(),
+                true,
+            ),
         ),
         (
             "expert's search",
-            project_lists::visible(&engine, Viewer::User(expert.id), &search("w7")),
+            project_lists::visible(&engine, Viewer::User(expert.id), &search("w7"), true),
         ),
         (
             "admin",
-            project_lists::visible(&engine, Viewer::Admin, &ProjectFilter::default()),
+            project_lists::visible(&engine, Viewer::Admin, &ProjectFilter::default(), true),
         ),
         (
             "admin search",

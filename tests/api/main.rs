@@ -6,6 +6,7 @@ mod admin;
 mod architecture;
 mod auth;
 mod authorization;
+mod backfills;
 mod chat;
 mod chat_rooms;
 mod cli;

@@ -12,6 +12,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody, FieldError};
 use crate::http::pagination::{Page, PageQuery, Paginated, kept};
 use crate::state::AppState;
 use crate::store::Conn;
+use crate::store::backfills;
 use crate::store::listing::Seek;
 use crate::store::project_lists::{self, ProjectFilter, Viewer};
 use crate::workflows::projects::Caller;
@@ -119,7 +120,12 @@ async fn read_page(
 ) -> ApiResult<Paginated<ProjectView>> {
     let window = seek.window(page.size);
     let kept = &state.project_search_counts;
-    let query = project_lists::visible_for_page(conn.exec(), viewer, filter, window, kept).await?;
+    let skill_budgets = state
+        .backfills
+        .is_finished(&backfills::PROJECT_SKILL_BUDGETS);
+    let query =
+        project_lists::visible_for_page(conn.exec(), viewer, filter, window, kept, skill_budgets)
+            .await?;
     let (items, next, total) = project_lists::page(conn.exec(), query, seek, page.size).await?;
     Ok(Paginated::new(items, total, page)
         .with_next(next)
