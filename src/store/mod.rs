@@ -1,9 +1,24 @@
 //! Storage: one code path for SQLite and PostgreSQL (DESIGN §2).
 //!
-//! Query text is written once with `$N` placeholders; [`on_exec!`] compiles each query for
-//! both engines. Store modules hold SQL only, no business rules. Every function takes an
-//! [`Exec`], obtained from a pooled [`Conn`] for reads or from a [`Tx`] for writes that must
-//! commit together (state change plus its events).
+//! Query text is written once with `$N` placeholders where the engines agree, once per engine
+//! where they do not (the text searches, `tallies::fold`); [`on_exec!`] compiles each query
+//! for both engines. A query function takes an [`Exec`], obtained from a pooled [`Conn`] for
+//! reads or from a [`Tx`] for writes that must commit together (state change plus its
+//! events); the few that run transactions of their own (`tallies::fold`,
+//! `backfills::run_batch`, `idempotency::claim`) take the [`Db`].
+//!
+//! Store modules hold the SQL per aggregate, no business rules, and what serves it:
+//! - the list builder and its cost model (`listing::ListQuery`; `listing::SetTest`, which
+//!   chooses between looking a set's members up and probing each row walked, from counts
+//!   read first) and the figures the writes keep (`tallies`);
+//! - the leased queues' one engine (`queue`);
+//! - copies kept in memory between requests, each served only under a stamp read before it:
+//!   `page_cache` (answers under a count of committed writes) and its uses `kept_projects`
+//!   (under tokens in the shared cache), `profiles::KeptCandidates`,
+//!   `user_admin::SearchesKept`, `project_lists::SearchCounts`; `session_cache` (under the
+//!   sessions' epoch);
+//! - the connections' plumbing: `pg_tx` (a commit that also reads which projects it wrote),
+//!   `written` (told after the commit), `probe`, `sqlite_timeout`.
 
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
