@@ -87,7 +87,7 @@ pub async fn run_batch(db: &Db, now: DateTime<Utc>) -> StoreResult<Option<Batch>
         let select = match tx.exec() {
             Exec::Postgres(_) => {
                 "SELECT upto, done_through FROM backfills
-                                   WHERE name = $1 AND finished_at IS NULL FOR UPDATE SKIP LOCKED"
+                  WHERE name = $1 AND finished_at IS NULL FOR UPDATE SKIP LOCKED"
             }
             Exec::Sqlite(_) => {
                 "SELECT upto, done_through FROM backfills WHERE name = $1 AND finished_at IS NULL"

@@ -263,7 +263,12 @@ impl Filters {
     /// A condition `project_counts` cannot answer, over the value bound as `{}`.
     fn other(&mut self, condition: &str, value: impl Into<super::listing::Arg>) {
         let placeholder = self.sql.arg(value);
-        self.filter.push(condition.replace("{}", &placeholder));
+        self.uncounted(condition.replace("{}", &placeholder));
+    }
+
+    /// Adds a condition no kept count answers: the total is counted from the rows.
+    fn uncounted(&mut self, condition: String) {
+        self.filter.push(condition);
         self.counted = false;
         self.words = None;
         self.skill = None;
@@ -296,12 +301,9 @@ impl Filters {
         if let Some(max) = max {
             within.push_str(&format!(" AND budget_minor <= {}", self.sql.arg(max)));
         }
-        self.filter.push(format!(
+        self.uncounted(format!(
             "p.id IN (SELECT project_id FROM project_skills WHERE {within})"
         ));
-        self.counted = false;
-        self.words = None;
-        self.skill = None;
     }
 
     /// Narrows to a word search; `false` when the search has no word (it matches nothing).
@@ -451,11 +453,11 @@ fn visible_with(
 ) -> ListQuery {
     let mut q = Filters::new(f.status, f.project_type.as_deref());
     if let Some(skill) = f.skill.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
-        let budgets = (f.min_budget_minor, f.max_budget_minor);
-        match budgets {
-            (None, None) => q.skill(skill, test),
-            (min, max) if skill_budgets => q.skill_in_budget(skill, min, max),
-            _ => q.skill(skill, test),
+        let (min, max) = (f.min_budget_minor, f.max_budget_minor);
+        if skill_budgets && (min.is_some() || max.is_some()) {
+            q.skill_in_budget(skill, min, max);
+        } else {
+            q.skill(skill, test);
         }
     }
     if let Some(min) = f.min_budget_minor {
