@@ -1758,3 +1758,61 @@ async fn confirm_initial_holds_the_first_payment_and_a_blocked_transfer_waits_fo
         1
     );
 }
+
+/// A database restored to before a transfer was recorded (payout `pending`, no attempt, no
+/// transfer id: what a point-in-time restore leaves when the expert was paid after its target)
+/// must not pay the expert again: the next attempt finds the payment's transfer at the
+/// processor and records it.
+#[actix_web::test]
+async fn a_transfer_the_records_lost_is_found_at_the_processor_not_made_again() {
+    let m = Market::open().await;
+    let d = released(&m, "restored", 100.0).await;
+    let y = wait_payment(&m, d.first_payment, "transferred", |y| {
+        y["payout_status"] == "transferred"
+    })
+    .await;
+    let transfer = y["processor_transfer_id"].as_str().unwrap().to_owned();
+    let calls = sandbox_ledger(&m).await["calls"]["transfer"].clone();
+    // Its `transfer.created` applied, as it was before the restore point.
+    poll(&m, "transfer.created applied", || async {
+        let applied = m
+            .count(
+                "SELECT COUNT(*) FROM processor_events
+                 WHERE type = 'transfer.created' AND processed_at IS NOT NULL AND $1 = $1",
+                0,
+            )
+            .await;
+        (applied == 1).then_some(())
+    })
+    .await;
+
+    sql(
+        &m,
+        "UPDATE payments SET payout_status = $1, processor_transfer_id = NULL,
+             transfer_attempt_at = NULL WHERE id = $2",
+        "pending",
+        d.first_payment,
+    )
+    .await;
+    let r = m
+        .as_admin(
+            Method::POST,
+            &format!("/api/payments/retry-transfer/{}", d.first_payment),
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let y = json(r).await;
+    assert_eq!(y["payout_status"], "transferred");
+    assert_eq!(
+        y["processor_transfer_id"],
+        transfer.as_str(),
+        "the same transfer"
+    );
+
+    let ledger = sandbox_ledger(&m).await;
+    assert_eq!(transfers_of(&ledger, d.first_payment).len(), 1, "paid once");
+    assert_eq!(ledger["calls"]["transfer"], calls, "no transfer asked for");
+    assert!(ledger["calls"]["list_transfers"].as_i64().unwrap() >= 1);
+    m.app.stop().await;
+}

@@ -720,3 +720,117 @@ async fn the_document_describes_the_header_where_it_applies() {
     }
     app.stop().await;
 }
+
+/// A switchover as the service sees it (PostgreSQL only): the server drops every connection and
+/// comes back read-only, then drops them again and comes back writable. A keyed write during
+/// the read-only stretch is refused 503 with `Retry-After` (never 500), nothing of it applied and
+/// no answer kept under its key; the same request retried after the switch is applied once.
+#[actix_web::test]
+async fn a_write_refused_during_a_switchover_is_applied_once_by_its_retry() {
+    let Ok(server) = std::env::var("TEST_DATABASE_URL") else {
+        return;
+    };
+    let m = Market::open().await;
+    let company = m.company("switchco").await;
+    let body = project("Across the switch");
+    let database: String = {
+        let mut conn = m.app.db.conn().await.unwrap();
+        marketplace::on_exec!(conn.exec(), c =>
+            sqlx::query_scalar("SELECT current_database()").fetch_one(c).await)
+        .unwrap()
+    };
+    // The server's side of the switch: its setting for new sessions, then every session of the
+    // database cut (the service's pool and its probe make new ones).
+    let switch = |read_only: bool| {
+        let (server, database) = (server.clone(), database.clone());
+        async move {
+            use sqlx::Connection as _;
+            let mut admin = sqlx::PgConnection::connect(&server).await.unwrap();
+            let setting = if read_only { "on" } else { "DEFAULT" };
+            // The database's name is the harness's own (`test_…`), not input.
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "ALTER DATABASE \"{database}\" SET default_transaction_read_only = {setting}"
+            )))
+            .execute(&mut admin)
+            .await
+            .unwrap();
+            sqlx::query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                 WHERE datname = $1 AND pid <> pg_backend_pid()",
+            )
+            .bind(&database)
+            .execute(&mut admin)
+            .await
+            .unwrap();
+        }
+    };
+
+    switch(true).await;
+    let mut refused = 0;
+    for _ in 0..5 {
+        let r = keyed(
+            &m.app,
+            &company,
+            Method::POST,
+            "/api/projects/",
+            Some(&body),
+            "switch-1",
+        )
+        .await;
+        assert_eq!(
+            r.status(),
+            StatusCode::SERVICE_UNAVAILABLE,
+            "refused, not failed"
+        );
+        assert!(r.headers().contains_key("retry-after"));
+        assert_eq!(json(r).await["code"], "SERVICE_UNAVAILABLE");
+        refused += 1;
+    }
+    assert_eq!(projects_of(&m.app, &company).await, 0, "nothing applied");
+    assert_eq!(
+        kept(&m.app, company.id, "switch-1").await,
+        None,
+        "no answer kept"
+    );
+
+    switch(false).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let first = loop {
+        let r = keyed(
+            &m.app,
+            &company,
+            Method::POST,
+            "/api/projects/",
+            Some(&body),
+            "switch-1",
+        )
+        .await;
+        if r.status() != StatusCode::SERVICE_UNAVAILABLE {
+            break r;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "writable again within 5 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        first.status(),
+        StatusCode::CREATED,
+        "after {refused} refusals"
+    );
+    let id = json(first).await["id"].clone();
+    let again = keyed(
+        &m.app,
+        &company,
+        Method::POST,
+        "/api/projects/",
+        Some(&body),
+        "switch-1",
+    )
+    .await;
+    assert!(replayed(&again), "the kept answer");
+    assert_eq!(json(again).await["id"], id);
+    assert_eq!(projects_of(&m.app, &company).await, 1, "applied once");
+    m.app.stop().await;
+}

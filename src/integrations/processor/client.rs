@@ -282,6 +282,20 @@ impl ProcessorClient {
         self.get(&id_path("/v1/transfers", id, "")?, &[]).await
     }
 
+    /// The transfers of `transfer_group`, newest first: at most 100, the processor's page.
+    pub async fn list_transfers(
+        &self,
+        transfer_group: &str,
+    ) -> Result<Vec<Transfer>, ProcessorError> {
+        let list: List<Transfer> = self
+            .get(
+                "/v1/transfers",
+                &[("transfer_group", transfer_group), ("limit", "100")],
+            )
+            .await?;
+        Ok(list.data)
+    }
+
     pub async fn create_transfer_reversal(
         &self,
         transfer: &str,

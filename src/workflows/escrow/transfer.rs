@@ -8,7 +8,7 @@ use serde_json::json;
 use super::*;
 use crate::domain::payment::{PaymentStatus, PayoutStatus};
 use crate::domain::profile::ConnectStatus;
-use crate::integrations::processor::CreateTransfer;
+use crate::integrations::processor::{CreateTransfer, ProcessorError, Transfer};
 use crate::state::AppState;
 use crate::store::milestones;
 use crate::store::payments::{self, Payment, ReleasedFrom, Split};
@@ -83,9 +83,9 @@ pub(crate) async fn transfer(state: &AppState, y: Payment) -> FlowResult<Payment
     // unknown) replays at the processor; a new attempt after a known failure gets a new time.
     // Milliseconds, so two deliberate attempts within a second still differ.
     let mut attempt = y.transfer_attempt_at.unwrap_or(now);
-    if metadata["transfer_failed_attempt"] == json!(attempt.timestamp_millis())
-        || y.transfer_attempt_at.is_none()
-    {
+    let mut new_attempt = metadata["transfer_failed_attempt"] == json!(attempt.timestamp_millis())
+        || y.transfer_attempt_at.is_none();
+    if new_attempt {
         let after_previous = attempt + chrono::Duration::milliseconds(1);
         attempt = if now > after_previous {
             now
@@ -104,30 +104,51 @@ pub(crate) async fn transfer(state: &AppState, y: Payment) -> FlowResult<Payment
                         && current.payout_status == PayoutStatus::Pending =>
                 {
                     attempt = theirs;
+                    new_attempt = false;
                 }
                 _ => return Ok(current),
             }
         }
     }
     drop(conn);
-    let mut meta = BTreeMap::new();
-    meta.insert("payment_id".to_owned(), y.id.to_string());
-    meta.insert("project_id".to_owned(), y.project_id.to_string());
-    let made = state
-        .processor
-        .client
-        .create_transfer(
-            &CreateTransfer {
-                amount: y.expert_amount_minor.unwrap_or(0),
-                currency: y.currency.clone(),
-                destination,
-                transfer_group: Some(format!("project_{}", y.project_id)),
-                source_transaction: None,
-                metadata: meta,
-            },
-            &format!("transfer_{}_{}", y.id, attempt.timestamp_millis()),
-        )
-        .await;
+    let group = format!("project_{}", y.project_id);
+    // A new key could pay the expert twice where the money already went under an attempt our
+    // records lost: a database restored to before the transfer was recorded, or an attempt
+    // whose answer never came and was counted as failed. So a new attempt first asks the
+    // processor for a transfer of this payment and records it instead of making another.
+    let earlier = if new_attempt {
+        made_earlier(state, &y, &group).await
+    } else {
+        Ok(None)
+    };
+    let made = match earlier {
+        Ok(Some(t)) => {
+            tracing::warn!(payment_id = y.id, transfer = %t.id,
+                "the processor already holds this payment's transfer: recorded, not made again");
+            Ok(t)
+        }
+        Ok(None) => {
+            let mut meta = BTreeMap::new();
+            meta.insert("payment_id".to_owned(), y.id.to_string());
+            meta.insert("project_id".to_owned(), y.project_id.to_string());
+            state
+                .processor
+                .client
+                .create_transfer(
+                    &CreateTransfer {
+                        amount: y.expert_amount_minor.unwrap_or(0),
+                        currency: y.currency.clone(),
+                        destination,
+                        transfer_group: Some(group),
+                        source_transaction: None,
+                        metadata: meta,
+                    },
+                    &format!("transfer_{}_{}", y.id, attempt.timestamp_millis()),
+                )
+                .await
+        }
+        Err(error) => Err(error),
+    };
     let mut tx = state.db.begin().await?;
     if let Some(obj) = metadata.as_object_mut() {
         obj.remove("transfer_blocked");
@@ -153,6 +174,31 @@ pub(crate) async fn transfer(state: &AppState, y: Payment) -> FlowResult<Payment
     }
     tx.commit().await?;
     load(state, y.id).await
+}
+
+/// The transfer of payment `y` the processor already made, if any: one of its group naming the
+/// payment in its metadata, not reversed, and not one whose failure the payment recorded.
+async fn made_earlier(
+    state: &AppState,
+    y: &Payment,
+    group: &str,
+) -> Result<Option<Transfer>, ProcessorError> {
+    let failed = y.payment_metadata.0["failed_transfers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let payment_id = y.id.to_string();
+    Ok(state
+        .processor
+        .client
+        .list_transfers(group)
+        .await?
+        .into_iter()
+        .find(|t| {
+            t.metadata.get("payment_id") == Some(&payment_id)
+                && !t.reversed
+                && !failed.contains(&json!(t.id))
+        }))
 }
 
 /// `POST /api/payments/retry-transfer/{id}` (administrators): a `released` payment with

@@ -40,6 +40,7 @@ pub(crate) fn routes(cfg: &mut web::ServiceConfig) {
         .route("/v1/refunds", web::post().to(create_refund))
         .route("/v1/refunds/{id}", web::get().to(retrieve_refund))
         .route("/v1/transfers", web::post().to(create_transfer))
+        .route("/v1/transfers", web::get().to(list_transfers))
         .route("/v1/transfers/{id}", web::get().to(retrieve_transfer))
         .route(
             "/v1/transfers/{id}/reversals",
@@ -289,6 +290,14 @@ async fn create_transfer(data: Data, req: HttpRequest, body: web::Bytes) -> Http
     let params = form(&body);
     data.call(&req, Operation::Transfer, &params, |s| {
         s.create_transfer(&params)
+    })
+    .await
+}
+
+async fn list_transfers(data: Data, req: HttpRequest) -> HttpResponse {
+    let params = query(&req);
+    data.call(&req, Operation::ListTransfers, &params, |s| {
+        s.list_transfers(&params)
     })
     .await
 }

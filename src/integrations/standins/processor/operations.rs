@@ -828,6 +828,40 @@ impl State {
     }
 
     /// `GET /v1/payment_methods?customer=…&type=card`.
+    /// The transfers of a `transfer_group` (all of them without one), newest first, as the
+    /// real list does; up to `limit` (10 by default, at most 100).
+    pub(crate) fn list_transfers(&self, params: &FormParams) -> Result<Value, SandboxError> {
+        let group = optional(params, "transfer_group");
+        let limit = match amount(params, "limit")? {
+            None => 10,
+            Some(n) if n <= 100 => n as usize,
+            Some(_) => {
+                return Err(SandboxError::invalid_param(
+                    "limit",
+                    "parameter_invalid_integer",
+                    "This value must be less than or equal to 100.",
+                ));
+            }
+        };
+        let mut matching: Vec<_> = self
+            .transfers
+            .iter()
+            .filter(|t| group.is_none() || t.transfer_group.as_deref() == group)
+            .collect();
+        matching.sort_by(|a, b| b.created.cmp(&a.created).then_with(|| b.id.cmp(&a.id)));
+        let data: Vec<Value> = matching
+            .iter()
+            .take(limit)
+            .map(|t| self.transfer_json(&t.id))
+            .collect();
+        Ok(json!({
+            "object": "list",
+            "data": data,
+            "has_more": matching.len() > limit,
+            "url": "/v1/transfers",
+        }))
+    }
+
     pub(crate) fn list_payment_methods(&self, params: &FormParams) -> Result<Value, SandboxError> {
         let customer = required(params, "customer")?;
         if self.customers.get(customer).is_none() {

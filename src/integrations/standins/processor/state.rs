@@ -45,6 +45,7 @@ pub enum Operation {
     RetrieveRefund,
     Transfer,
     RetrieveTransfer,
+    ListTransfers,
     TransferReversal,
     CreateAccount,
     RetrieveAccount,
@@ -61,7 +62,7 @@ pub enum Operation {
 }
 
 impl Operation {
-    pub const ALL: [Operation; 23] = [
+    pub const ALL: [Operation; 24] = [
         Self::CreatePaymentIntent,
         Self::RetrievePaymentIntent,
         Self::ConfirmPaymentIntent,
@@ -72,6 +73,7 @@ impl Operation {
         Self::RetrieveRefund,
         Self::Transfer,
         Self::RetrieveTransfer,
+        Self::ListTransfers,
         Self::TransferReversal,
         Self::CreateAccount,
         Self::RetrieveAccount,
@@ -100,6 +102,7 @@ impl Operation {
             Self::RetrieveRefund => "retrieve_refund",
             Self::Transfer => "transfer",
             Self::RetrieveTransfer => "retrieve_transfer",
+            Self::ListTransfers => "list_transfers",
             Self::TransferReversal => "transfer_reversal",
             Self::CreateAccount => "create_account",
             Self::RetrieveAccount => "retrieve_account",

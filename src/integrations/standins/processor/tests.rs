@@ -256,6 +256,44 @@ fn transfers_draw_on_the_available_balance_and_reversals_give_it_back() {
 }
 
 #[test]
+fn transfers_are_listed_by_group_newest_first() {
+    let mut s = state();
+    let acct = account(&mut s);
+    s.available = 1000;
+    let mut made = Vec::new();
+    for group in ["project_1", "project_2", "project_1"] {
+        let t = s
+            .create_transfer(&params(&format!(
+                "amount=10&currency=eur&destination={acct}&transfer_group={group}"
+            )))
+            .unwrap();
+        made.push(t["id"].as_str().unwrap().to_owned());
+    }
+    let ids = |list: &Value| -> Vec<String> {
+        list["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let of_one = s
+        .list_transfers(&params("transfer_group=project_1"))
+        .unwrap();
+    let mut expected = vec![made[0].clone(), made[2].clone()];
+    let mut listed = ids(&of_one);
+    listed.sort();
+    expected.sort();
+    assert_eq!(listed, expected);
+    assert_eq!(of_one["has_more"], false);
+    let page = s.list_transfers(&params("limit=2")).unwrap();
+    assert_eq!(ids(&page).len(), 2);
+    assert_eq!(page["has_more"], true);
+    let refused = s.list_transfers(&params("limit=101")).unwrap_err();
+    assert_eq!(refused.code.as_deref(), Some("parameter_invalid_integer"));
+}
+
+#[test]
 fn source_transaction_transfers_use_the_charge_even_while_pending() {
     let mut s = state();
     let acct = account(&mut s);
