@@ -1759,10 +1759,12 @@ async fn confirm_initial_holds_the_first_payment_and_a_blocked_transfer_waits_fo
     );
 }
 
-/// A database restored to before a transfer was recorded (payout `pending`, no attempt, no
-/// transfer id: what a point-in-time restore leaves when the expert was paid after its target)
-/// must not pay the expert again: the next attempt finds the payment's transfer at the
-/// processor and records it.
+/// A database restored to before a release was recorded: the payment `held` again while the
+/// processor holds its capture and its transfer (what a point-in-time restore leaves when the
+/// release came after its target). The company's approval replayed releases it again under a
+/// new attempt time, a new key; the expert must not be paid twice: the attempt finds the
+/// payment's transfer at the processor and records it. The same for an administrator's retry
+/// of a payout whose record was lost.
 #[actix_web::test]
 async fn a_transfer_the_records_lost_is_found_at_the_processor_not_made_again() {
     let m = Market::open().await;
@@ -1785,7 +1787,48 @@ async fn a_transfer_the_records_lost_is_found_at_the_processor_not_made_again() 
         (applied == 1).then_some(())
     })
     .await;
+    let paid_once = |ledger: &Value| {
+        assert_eq!(transfers_of(ledger, d.first_payment).len(), 1, "paid once");
+        assert_eq!(ledger["calls"]["transfer"], calls, "no transfer asked for");
+    };
 
+    // Restored to before the release.
+    sql(
+        &m,
+        "UPDATE payments SET status = $1, payout_status = 'pending', processor_transfer_id = NULL,
+             transfer_attempt_at = NULL, released_at = NULL WHERE id = $2",
+        "held",
+        d.first_payment,
+    )
+    .await;
+    sql(
+        &m,
+        "UPDATE milestones SET status = $1
+         WHERE id = (SELECT milestone_id FROM payments WHERE id = $2)",
+        "pending",
+        d.first_payment,
+    )
+    .await;
+    let r = m
+        .send(
+            &d.company,
+            Method::POST,
+            "/api/payments/release",
+            Some(j!({"payment_id": d.first_payment})),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let y = payment(&m, d.first_payment).await;
+    assert_eq!(y["status"], "released");
+    assert_eq!(y["payout_status"], "transferred");
+    assert_eq!(
+        y["processor_transfer_id"],
+        transfer.as_str(),
+        "the same transfer"
+    );
+    paid_once(&sandbox_ledger(&m).await);
+
+    // Restored to between the release and its transfer's record.
     sql(
         &m,
         "UPDATE payments SET payout_status = $1, processor_transfer_id = NULL,
@@ -1809,10 +1852,8 @@ async fn a_transfer_the_records_lost_is_found_at_the_processor_not_made_again() 
         transfer.as_str(),
         "the same transfer"
     );
-
     let ledger = sandbox_ledger(&m).await;
-    assert_eq!(transfers_of(&ledger, d.first_payment).len(), 1, "paid once");
-    assert_eq!(ledger["calls"]["transfer"], calls, "no transfer asked for");
-    assert!(ledger["calls"]["list_transfers"].as_i64().unwrap() >= 1);
+    paid_once(&ledger);
+    assert!(ledger["calls"]["list_transfers"].as_i64().unwrap() >= 2);
     m.app.stop().await;
 }

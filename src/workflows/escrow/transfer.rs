@@ -83,9 +83,9 @@ pub(crate) async fn transfer(state: &AppState, y: Payment) -> FlowResult<Payment
     // unknown) replays at the processor; a new attempt after a known failure gets a new time.
     // Milliseconds, so two deliberate attempts within a second still differ.
     let mut attempt = y.transfer_attempt_at.unwrap_or(now);
-    let mut new_attempt = metadata["transfer_failed_attempt"] == json!(attempt.timestamp_millis())
-        || y.transfer_attempt_at.is_none();
-    if new_attempt {
+    if metadata["transfer_failed_attempt"] == json!(attempt.timestamp_millis())
+        || y.transfer_attempt_at.is_none()
+    {
         let after_previous = attempt + chrono::Duration::milliseconds(1);
         attempt = if now > after_previous {
             now
@@ -104,7 +104,6 @@ pub(crate) async fn transfer(state: &AppState, y: Payment) -> FlowResult<Payment
                         && current.payout_status == PayoutStatus::Pending =>
                 {
                     attempt = theirs;
-                    new_attempt = false;
                 }
                 _ => return Ok(current),
             }
@@ -112,15 +111,11 @@ pub(crate) async fn transfer(state: &AppState, y: Payment) -> FlowResult<Payment
     }
     drop(conn);
     let group = format!("project_{}", y.project_id);
-    // A new key could pay the expert twice where the money already went under an attempt our
-    // records lost: a database restored to before the transfer was recorded, or an attempt
-    // whose answer never came and was counted as failed. So a new attempt first asks the
-    // processor for a transfer of this payment and records it instead of making another.
-    let earlier = if new_attempt {
-        made_earlier(state, &y, &group).await
-    } else {
-        Ok(None)
-    };
+    // A key is only as good as the records that name it: a database restored to before the
+    // transfer was recorded releases again under a new attempt time (a new key), and so does
+    // a new attempt after one whose answer never came. So every attempt first asks the
+    // processor for a transfer of this payment, and records it instead of making another.
+    let earlier = made_earlier(state, &y, &group).await;
     let made = match earlier {
         Ok(Some(t)) => {
             tracing::warn!(payment_id = y.id, transfer = %t.id,
