@@ -93,6 +93,12 @@ impl Availability {
         let _ = watching.wait_for(|away| *away).await;
     }
 
+    /// Resolves when a probe finds the dependency answering (at once if it does).
+    pub async fn back(&self) {
+        let mut watching = self.away.subscribe();
+        let _ = watching.wait_for(|away| !*away).await;
+    }
+
     /// `(outages, refusals)` so far, for `/metrics`.
     pub fn counts(&self) -> (u64, u64) {
         (

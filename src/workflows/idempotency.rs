@@ -76,6 +76,7 @@ pub async fn start(
 /// else the key let go. A failure here is logged, never the request's: the key then waits
 /// out its lease, and a retry is told what it finds.
 pub async fn finish(state: &AppState, claim: &Claim, answer: Option<Answer<'_>>) {
+    let letting_go = answer.is_none();
     let settled = match answer {
         Some(answer) => keys::keep_answer(&state.db, claim, &answer)
             .await
@@ -84,6 +85,44 @@ pub async fn finish(state: &AppState, claim: &Claim, answer: Option<Answer<'_>>)
     };
     if let Err(error) = settled {
         tracing::warn!(%error, key_id = claim.id, "could not settle an idempotency key");
+        // The database went away under the run (a failover): the client was told 503 with
+        // `Retry-After`, and its retry would be refused `IDEMPOTENCY_KEY_IN_USE` for the rest
+        // of the lease. So the key is let go as soon as the database answers again.
+        if letting_go && error.is_unavailable() {
+            tokio::spawn(release_when_back(state.clone(), claim.clone()));
+        }
+    }
+}
+
+/// How long [`release_when_back`] keeps trying: past the lease, a retry takes the key over
+/// anyway (and the release, made for the run's own name, then deletes nothing).
+const RELEASE_RETRIES: [std::time::Duration; 7] = {
+    use std::time::Duration;
+    [
+        Duration::from_millis(250),
+        Duration::from_millis(500),
+        Duration::from_secs(1),
+        Duration::from_secs(2),
+        Duration::from_secs(4),
+        Duration::from_secs(8),
+        Duration::from_secs(16),
+    ]
+};
+
+/// Lets `claim`'s key go once the database's probe finds it back, trying again a few times.
+async fn release_when_back(state: AppState, claim: Claim) {
+    for pause in RELEASE_RETRIES {
+        let _ = tokio::time::timeout(pause, state.db.availability().back()).await;
+        match keys::release(&state.db, &claim).await {
+            Ok(()) => {
+                tracing::info!(
+                    key_id = claim.id,
+                    "idempotency key let go after the database came back"
+                );
+                return;
+            }
+            Err(_) => tokio::time::sleep(pause).await,
+        }
     }
 }
 

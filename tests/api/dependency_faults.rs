@@ -352,3 +352,46 @@ async fn a_write_refused_by_a_read_only_server_counts_as_the_database_away() {
     .into();
     assert!(refused.is_unavailable(), "{refused}");
 }
+
+/// A keyed request whose run loses the database (a failover under way) is answered 503, and its
+/// key cannot be let go then: it is let go as soon as the probe finds the database back, so the
+/// client's retry after `Retry-After` runs instead of being refused `IDEMPOTENCY_KEY_IN_USE` for
+/// the rest of the lease.
+#[actix_web::test]
+async fn a_key_held_when_postgres_went_away_is_let_go_once_it_is_back() {
+    let Ok(admin_url) = std::env::var("TEST_DATABASE_URL") else {
+        return;
+    };
+    let database_url = super::helpers::fresh_postgres_database(&admin_url).await;
+    let mut url = url::Url::parse(&database_url).unwrap();
+    let target = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap_or(5432));
+    let relay = Relay::start(target).await;
+    url.set_port(Some(relay.port)).unwrap();
+    let app = spawn_app_with(&[("DATABASE_URL", url.as_str())]).await;
+    let ana = register(&app, "ana", &["empresa"]).await;
+    let database = app.db.availability().clone();
+    let state = &app.state;
+    let claim = match marketplace::workflows::idempotency::start(state, ana.id, "k-away", "f")
+        .await
+        .unwrap()
+    {
+        marketplace::workflows::idempotency::Start::Run(claim) => claim,
+        _ => panic!("a fresh key runs"),
+    };
+    let held = || async {
+        let mut conn = app.db.conn().await.unwrap();
+        marketplace::on_exec!(conn.exec(), c => sqlx::query_scalar::<_, i64>(
+            "SELECT COUNT(*) FROM idempotency_keys WHERE idempotency_key = 'k-away'")
+            .fetch_one(c).await)
+        .unwrap()
+    };
+    assert_eq!(held().await, 1);
+
+    relay.cut().await;
+    until("the probe finds PostgreSQL away", || database.is_away()).await;
+    marketplace::workflows::idempotency::finish(state, &claim, None).await;
+    relay.restore().await;
+    until("the probe finds PostgreSQL back", || !database.is_away()).await;
+    until_async(|| async { held().await == 0 }).await;
+    app.stop().await;
+}
