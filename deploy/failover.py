@@ -670,22 +670,6 @@ def log_errors(path, n=10):
 
 # --- the run ---------------------------------------------------------------------------------
 
-def service_env(port, data, db_url, redis, sandbox, keys):
-    return {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "DATA_DIR": data, "BIND_ADDR": f"127.0.0.1:{port}",
-        "DATABASE_URL": db_url, "DATABASE_MAX_CONNECTIONS": "10",
-        "REDIS_URL": f"redis://127.0.0.1:{redis.port}", "CACHE_PREFIX": "failover:",
-        "PROCESSOR_API_BASE": sandbox.url, **keys,
-        "JWT_SECRET": secrets.token_hex(32), "FRONTEND_URL": "http://frontend.test",
-        # Limits far above the drill's pace: a 429 would be a failure, not the point.
-        "RATE_LIMIT_PER_MINUTE": "1000000", "CHAT_MESSAGES_PER_MINUTE": "1000000",
-        "LOGIN_RATE_LIMIT_MAX_ATTEMPTS_PER_USER": "1000", "LOGIN_RATE_LIMIT_MAX_ATTEMPTS_PER_IP": "100000",
-        "BCRYPT_COST": "4", "WORKERS": "4", "SHUTDOWN_DRAIN_SECONDS": "0", "SHUTDOWN_TIMEOUT_SECONDS": "5",
-        # The migrations ran before (`marketplace migrate`), as in production.
-        "MIGRATE_ON_START": "false", "RUST_LOG": "warn",
-    }
-
-
 def pg_root_for(workdir):
     """A folder the postgres user can reach and own for the nodes' files: in the workdir when every
     folder above it lets postgres through, else a folder of its own in /tmp."""
@@ -826,18 +810,13 @@ def run_drill(args, procs, started):
     redis.start()
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    keys = {"PROCESSOR_SECRET_KEY": f"sk_test_{secrets.token_hex(16)}",
-            "PROCESSOR_WEBHOOK_SECRET": f"whsec_{secrets.token_hex(16)}"}
-    sandbox = faults.Sandbox(procs, args.workdir, args.bin,
-                             {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "RUST_LOG": "warn",
-                              "DATA_DIR": args.workdir, **keys},
-                             f"{base}/api/payments/webhooks/processor")
+    sandbox = faults.Sandbox(procs, args.workdir, args.bin, f"{base}/api/payments/webhooks/processor")
     sandbox.start()
     for dep in (redis, sandbox):
         wait_until(f"{dep.name} to answer", dep.answers, 30)
     data = os.path.join(args.workdir, "service")
     os.makedirs(data, exist_ok=True)
-    env = service_env(port, data, db_url, redis, sandbox, keys)
+    env = faults.service_env(port, data, db_url, redis, sandbox, "failover:")
     subprocess.run([args.bin, "migrate"], env=env, cwd=data, check=True, capture_output=True, text=True)
     seeded = ""
     if args.size:

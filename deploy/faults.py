@@ -345,9 +345,14 @@ class Sandbox:
 
     name = "processor"
 
-    def __init__(self, children, workdir, binary, env, webhook_url):
+    def __init__(self, children, workdir, binary, webhook_url):
         self.children, self.workdir, self.binary = children, workdir, binary
-        self.env, self.webhook_url = env, webhook_url
+        # Keys of the drill's own, shared with the service (`service_env`).
+        self.keys = {"PROCESSOR_SECRET_KEY": f"sk_test_{secrets.token_hex(16)}",
+                     "PROCESSOR_WEBHOOK_SECRET": f"whsec_{secrets.token_hex(16)}"}
+        self.env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "RUST_LOG": "warn",
+                    "DATA_DIR": workdir, **self.keys}
+        self.webhook_url = webhook_url
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = None
@@ -931,13 +936,14 @@ def log_errors(path, n=10):
 
 # --- the run ---------------------------------------------------------------------------------
 
-def service_env(port, data, postgres, redis, smtp, sandbox, keys):
+def service_env(port, data, db_url, redis, sandbox, prefix, extra=None):
+    """The environment of a drill's instance: its own database, Redis (keys under `prefix`) and
+    processor sandbox, limits far above a drill's pace. Shared by the drills beside this one."""
     return {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "DATA_DIR": data, "BIND_ADDR": f"127.0.0.1:{port}",
-        "DATABASE_URL": postgres.url, "DATABASE_MAX_CONNECTIONS": "10",
-        "REDIS_URL": f"redis://127.0.0.1:{redis.port}", "CACHE_PREFIX": "faults:",
-        "SMTP_URL": f"smtp://127.0.0.1:{smtp.port}", "MAIL_FROM": "Marketplace <no-reply@example.com>",
-        "PROCESSOR_API_BASE": sandbox.url, **keys,
+        "DATABASE_URL": db_url, "DATABASE_MAX_CONNECTIONS": "10",
+        "REDIS_URL": f"redis://127.0.0.1:{redis.port}", "CACHE_PREFIX": prefix,
+        "PROCESSOR_API_BASE": sandbox.url, **sandbox.keys,
         "JWT_SECRET": secrets.token_hex(32), "FRONTEND_URL": "http://frontend.test",
         # Limits far above the drill's pace: a 429 would be a failure, not the point.
         "RATE_LIMIT_PER_MINUTE": "1000000", "CHAT_MESSAGES_PER_MINUTE": "1000000",
@@ -945,6 +951,7 @@ def service_env(port, data, postgres, redis, smtp, sandbox, keys):
         "BCRYPT_COST": "4", "WORKERS": "4", "SHUTDOWN_DRAIN_SECONDS": "0", "SHUTDOWN_TIMEOUT_SECONDS": "5",
         # The migrations ran before (`marketplace migrate`), as in production.
         "MIGRATE_ON_START": "false", "RUST_LOG": "warn",
+        **(extra or {}),
     }
 
 
@@ -963,18 +970,15 @@ def run(args):
         smtp.start()
         port = free_port()
         base = f"http://127.0.0.1:{port}"
-        keys = {"PROCESSOR_SECRET_KEY": f"sk_test_{secrets.token_hex(16)}",
-                "PROCESSOR_WEBHOOK_SECRET": f"whsec_{secrets.token_hex(16)}"}
-        sandbox = Sandbox(children, args.workdir, args.bin,
-                          {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "RUST_LOG": "warn",
-                           "DATA_DIR": args.workdir, **keys},
-                          f"{base}/api/payments/webhooks/processor")
+        sandbox = Sandbox(children, args.workdir, args.bin, f"{base}/api/payments/webhooks/processor")
         sandbox.start()
         for dep in (redis, smtp, sandbox):
             wait_until(f"{dep.name} to answer", dep.answers, 30)
         data = os.path.join(args.workdir, "service")
         os.makedirs(data, exist_ok=True)
-        env = service_env(port, data, postgres, redis, smtp, sandbox, keys)
+        env = service_env(port, data, postgres.url, redis, sandbox, "faults:",
+                          {"SMTP_URL": f"smtp://127.0.0.1:{smtp.port}",
+                           "MAIL_FROM": "Marketplace <no-reply@example.com>"})
         admin_password = "Aa1!" + secrets.token_hex(8)
         for argv in (["migrate"], ["create-admin", "--email", "faultsadmin@example.com", "--username",
                                    "faultsadmin", "--password", admin_password]):

@@ -469,20 +469,6 @@ def against(rows, ledger):
 
 # --- the run ---------------------------------------------------------------------------------
 
-def service_env(port, data, cl, redis, sandbox, keys):
-    return {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "DATA_DIR": data, "BIND_ADDR": f"127.0.0.1:{port}",
-        "DATABASE_URL": cl.url, "DATABASE_MAX_CONNECTIONS": "10",
-        "REDIS_URL": f"redis://127.0.0.1:{redis.port}", "CACHE_PREFIX": "restore:",
-        "PROCESSOR_API_BASE": sandbox.url, **keys,
-        "JWT_SECRET": secrets.token_hex(32), "FRONTEND_URL": "http://frontend.test",
-        "RATE_LIMIT_PER_MINUTE": "1000000", "LOGIN_RATE_LIMIT_MAX_ATTEMPTS_PER_USER": "1000",
-        "LOGIN_RATE_LIMIT_MAX_ATTEMPTS_PER_IP": "100000", "BCRYPT_COST": "4", "WORKERS": "2",
-        "SHUTDOWN_DRAIN_SECONDS": "0", "SHUTDOWN_TIMEOUT_SECONDS": "5",
-        "MIGRATE_ON_START": "false", "RUST_LOG": "warn",
-    }
-
-
 def iso(ts):
     """A database timestamp (`2026-12-07 16:00:00.123456+00`) as RFC 3339 in UTC."""
     return datetime.datetime.fromisoformat(ts).astimezone(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
@@ -537,16 +523,11 @@ def run(args):
         redis.start()
         port = free_port()
         base = f"http://127.0.0.1:{port}"
-        keys = {"PROCESSOR_SECRET_KEY": f"sk_test_{secrets.token_hex(16)}",
-                "PROCESSOR_WEBHOOK_SECRET": f"whsec_{secrets.token_hex(16)}"}
-        sandbox = faults.Sandbox(children, args.workdir, args.bin,
-                                 {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "RUST_LOG": "warn",
-                                  "DATA_DIR": args.workdir, **keys},
-                                 f"{base}/api/payments/webhooks/processor")
+        sandbox = faults.Sandbox(children, args.workdir, args.bin, f"{base}/api/payments/webhooks/processor")
         sandbox.start()
         data = os.path.join(args.workdir, "service")
         os.makedirs(data, exist_ok=True)
-        env = service_env(port, data, cl, redis, sandbox, keys)
+        env = faults.service_env(port, data, cl.url, redis, sandbox, "restore:")
         subprocess.run([args.bin, "migrate"], env=env, cwd=data, check=True, capture_output=True, text=True)
         if args.size:
             took, held = seed(args, cl, env)
