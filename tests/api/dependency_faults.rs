@@ -272,18 +272,26 @@ impl Relay {
     }
 }
 
+/// An instance on a fresh database of the server at `admin_url`, reached through a [`Relay`].
+async fn behind_relay(admin_url: &str) -> (TestApp, Arc<Relay>) {
+    let database_url = super::helpers::fresh_postgres_database(admin_url).await;
+    let mut url = url::Url::parse(&database_url).unwrap();
+    let target = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap_or(5432));
+    let relay = Relay::start(target).await;
+    url.set_port(Some(relay.port)).unwrap();
+    (
+        spawn_app_with(&[("DATABASE_URL", url.as_str())]).await,
+        relay,
+    )
+}
+
 #[actix_web::test]
 async fn postgres_away_is_refused_at_once_and_nothing_is_half_done() {
     let Ok(admin_url) = std::env::var("TEST_DATABASE_URL") else {
         // The embedded SQLite file cannot go away.
         return;
     };
-    let database_url = super::helpers::fresh_postgres_database(&admin_url).await;
-    let mut url = url::Url::parse(&database_url).unwrap();
-    let target = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap_or(5432));
-    let relay = Relay::start(target).await;
-    url.set_port(Some(relay.port)).unwrap();
-    let app = spawn_app_with(&[("DATABASE_URL", url.as_str())]).await;
+    let (app, relay) = behind_relay(&admin_url).await;
     register(&app, "ana", &["empresa"]).await;
     let token = login(&app, "ana", PASSWORD).await;
     let database = app.db.availability().clone();
@@ -362,12 +370,7 @@ async fn a_key_held_when_postgres_went_away_is_let_go_once_it_is_back() {
     let Ok(admin_url) = std::env::var("TEST_DATABASE_URL") else {
         return;
     };
-    let database_url = super::helpers::fresh_postgres_database(&admin_url).await;
-    let mut url = url::Url::parse(&database_url).unwrap();
-    let target = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap_or(5432));
-    let relay = Relay::start(target).await;
-    url.set_port(Some(relay.port)).unwrap();
-    let app = spawn_app_with(&[("DATABASE_URL", url.as_str())]).await;
+    let (app, relay) = behind_relay(&admin_url).await;
     let ana = register(&app, "ana", &["empresa"]).await;
     let database = app.db.availability().clone();
     let state = &app.state;

@@ -765,10 +765,9 @@ async fn a_write_refused_during_a_switchover_is_applied_once_by_its_retry() {
         }
     };
 
-    switch(true).await;
-    let mut refused = 0;
-    for _ in 0..5 {
-        let r = keyed(
+    // The one request of the test, sent again and again with its key.
+    let post = || {
+        keyed(
             &m.app,
             &company,
             Method::POST,
@@ -776,7 +775,12 @@ async fn a_write_refused_during_a_switchover_is_applied_once_by_its_retry() {
             Some(&body),
             "switch-1",
         )
-        .await;
+    };
+
+    switch(true).await;
+    let mut refused = 0;
+    for _ in 0..5 {
+        let r = post().await;
         assert_eq!(
             r.status(),
             StatusCode::SERVICE_UNAVAILABLE,
@@ -796,15 +800,7 @@ async fn a_write_refused_during_a_switchover_is_applied_once_by_its_retry() {
     switch(false).await;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     let first = loop {
-        let r = keyed(
-            &m.app,
-            &company,
-            Method::POST,
-            "/api/projects/",
-            Some(&body),
-            "switch-1",
-        )
-        .await;
+        let r = post().await;
         if r.status() != StatusCode::SERVICE_UNAVAILABLE {
             break r;
         }
@@ -820,15 +816,7 @@ async fn a_write_refused_during_a_switchover_is_applied_once_by_its_retry() {
         "after {refused} refusals"
     );
     let id = json(first).await["id"].clone();
-    let again = keyed(
-        &m.app,
-        &company,
-        Method::POST,
-        "/api/projects/",
-        Some(&body),
-        "switch-1",
-    )
-    .await;
+    let again = post().await;
     assert!(replayed(&again), "the kept answer");
     assert_eq!(json(again).await["id"], id);
     assert_eq!(projects_of(&m.app, &company).await, 1, "applied once");

@@ -125,6 +125,19 @@ pub fn processor_failure(what: &str, error: &ProcessorError) -> FlowError {
     }
 }
 
+/// The transfers of payment `y` that failed at the processor (`transfer.failed`), as its
+/// metadata records them.
+fn failed_transfers(y: &Payment) -> Vec<String> {
+    y.payment_metadata.0["failed_transfers"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 pub(crate) async fn load(state: &AppState, payment_id: i64) -> FlowResult<Payment> {
     let mut conn = state.db.conn().await?;
     payments::find(conn.exec(), payment_id)

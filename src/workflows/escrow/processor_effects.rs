@@ -188,17 +188,6 @@ pub(crate) async fn on_transfer_created(
     )
 }
 
-fn failed_transfers(y: &Payment) -> Vec<String> {
-    y.payment_metadata.0["failed_transfers"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// `transfer.failed`: payout `failed`, the money back in escrow (`held`), the transfer id
 /// cleared, the expert amount recomputed, the milestone and its delivery back for review,
 /// administrators alerted — naming the next milestone when it was already prepared.

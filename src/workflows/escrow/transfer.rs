@@ -115,8 +115,7 @@ pub(crate) async fn transfer(state: &AppState, y: Payment) -> FlowResult<Payment
     // transfer was recorded releases again under a new attempt time (a new key), and so does
     // a new attempt after one whose answer never came. So every attempt first asks the
     // processor for a transfer of this payment, and records it instead of making another.
-    let earlier = made_earlier(state, &y, &group).await;
-    let made = match earlier {
+    let made = match made_earlier(state, &y, &group).await {
         Ok(Some(t)) => {
             tracing::warn!(payment_id = y.id, transfer = %t.id,
                 "the processor already holds this payment's transfer: recorded, not made again");
@@ -178,10 +177,7 @@ async fn made_earlier(
     y: &Payment,
     group: &str,
 ) -> Result<Option<Transfer>, ProcessorError> {
-    let failed = y.payment_metadata.0["failed_transfers"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let failed = failed_transfers(y);
     let payment_id = y.id.to_string();
     Ok(state
         .processor
@@ -192,7 +188,7 @@ async fn made_earlier(
         .find(|t| {
             t.metadata.get("payment_id") == Some(&payment_id)
                 && !t.reversed
-                && !failed.contains(&json!(t.id))
+                && !failed.contains(&t.id)
         }))
 }
 

@@ -827,9 +827,9 @@ impl State {
         Ok(self.customer_json(&id))
     }
 
-    /// `GET /v1/payment_methods?customer=…&type=card`.
-    /// The transfers of a `transfer_group` (all of them without one), newest first, as the
-    /// real list does; up to `limit` (10 by default, at most 100).
+    /// `GET /v1/transfers?transfer_group=…&limit=…`: the transfers of a group (all of them
+    /// without one), newest first, as the real list does; up to `limit` (10 by default, at
+    /// most 100).
     pub(crate) fn list_transfers(&self, params: &FormParams) -> Result<Value, SandboxError> {
         let group = optional(params, "transfer_group");
         let limit = match amount(params, "limit")? {
@@ -862,6 +862,7 @@ impl State {
         }))
     }
 
+    /// `GET /v1/payment_methods?customer=…&type=card`.
     pub(crate) fn list_payment_methods(&self, params: &FormParams) -> Result<Value, SandboxError> {
         let customer = required(params, "customer")?;
         if self.customers.get(customer).is_none() {
