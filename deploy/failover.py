@@ -43,8 +43,6 @@ binaries; exits 77 (skipped) without them.
 
 import argparse
 import collections
-import http.client
-import json
 import os
 import pwd
 import re
@@ -101,8 +99,6 @@ GONE_BOUND = 2.0
 SWITCH_REQUEST_BOUND = 3.0
 # Every request outside the switch finishes within this.
 BASELINE_BOUND = 1.0
-# A request still unanswered after this is counted as failed.
-CLIENT_TIMEOUT = 10.0
 # A keyed write refused during the switch is sent again with its key until it is answered, for at
 # most this long after the switch...
 IDEMPOTENT_RETRY_SECONDS = 20.0
@@ -209,7 +205,7 @@ class Etcd:
             os.path.join(self.workdir, "etcd.log"))
 
     def answers(self):
-        a = http_call("127.0.0.1", self.port, "GET", "/health", timeout=1)
+        a = faults.send(f"http://127.0.0.1:{self.port}", "GET", "/health", timeout=1)
         return a.status == 200 and isinstance(a.body, dict) and a.body.get("health") == "true"
 
 
@@ -258,7 +254,7 @@ class Node:
                                      user=PG_USER)
 
     def rest(self, method, path, timeout=1.0):
-        return http_call("127.0.0.1", self.api_port, method, path, timeout=timeout)
+        return faults.send(f"http://127.0.0.1:{self.api_port}", method, path, timeout=timeout)
 
     def is_leader(self):
         """Patroni's HAProxy check: `OPTIONS /primary` 200."""
@@ -367,45 +363,6 @@ class Haproxy:
             return []
 
 
-# --- HTTP ------------------------------------------------------------------------------------
-
-def http_call(host, port, method, path, headers=None, body=None, timeout=CLIENT_TIMEOUT):
-    """One exchange on a connection of its own, never retried: a faults.Answer."""
-    data = json.dumps(body).encode() if body is not None else None
-    started = time.monotonic()
-    conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
-    try:
-        conn.request(method, path, body=data, headers=headers or {})
-        resp = conn.getresponse()
-        text = resp.read().decode(errors="replace")
-        try:
-            parsed = json.loads(text) if text else None
-        except ValueError:
-            parsed = text
-        return faults.Answer(resp.status, {k.lower(): v for k, v in resp.getheaders()}, parsed,
-                             took=time.monotonic() - started)
-    except socket.timeout:
-        return faults.Answer(error="timeout", took=time.monotonic() - started)
-    except (OSError, http.client.HTTPException) as e:
-        return faults.Answer(error=type(e).__name__, took=time.monotonic() - started)
-    finally:
-        conn.close()
-
-
-def send(base, method, path, who=None, body=None, key=None):
-    """A request to the service as `who`; `key` is an Idempotency-Key (a new one when True)."""
-    host, port = base.split("//")[1].split(":")
-    headers = {"Content-Type": "application/json"}
-    if who:
-        headers["Authorization"] = f"Bearer {who.token}"
-        if who.csrf:
-            headers["Cookie"] = f"csrf_token={who.csrf}"
-            headers["X-CSRF-Token"] = who.csrf
-    if key:
-        headers["Idempotency-Key"] = str(uuid.uuid4()) if key is True else key
-    return http_call(host, port, method, path, headers, body)
-
-
 # --- the clients -----------------------------------------------------------------------------
 
 Record = collections.namedtuple("Record", "kind start end outcome detail")
@@ -434,7 +391,7 @@ class Drill:
         start = time.monotonic()
         if key is None:
             key = method != "GET" and not path.startswith("/api/auth/")
-        a = send(self.base, method, path, who, body, key)
+        a = faults.send(self.base, method, path, who and who.token, who and who.csrf, body, key=key)
         end = time.monotonic()
         outcome, detail = faults.classify(a, expected)
         with self.lock:
@@ -559,8 +516,8 @@ def retry_keyed(drill, limit):
     while pending:
         later = []
         for entry in pending:
-            a = send(drill.base, "POST", f"/api/chat/{project}", expert, {"content": entry["content"]},
-                     entry["key"])
+            a = faults.send(drill.base, "POST", f"/api/chat/{project}", expert.token, expert.csrf,
+                            {"content": entry["content"]}, key=entry["key"])
             entry["retries"].append((time.monotonic(), answer_text(a)))
             if a.status is not None and 200 <= a.status < 300:
                 entry["retried_id"] = a.body.get("id") if isinstance(a.body, dict) else None
@@ -837,7 +794,7 @@ def run_drill(args, procs, started):
                    env=env, cwd=data, check=True, capture_output=True, text=True)
     service = procs.start([args.bin, "serve"], os.path.join(args.workdir, "service.log"), env=env, cwd=data)
     args.service = service
-    wait_until("the service to be ready", lambda: send(base, "GET", "/ready").status == 200, 60)
+    wait_until("the service to be ready", lambda: faults.send(base, "GET", "/ready").status == 200, 60)
     log(f"service on {base} through HAProxy {haproxy.port}; Redis on {redis.port}, sandbox on {sandbox.port}")
 
     token = faults.api(base, "POST", "/api/auth/login",
@@ -916,7 +873,7 @@ def run_drill(args, procs, started):
     time.sleep(AFTER_SECONDS)
     drill.stop.set()
     for t in threads:
-        t.join(CLIENT_TIMEOUT + 5)
+        t.join(faults.CLIENT_TIMEOUT + 5)
     t_end = time.monotonic()
     service_alive = service.poll() is None
     routed_after = haproxy.routes_to()

@@ -118,7 +118,8 @@ class Answer:
 
 
 def send(base, method, path, token=None, csrf=None, body=None, key=False, timeout=CLIENT_TIMEOUT):
-    """One request on a connection of its own, never retried."""
+    """One request on a connection of its own, never retried. `key`: its Idempotency-Key, a
+    new one when True. Shared by the drills beside this one."""
     host, port = base.split("//")[1].split(":")
     headers = {"Content-Type": "application/json"}
     if token:
@@ -127,7 +128,7 @@ def send(base, method, path, token=None, csrf=None, body=None, key=False, timeou
         headers["Cookie"] = f"csrf_token={csrf}"
         headers["X-CSRF-Token"] = csrf
     if key:
-        headers["Idempotency-Key"] = str(uuid.uuid4())
+        headers["Idempotency-Key"] = key if isinstance(key, str) else str(uuid.uuid4())
     data = json.dumps(body).encode() if body is not None else None
     started = time.monotonic()
     conn = http.client.HTTPConnection(host, int(port), timeout=timeout)

@@ -47,7 +47,6 @@ expectation. Only Python's standard library (and deploy/faults.py's helpers). Ru
 
 import argparse
 import datetime
-import http.client
 import json
 import os
 import re
@@ -250,27 +249,12 @@ def sample(samples, name, **labels):
 def request(base, method, path, who=None, body=None, key=None, timeout=60):
     """(status, JSON body); a mutating request carries `key` as its Idempotency-Key (a new one
     when None)."""
-    host, port = base.split("//")[1].split(":")
-    headers = {"Content-Type": "application/json"}
-    if who:
-        headers["Authorization"] = f"Bearer {who.token}"
-        if who.csrf:
-            headers["Cookie"] = f"csrf_token={who.csrf}"
-            headers["X-CSRF-Token"] = who.csrf
-    if method != "GET" and not path.startswith("/api/auth/"):
-        headers["Idempotency-Key"] = key or str(uuid.uuid4())
-    conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
-    try:
-        conn.request(method, path, body=json.dumps(body).encode() if body is not None else None,
-                     headers=headers)
-        resp = conn.getresponse()
-        text = resp.read().decode(errors="replace")
-    finally:
-        conn.close()
-    try:
-        return resp.status, json.loads(text) if text else None
-    except ValueError:
-        return resp.status, text
+    keyed = method != "GET" and not path.startswith("/api/auth/")
+    a = faults.send(base, method, path, who and who.token, who and who.csrf, body,
+                    key=(key or True) if keyed else False, timeout=timeout)
+    if a.status is None:
+        raise Failed(f"{method} {path}: {a.error}")
+    return a.status, a.body
 
 
 # --- the deal --------------------------------------------------------------------------------
