@@ -20,8 +20,8 @@ use crate::workflows::crm::{self, CrmService};
 use crate::workflows::emails::{self, MailSender};
 use crate::workflows::outbox::{self, Dispatcher};
 use crate::workflows::{
-    backfills, deadlines, escrow_jobs, idempotency, money_audit, processor_events, retention,
-    reviews, tallies, timers, webhooks,
+    backfills, deadlines, escrow_jobs, idempotency, invoices, money_audit, processor_events,
+    retention, reviews, tallies, timers, webhooks,
 };
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -175,6 +175,15 @@ pub fn start_all(state: &AppState) {
         HOUR,
         MINUTE,
         |st| async move { reviews::announce_lapsed(&st).await },
+    );
+    // Hourly, and soon after a start: a record changed behind the service's back is found
+    // within the hour (`InvoiceChainBroken`).
+    jobs.every(
+        invoices::CHAIN_JOB,
+        state.clone(),
+        HOUR,
+        MINUTE,
+        |st| async move { invoices::verify_chains(&st).await },
     );
     jobs.every(
         money_audit::MONEY_AUDIT,

@@ -183,6 +183,28 @@ pub struct Settings {
     /// `Forwarded`/`X-Forwarded-For` headers are believed for rate limits and logs. Empty by
     /// default: the connected peer is the client.
     pub trusted_proxies: Vec<crate::domain::client_address::Cidr>,
+    /// `INVOICE_VAT_RATE` (percent, at most 2 decimals; default 21): the domestic VAT rate of
+    /// the invoices, in basis points.
+    pub invoice_vat_rate_bp: i64,
+    /// The platform's fiscal identity on its commission invoices (`PLATFORM_FISCAL_*`).
+    pub platform_fiscal: PlatformFiscal,
+    /// `INVOICE_VERIFY_URL` (default `FRONTEND_URL` + `/invoices/verify`): the page an
+    /// invoice's QR code opens, given `number` and `hash`; it asks
+    /// `GET /api/invoices/verify`.
+    pub invoice_verify_url: String,
+}
+
+/// The platform as an invoice issuer: `PLATFORM_FISCAL_NAME`, `_TAX_ID`, `_ADDRESS`,
+/// `_POSTAL_CODE`, `_CITY`, `_COUNTRY` (ISO code). The defaults name a development identity;
+/// production must set its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlatformFiscal {
+    pub name: String,
+    pub tax_id: String,
+    pub address: String,
+    pub postal_code: String,
+    pub city: String,
+    pub country: String,
 }
 
 /// A secret string: compared and used, never printed.
@@ -539,6 +561,31 @@ impl Settings {
                         })
                 })
                 .collect::<Result<_, _>>()?,
+            invoice_vat_rate_bp: match get("INVOICE_VAT_RATE") {
+                None => 2_100,
+                Some(text) => serde_json::from_str::<serde_json::Number>(&text)
+                    .ok()
+                    .and_then(|n| crate::domain::commission::parse_rate(&n).ok())
+                    .ok_or_else(|| {
+                        invalid("INVOICE_VAT_RATE", "expected a percent 0-100, e.g. 21")
+                    })?,
+            },
+            invoice_verify_url: match get("INVOICE_VERIFY_URL") {
+                Some(url) => {
+                    check_url("INVOICE_VERIFY_URL", &url, &["http", "https"])?;
+                    url
+                }
+                None => format!("{}/invoices/verify", frontend_url.trim_end_matches('/')),
+            },
+            platform_fiscal: PlatformFiscal {
+                name: get("PLATFORM_FISCAL_NAME")
+                    .unwrap_or_else(|| "Marketplace de Expertos S.L. (development)".into()),
+                tax_id: get("PLATFORM_FISCAL_TAX_ID").unwrap_or_else(|| "B00000000".into()),
+                address: get("PLATFORM_FISCAL_ADDRESS").unwrap_or_else(|| "Calle Mayor 1".into()),
+                postal_code: get("PLATFORM_FISCAL_POSTAL_CODE").unwrap_or_else(|| "28013".into()),
+                city: get("PLATFORM_FISCAL_CITY").unwrap_or_else(|| "Madrid".into()),
+                country: get("PLATFORM_FISCAL_COUNTRY").unwrap_or_else(|| "ES".into()),
+            },
         })
     }
 

@@ -34,6 +34,12 @@ enum Command {
     },
     /// Fill the database with demo data (skips what already exists).
     SeedDemo,
+    /// Invoices: `verify` walks every series' hash chain and exits 1 naming the first broken
+    /// link.
+    Invoices {
+        #[command(subcommand)]
+        action: InvoicesAction,
+    },
     /// Run the payment processor sandbox on its own (protocol and controls on one port), so
     /// its ledger outlives the servers pointed at it with `PROCESSOR_API_BASE`. Keys from
     /// `PROCESSOR_SECRET_KEY` and `PROCESSOR_WEBHOOK_SECRET`.
@@ -48,6 +54,12 @@ enum Command {
         #[arg(long, default_value_t = 500)]
         redeliver_ms: u64,
     },
+}
+
+#[derive(Subcommand)]
+enum InvoicesAction {
+    /// Check every issued invoice and credit note against its series' chain.
+    Verify,
 }
 
 fn main() -> ExitCode {
@@ -105,6 +117,21 @@ async fn run(command: Command, settings: Settings) -> anyhow::Result<()> {
             let db = Db::connect(&settings.database).await?;
             let report = seed::seed_demo(&db, &Clock::system(), settings.bcrypt_cost).await?;
             println!("{report}");
+        }
+        Command::Invoices {
+            action: InvoicesAction::Verify,
+        } => {
+            let db = Db::connect(&settings.database).await?;
+            let checked = workflows::invoices::verify(&db).await?;
+            match checked.broken {
+                None => println!(
+                    "invoice chains intact: {} series, {} documents",
+                    checked.series, checked.documents
+                ),
+                Some((id, number, reason)) => {
+                    anyhow::bail!("invoice chain broken at {number} (id {id}): {reason}")
+                }
+            }
         }
         Command::ProcessorSandbox {
             port,

@@ -92,7 +92,12 @@ impl Application {
                 settings.clone(),
                 crm_setup.clone(),
             ),
-            MailSender::new(db.clone(), clock.clone(), mailer.clone()),
+            MailSender::new(
+                db.clone(),
+                clock.clone(),
+                mailer.clone(),
+                settings.invoice_verify_url.clone(),
+            ),
             |crm, mail_sender| {
                 Dispatcher::new(
                     db.clone(),

@@ -205,6 +205,35 @@ pub async fn load(state: &AppState) -> FlowResult<Story> {
     )
     .await?;
     keep(&reload(state, refunded.id).await?);
+
+    // Released, then refunded: its two invoices and their two credit notes.
+    let (corrected, held) = engaged(
+        state,
+        sandbox,
+        &cast,
+        "Data migration (refunded after release)",
+    )
+    .await?;
+    deliver_and_approve(state, &cast, &held).await?;
+    escrow::refund_with_reason(
+        state,
+        held.id,
+        RefundCause::Admin,
+        Some(
+            RefundReason::parse("The migration was rolled back; the company is repaid")
+                .map_err(anyhow::Error::from)?,
+        ),
+    )
+    .await?;
+    crate::workflows::project_admin::set_status(
+        state,
+        cast.admin.id,
+        corrected.id,
+        ProjectStatus::Cancelled,
+        StatusReason::parse("Rolled back and refunded").map_err(anyhow::Error::from)?,
+    )
+    .await?;
+    keep(&reload(state, corrected.id).await?);
     Ok(story)
 }
 

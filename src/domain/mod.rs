@@ -11,6 +11,7 @@ pub mod delivery;
 pub mod dispute;
 pub mod growth;
 pub mod idempotency;
+pub mod invoice;
 pub mod jwt_hmac;
 pub mod milestone;
 pub mod money;

@@ -69,6 +69,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
     routes::sandbox::mount(cfg);
     routes::admin_metrics::mount(cfg);
     routes::dac7::mount(cfg);
+    routes::invoices::mount(cfg);
     routes::testing::mount(cfg);
     routes::crm::mount(cfg);
 }

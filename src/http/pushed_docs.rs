@@ -12,9 +12,10 @@ use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr, ResponseBuilder, Sche
 use super::error::ErrorBody;
 use super::routes::{
     applications::ApplicationView, disputes::DisputeView, escrow_views::MilestoneView,
-    escrow_views::PaymentView, milestones::DeliveryView, notifications::NotificationView,
-    projects::ProjectView, reviews::ReviewView,
+    escrow_views::PaymentView, invoices::InvoiceView, milestones::DeliveryView,
+    notifications::NotificationView, projects::ProjectView, reviews::ReviewView,
 };
+use crate::domain::invoice::DocumentKind;
 use crate::workflows::chat::MessageView;
 use crate::workflows::webhooks::EVENT_TYPES;
 
@@ -40,7 +41,9 @@ pub fn describe(openapi: &mut OpenApi) {
 
 /// The REST view an event's `data` is.
 fn view_of(event_type: &str) -> std::borrow::Cow<'static, str> {
+    let invoices = [DocumentKind::Invoice, DocumentKind::CreditNote].map(DocumentKind::as_str);
     match event_type.split('.').next().unwrap_or_default() {
+        document if invoices.contains(&document) => InvoiceView::name(),
         "project" => ProjectView::name(),
         "application" => ApplicationView::name(),
         "milestone" => MilestoneView::name(),

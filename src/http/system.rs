@@ -204,6 +204,21 @@ pub async fn metrics(
         crate::workflows::money_audit::MISMATCHES_FOUND.load(std::sync::atomic::Ordering::Relaxed)
             as f64,
     );
+    render_single(
+        &mut out,
+        "invoice_chain_broken",
+        "gauge",
+        "1 when this instance's last walk of the invoices' hash chains found a broken link (`marketplace invoices verify` names it), else 0.",
+        crate::workflows::invoices::CHAIN_BROKEN.load(std::sync::atomic::Ordering::Relaxed) as f64,
+    );
+    render_single(
+        &mut out,
+        "invoice_chain_verified_unix_seconds",
+        "gauge",
+        "When this instance last finished walking the invoices' hash chains; 0 before its first walk.",
+        crate::workflows::invoices::CHAIN_VERIFIED_AT.load(std::sync::atomic::Ordering::Relaxed)
+            as f64,
+    );
     render_dependencies(&mut out, &state);
     if let Ok(mut conn) = state.db.conn().await {
         render_backlogs(&mut out, &mut conn, state.clock.now()).await;

@@ -46,6 +46,7 @@ pub mod events;
 pub mod expert_lists;
 pub mod idempotency;
 pub mod invitations;
+pub mod invoices;
 pub mod kept_projects;
 pub mod listing;
 pub mod mail_queue;

@@ -942,3 +942,38 @@ pub async fn user_by_connect_account(ex: Exec<'_>, account_id: &str) -> StoreRes
     .fetch_optional(c)
     .await)?)
 }
+
+/// Records `user_id`'s acceptance of self-billing on their expert profile, once: a later
+/// acceptance keeps the first date. Answers the date it holds (`None` without an expert
+/// profile).
+pub async fn accept_self_billing(
+    mut ex: Exec<'_>,
+    user_id: i64,
+    now: DateTime<Utc>,
+) -> StoreResult<Option<DateTime<Utc>>> {
+    on_exec!(ex.re(), c => sqlx::query(
+        "UPDATE profiles SET self_billing_accepted_at = $2
+         WHERE user_id = $1 AND profile_type = 'experto' AND self_billing_accepted_at IS NULL",
+    )
+    .bind(user_id)
+    .bind(now)
+    .execute(c)
+    .await
+    .map(drop))?;
+    self_billing_accepted_at(ex, user_id).await
+}
+
+/// When `user_id` accepted self-billing, if they did.
+pub async fn self_billing_accepted_at(
+    ex: Exec<'_>,
+    user_id: i64,
+) -> StoreResult<Option<DateTime<Utc>>> {
+    let at: Option<Option<DateTime<Utc>>> = on_exec!(ex, c => sqlx::query_scalar(
+        "SELECT self_billing_accepted_at FROM profiles
+         WHERE user_id = $1 AND profile_type = 'experto'",
+    )
+    .bind(user_id)
+    .fetch_optional(c)
+    .await)?;
+    Ok(at.flatten())
+}

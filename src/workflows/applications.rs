@@ -10,7 +10,7 @@ use crate::integrations::mail::Template;
 use crate::state::AppState;
 use crate::store::applications::{self, Application, Proposal};
 use crate::store::projects::Project;
-use crate::store::{LockScope, users};
+use crate::store::{LockScope, profiles, users};
 use crate::workflows::emails::email;
 use crate::workflows::error::{FlowError, FlowResult};
 use crate::workflows::notify::for_user;
@@ -75,6 +75,9 @@ pub async fn apply(
         }
         Err(err) => return Err(err.into()),
     };
+    // A proposal accepts that the platform issues the expert's invoices in their name
+    // (self-billing), once: the first one's date is kept.
+    profiles::accept_self_billing(tx.exec(), caller.id, now).await?;
     let mut notify = Vec::new();
     let mut mails = Vec::new();
     if let Some(company_id) = p.company_id {

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::clock::Clock;
 use crate::domain::token::{hash_token, random_token};
-use crate::integrations::mail::{Mailer, SENDS_AT_ONCE, Template};
+use crate::integrations::mail::{Attachment, Mailer, SENDS_AT_ONCE, Template};
 use crate::store::events::Event;
 use crate::store::mail_queue::{self, NewMail, QueuedMail};
 use crate::store::tokens::{self, Purpose};
@@ -46,6 +46,21 @@ pub struct Mint {
     pub user_id: i64,
     /// How long the token lives from when it is made.
     pub ttl_seconds: i64,
+}
+
+/// The context key of the invoice whose PDF is attached when the e-mail is sent.
+const ATTACH_INVOICE_KEY: &str = "attach_invoice";
+
+/// An `email` entry sent with the PDF of invoice `invoice_id`, rendered when it is sent
+/// (the queue holds the id, not the file).
+pub fn email_with_invoice(
+    to: &str,
+    template: Template,
+    mut context: Value,
+    invoice_id: i64,
+) -> Value {
+    context[ATTACH_INVOICE_KEY] = json!(invoice_id);
+    email(to, template, context)
 }
 
 /// An `email` entry whose context gets `token` when it is sent ([`Mint`]).
@@ -176,11 +191,18 @@ pub struct MailSender {
     db: Db,
     clock: Clock,
     mailer: Mailer,
+    /// The invoices' verification page (`INVOICE_VERIFY_URL`), for their attached PDFs.
+    invoice_verify_url: String,
 }
 
 impl MailSender {
-    pub fn new(db: Db, clock: Clock, mailer: Mailer) -> Self {
-        Self { db, clock, mailer }
+    pub fn new(db: Db, clock: Clock, mailer: Mailer, invoice_verify_url: String) -> Self {
+        Self {
+            db,
+            clock,
+            mailer,
+            invoice_verify_url,
+        }
     }
 
     /// Sends the due messages (up to a batch) and records how each went; whether the claim
@@ -233,15 +255,44 @@ impl MailSender {
                 Err(error) => return Err(error.to_string()),
             }
         }
+        let mut attachments = Vec::new();
+        if let Some(id) = context
+            .as_object_mut()
+            .and_then(|c| c.remove(ATTACH_INVOICE_KEY))
+            .and_then(|id| id.as_i64())
+        {
+            attachments.push(self.invoice_pdf(id).await?);
+        }
         self.mailer
-            .send_keyed(
+            .send_with(
                 &mail.recipient,
                 template,
                 context,
                 Some(mail.idempotency_key.clone()),
+                attachments,
             )
             .await
             .map_err(|error| error.to_string())
+    }
+
+    /// Invoice `id`'s PDF as an attachment.
+    async fn invoice_pdf(&self, id: i64) -> Result<Attachment, String> {
+        let invoice = {
+            let mut conn = self.db.conn().await.map_err(|e| e.to_string())?;
+            crate::store::invoices::find(conn.exec(), id)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("invoice {id} not found"))?
+        };
+        let (number, bytes) =
+            crate::workflows::invoice_documents::render_issued(&self.invoice_verify_url, invoice)
+                .await
+                .map_err(|e| e.to_string())?;
+        Ok(Attachment {
+            filename: format!("{number}.pdf"),
+            content_type: "application/pdf".to_owned(),
+            bytes,
+        })
     }
 
     /// Makes `mint`'s token for `address`, unless that is no longer the account's address (or

@@ -22,6 +22,8 @@ pub mod escrow;
 pub mod escrow_jobs;
 pub mod idempotency;
 pub mod invitations;
+pub mod invoice_documents;
+pub mod invoices;
 pub mod kept_projects;
 pub mod milestones;
 pub mod money_audit;

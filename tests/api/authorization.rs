@@ -64,6 +64,7 @@ fn value_of(name: &str, template: &str, w: &World) -> String {
         "message_id" if template.contains("/files/") => w.file_message.to_string(),
         "message_id" => w.message.to_string(),
         "review_id" => w.review.to_string(),
+        "invoice_id" => w.invoice.to_string(),
         "reviewer_id" => w.owner.id.to_string(),
         "document_id" => w.owner_document.to_string(),
         "invitation_id" => w.invitation.to_string(),

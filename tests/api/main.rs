@@ -26,6 +26,7 @@ mod idempotency;
 mod idempotency_edge;
 mod idle_sockets;
 mod invitations;
+mod invoices;
 mod ipv6_limits;
 mod kept_projects;
 mod list_filters;

@@ -349,6 +349,9 @@ async fn every_event_type_reaches_its_user_once_signed_with_their_secret() {
                 "payment.held",
                 "delivery.submitted",
                 "payment.released",
+                // The expert's invoice for the release, and its credit note after the refund.
+                "invoice.issued",
+                "credit_note.issued",
                 "payment.failed",
                 "dispute.created",
                 "dispute.resolved",
@@ -363,6 +366,12 @@ async fn every_event_type_reaches_its_user_once_signed_with_their_secret() {
                 "payment.held",
                 "delivery.reviewed",
                 "payment.released",
+                // Their invoice issued in their name and the platform's to them, and the two
+                // credit notes of the refund.
+                "invoice.issued",
+                "invoice.issued",
+                "credit_note.issued",
+                "credit_note.issued",
                 "payment.failed",
                 "dispute.created",
                 "dispute.resolved",
@@ -418,6 +427,13 @@ async fn every_event_type_reaches_its_user_once_signed_with_their_secret() {
             "dispute.created" | "dispute.resolved" => {
                 assert_eq!(body["data"]["id"], dispute["dispute_id"])
             }
+            "invoice.issued" | "credit_note.issued" => {
+                assert_eq!(body["data"]["payment_id"], first);
+                assert!(
+                    body["data"]["recipient_user_id"] == user
+                        || body["data"]["issuer_user_id"] == user
+                );
+            }
             "review.received" => {
                 assert_eq!(body["data"]["reviewee_id"], user);
                 assert_eq!(body["data"]["revealed"], true);
@@ -434,7 +450,7 @@ async fn every_event_type_reaches_its_user_once_signed_with_their_secret() {
         .collect();
     assert_eq!(got, expected);
     let kinds: std::collections::BTreeSet<&str> = got.keys().map(|(_, k)| k.as_str()).collect();
-    assert_eq!(kinds.len(), 16, "all sixteen event types: {kinds:?}");
+    assert_eq!(kinds.len(), 18, "all eighteen event types: {kinds:?}");
 }
 
 #[actix_web::test]

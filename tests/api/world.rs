@@ -37,6 +37,8 @@ pub struct World {
     pub finished_project: i64,
     /// The owner's review of the participant on `finished_project`.
     pub review: i64,
+    /// The participant's invoice to the owner (pending) for `finished_project`.
+    pub invoice: i64,
     pub owner_profile: i64,
     pub owner_document: i64,
     pub owner_notification: i64,
@@ -253,7 +255,9 @@ pub async fn build(m: &Market) -> World {
             None,
         )
         .await;
-    created(r, "second selection").await;
+    let finished_payment = created(r, "second selection").await["payment"]["id"]
+        .as_i64()
+        .expect("the finished project's first payment");
     {
         let mut conn = m.app.db.conn().await.unwrap();
         let now = m.app.state.clock.now();
@@ -274,6 +278,30 @@ pub async fn build(m: &Market) -> World {
         )
         .await;
     let review = id(&created(r, "review").await, "review");
+    // The participant's invoice to the owner for that project's first milestone, as a
+    // release leaves it while a party's fiscal data is incomplete.
+    let invoice = {
+        let mut conn = m.app.db.conn().await.unwrap();
+        marketplace::store::invoices::insert_pending(
+            conn.exec(),
+            &marketplace::store::invoices::NewDocument {
+                doc_kind: marketplace::domain::invoice::DocumentKind::Invoice,
+                role: marketplace::domain::invoice::InvoiceRole::ExpertService,
+                payment_id: finished_payment,
+                project_id: finished_project,
+                milestone_id: None,
+                corrects_id: None,
+                issuer_user_id: Some(participant.id),
+                recipient_user_id: owner.id,
+                issuer_key: &format!("expert:{}", participant.id),
+                currency: "eur",
+                payable_minor: 10_000,
+            },
+            m.app.state.clock.now(),
+        )
+        .await
+        .unwrap()
+    };
 
     let r = m.send(&owner, Method::GET, "/api/profiles/me", None).await;
     let owner_profile = id(&created(r, "owner's profile").await, "owner's profile");
@@ -403,6 +431,7 @@ pub async fn build(m: &Market) -> World {
         file_message,
         finished_project,
         review,
+        invoice,
         owner_profile,
         owner_document,
         owner_notification,

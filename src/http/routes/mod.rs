@@ -16,6 +16,7 @@ pub mod documents;
 pub mod escrow_views;
 pub mod expert;
 pub mod invitations;
+pub mod invoices;
 pub mod milestones;
 pub mod money_audit;
 pub mod notifications;

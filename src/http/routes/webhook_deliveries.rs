@@ -12,6 +12,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::applications::ApplicationView;
 use super::disputes::DisputeView;
 use super::escrow_views::{MilestoneView, PaymentView};
+use super::invoices::InvoiceView;
 use super::milestones::DeliveryView;
 use super::projects::ProjectView;
 use super::reviews::ReviewView;
@@ -24,7 +25,7 @@ use crate::state::AppState;
 use crate::store::events::Event;
 use crate::store::webhook_deliveries::{self, Delivery};
 use crate::store::{
-    Db, applications, deliveries, disputes, milestones, payments, projects, reviews,
+    Db, applications, deliveries, disputes, invoices, milestones, payments, projects, reviews,
 };
 use crate::workflows::projects::Caller;
 use crate::workflows::webhooks::{self, EventViews, Recipient};
@@ -260,6 +261,27 @@ impl EventViews for RestViews {
                     to_value(sealed_review(r, event.created_at))?,
                 )
             }
+            kind @ ("invoice.issued" | "credit_note.issued") => {
+                let kind = if kind == "invoice.issued" {
+                    "invoice.issued"
+                } else {
+                    "credit_note.issued"
+                };
+                let Some(d) = invoices::find(conn.exec(), event.aggregate_id.unwrap_or(0)).await?
+                else {
+                    return Ok(Vec::new());
+                };
+                let to = [Some(d.recipient_user_id), d.issuer_user_id];
+                let data = to_value(InvoiceView::from(d))?;
+                to.into_iter()
+                    .flatten()
+                    .map(|user_id| Recipient {
+                        user_id,
+                        event_type: kind,
+                        data: data.clone(),
+                    })
+                    .collect()
+            }
             _ => Vec::new(),
         })
     }
@@ -299,7 +321,7 @@ pub struct WebhookDeliveryView {
     pub id: i64,
     /// The stable id receivers de-duplicate on (`webhook-id`).
     pub message_id: String,
-    /// One of the 16 event types, or `webhook.test`.
+    /// One of the 18 event types, or `webhook.test`.
     pub event_type: String,
     /// `pending`, `delivered`, `failed` or `disabled`.
     #[schema(value_type = String)]
@@ -475,7 +497,7 @@ pub struct EventFeedQuery {
 pub struct CaughtUpEvent {
     /// The `webhook-id` of its delivery.
     pub id: String,
-    /// One of the 16 event types.
+    /// One of the 18 event types.
     #[serde(rename = "type")]
     pub event_type: String,
     pub created_at: String,
@@ -546,7 +568,7 @@ pub async fn events(
     if event_type.is_some_and(|t| !webhooks::EVENT_TYPES.contains(&t)) {
         return Err(ApiError::invalid_field(
             "type",
-            "must be one of the 16 event types",
+            "must be one of the 18 event types",
         ));
     }
     let filter = webhook_deliveries::FeedFilter {

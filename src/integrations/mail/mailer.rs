@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use super::message::parse_mailbox;
 use super::templates::Renderer;
-use super::{Email, MailError, MailTransport, RenderedMail, Template};
+use super::{Attachment, Email, MailError, MailTransport, RenderedMail, Template};
 
 /// Renders transactional e-mails and sends them. Cheap to clone.
 #[derive(Clone)]
@@ -75,6 +75,19 @@ impl Mailer {
         ctx: serde_json::Value,
         idempotency_key: Option<String>,
     ) -> Result<(), MailError> {
+        self.send_with(to, mail, ctx, idempotency_key, Vec::new())
+            .await
+    }
+
+    /// [`send_keyed`](Self::send_keyed) with files attached.
+    pub async fn send_with(
+        &self,
+        to: &str,
+        mail: Template,
+        ctx: serde_json::Value,
+        idempotency_key: Option<String>,
+        attachments: Vec<Attachment>,
+    ) -> Result<(), MailError> {
         let rendered = self.render(mail, &ctx)?;
         let email = Email {
             to: to.to_owned(),
@@ -82,6 +95,7 @@ impl Mailer {
             text: rendered.text,
             html: Some(rendered.html),
             idempotency_key,
+            attachments,
         };
         match self.inner.transport.send(&self.inner.from, &email).await {
             Ok(()) => {

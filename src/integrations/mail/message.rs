@@ -2,11 +2,12 @@
 
 use lettre::Message;
 use lettre::message::header::{ContentTransferEncoding, ContentType};
-use lettre::message::{Body, Mailbox, MultiPart, SinglePart};
+use lettre::message::{Attachment, Body, Mailbox, MultiPart, SinglePart};
 
 use super::{Email, MailError};
 
-/// Builds a `multipart/alternative` message: text/plain always, text/html when present.
+/// Builds a `multipart/alternative` message: text/plain always, text/html when present;
+/// inside a `multipart/mixed` beside the attachments when there are any.
 ///
 /// Parts are quoted-printable so that the file outbox stays readable and its reader
 /// simple, whatever the content.
@@ -16,6 +17,18 @@ pub(super) fn build(from: &str, email: &Email) -> Result<Message, MailError> {
     let mut body = MultiPart::alternative().singlepart(part(ContentType::TEXT_PLAIN, &email.text)?);
     if let Some(html) = &email.html {
         body = body.singlepart(part(ContentType::TEXT_HTML, html)?);
+    }
+    // With files: `multipart/mixed`, the bodies first, then each file.
+    if !email.attachments.is_empty() {
+        let mut mixed = MultiPart::mixed().multipart(body);
+        for file in &email.attachments {
+            let content_type = ContentType::parse(&file.content_type)
+                .map_err(|_| MailError::Build("an attachment's content type".to_owned()))?;
+            mixed = mixed.singlepart(
+                Attachment::new(file.filename.clone()).body(file.bytes.clone(), content_type),
+            );
+        }
+        body = mixed;
     }
     Message::builder()
         .from(from)

@@ -42,6 +42,17 @@ pub struct Email {
     /// outbox writes each key under one name, so a retry after a crash between sending and
     /// recording it replaces the message instead of adding a second. Time-sortable.
     pub idempotency_key: Option<String>,
+    /// Files sent with the message (an invoice's PDF).
+    pub attachments: Vec<Attachment>,
+}
+
+/// A file attached to an [`Email`].
+#[derive(Clone, PartialEq, Eq)]
+pub struct Attachment {
+    pub filename: String,
+    /// e.g. `application/pdf`.
+    pub content_type: String,
+    pub bytes: Vec<u8>,
 }
 
 /// Leaves the bodies out: they may contain tokens.

@@ -27,6 +27,8 @@ pub struct ReceivedMail {
     pub text: String,
     /// Decoded text/html part, when the message has one.
     pub html: Option<String>,
+    /// Files attached: (file name, media type, decoded bytes).
+    pub attachments: Vec<(String, String, Vec<u8>)>,
 }
 
 impl ReceivedMail {
@@ -87,22 +89,44 @@ pub fn parse(raw: &str) -> ReceivedMail {
         subject: part.header("subject").map(decode_words).unwrap_or_default(),
         text: String::new(),
         html: None,
+        attachments: Vec::new(),
     };
-    let leaves = match part.boundary() {
-        Some(boundary) => split_multipart(part.body, &boundary)
-            .into_iter()
-            .map(Part::parse)
-            .collect(),
-        None => vec![part],
-    };
-    for leaf in leaves {
-        match leaf.media_type().as_str() {
-            "text/plain" if mail.text.is_empty() => mail.text = leaf.decoded_body(),
-            "text/html" if mail.html.is_none() => mail.html = Some(leaf.decoded_body()),
-            _ => {}
-        }
-    }
+    read_leaves(part, &mut mail);
     mail
+}
+
+/// Reads `part`'s bodies and attachments into `mail`, descending into nested multiparts
+/// (`multipart/mixed` holding the `multipart/alternative` bodies and the files).
+fn read_leaves(part: Part<'_>, mail: &mut ReceivedMail) {
+    if let Some(boundary) = part.boundary() {
+        for inner in split_multipart(part.body, &boundary) {
+            read_leaves(Part::parse(inner), mail);
+        }
+        return;
+    }
+    let attached = part
+        .header("content-disposition")
+        .filter(|d| d.to_ascii_lowercase().starts_with("attachment"))
+        .map(|d| {
+            d.split(';')
+                .skip(1)
+                .find_map(|parameter| {
+                    let (name, value) = parameter.split_once('=')?;
+                    name.trim()
+                        .eq_ignore_ascii_case("filename")
+                        .then(|| value.trim().trim_matches('"').to_owned())
+                })
+                .unwrap_or_default()
+        });
+    match (attached, part.media_type().as_str()) {
+        (Some(name), media) => {
+            mail.attachments
+                .push((name, media.to_owned(), part.decoded_bytes()));
+        }
+        (None, "text/plain") if mail.text.is_empty() => mail.text = part.decoded_body(),
+        (None, "text/html") if mail.html.is_none() => mail.html = Some(part.decoded_body()),
+        _ => {}
+    }
 }
 
 /// Headers and body of a message or of one MIME part.
@@ -159,19 +183,22 @@ impl<'a> Part<'a> {
     }
 
     fn decoded_body(&self) -> String {
+        String::from_utf8_lossy(&self.decoded_bytes()).into_owned()
+    }
+
+    fn decoded_bytes(&self) -> Vec<u8> {
         let encoding = self
             .header("content-transfer-encoding")
             .unwrap_or("7bit")
             .to_ascii_lowercase();
-        let bytes = match encoding.as_str() {
+        match encoding.as_str() {
             "quoted-printable" => decode_quoted_printable(self.body),
             "base64" => {
                 let compact: String = self.body.split_whitespace().collect();
                 BASE64.decode(compact).unwrap_or_default()
             }
             _ => self.body.as_bytes().to_vec(),
-        };
-        String::from_utf8_lossy(&bytes).into_owned()
+        }
     }
 }
 

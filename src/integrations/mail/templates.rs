@@ -114,6 +114,10 @@ templates! {
     /// To the company when it releases a payment. `name`, `project_title`,
     /// `project_id`, `milestone_title`, `amount`, `currency`.
     PaymentReleased => "payment_released",
+    /// To the recipient of an invoice or credit note, with its PDF attached. `name`,
+    /// `title` ("Invoice" or "Credit note"), `number`, `project_title`, `total`,
+    /// `currency`, `invoice_id`.
+    InvoiceIssued => "invoice_issued",
     /// To the expert when a payment is released to them. `name`, `project_title`,
     /// `project_id`, `milestone_title`, `amount`, `currency`.
     PaymentReceived => "payment_received",

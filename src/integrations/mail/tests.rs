@@ -55,6 +55,17 @@ fn sample_context(template: Template, person: &str) -> Value {
             "proposed_budget": "4,500.00",
             "currency": "eur",
         }),
+        Template::InvoiceIssued => {
+            return json!({
+                "name": person,
+                "project_title": "Data platform migration",
+                "title": "Invoice",
+                "number": "EXP7-F-2026-000001",
+                "total": "1,210.00",
+                "currency": "eur",
+                "invoice_id": 9,
+            });
+        }
         Template::ProjectApproved => json!({}),
         Template::ProjectRejected => json!({ "reason": "The budget is missing." }),
         Template::MilestoneCompleted => json!({
@@ -159,6 +170,7 @@ fn outbox_email(to: &str, subject: &str, text: &str, html: Option<&str>) -> Emai
         text: text.to_owned(),
         html: html.map(str::to_owned),
         idempotency_key: None,
+        attachments: Vec::new(),
     }
 }
 
@@ -172,7 +184,7 @@ async fn write_to_outbox(dir: &Path, emails: &[Email]) {
 #[test]
 fn every_template_renders_with_a_realistic_context() {
     let mailer = mailer();
-    assert_eq!(Template::ALL.len(), 37);
+    assert_eq!(Template::ALL.len(), 38);
     for &template in Template::ALL {
         let rendered = mailer
             .render(template, &sample_context(template, "Ana García"))

@@ -224,12 +224,14 @@ pub(crate) async fn cancel_uncaptured(state: &AppState, y: &Payment) -> Result<(
         .map(drop)
 }
 
-/// Tells the company and the expert, each in their own words, that a payment was refunded.
+/// Tells the company and the expert, each in their own words, that a payment was refunded,
+/// and credits the invoices a release issued for it.
 pub(crate) async fn announce_refund(
     tx: &mut Tx,
     y: &Payment,
     now: DateTime<Utc>,
 ) -> FlowResult<()> {
+    crate::workflows::invoices::on_refund(tx, y, now).await?;
     let parties = Parties::load(tx, y).await?;
     let amount = money_text(y.amount_minor, &y.currency);
     let mut notify = Vec::new();

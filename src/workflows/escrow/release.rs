@@ -181,6 +181,7 @@ pub(crate) async fn release_in_actor(
         crate::workflows::reviews::ask_for_reviews(&mut tx, y.project_id, now).await?;
     }
     let released = payments::find(tx.exec(), y.id).await?.ok_or_else(changed)?;
+    crate::workflows::invoices::on_release(&mut tx, &state.settings, &released, now).await?;
     let parties = Parties::load(&mut tx, &released).await?;
     let mut notify = Vec::new();
     let mut mails = Vec::new();

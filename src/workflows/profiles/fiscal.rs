@@ -163,5 +163,12 @@ pub async fn update_fiscal(
         .await?
         .ok_or_else(|| FlowError::not_found("Profile not found"))?;
     tx.commit().await?;
+    // Documents kept waiting for this data are issued now; the update stands either way (a
+    // failure leaves them pending for the next change, and the administrators' list).
+    if profile.fiscal_data_complete
+        && let Err(error) = crate::workflows::invoices::issue_pending_of(state, user_id).await
+    {
+        tracing::warn!(user_id, %error, "pending invoices not issued yet");
+    }
     Ok(profile)
 }

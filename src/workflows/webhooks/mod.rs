@@ -1,5 +1,5 @@
-//! Outgoing user webhooks (issue 15): the outbox consumer that turns each of the 16 event
-//! types (DESIGN §6) into one delivery per concerned user with a webhook address (sent when
+//! Outgoing user webhooks (issue 15): the outbox consumer that turns each of the 18 event
+//! types (DESIGN §6's 16, and the invoices' two) into one delivery per concerned user with a webhook address (sent when
 //! it is enabled, kept for the catch-up of [`catch_up`] either way), and the
 //! supervised dispatcher job that sends them, signs them, retries them on the schedule of
 //! [`crate::domain::webhook_rules::retry_delay`] and disables an endpoint failing for three days.
@@ -17,8 +17,10 @@ pub use consumer::{EventViews, Recipient, WebhookConsumer, message_id};
 pub use dispatch::{JOB, TestOutcome, deliver_due, redeliver, send_test, signed_headers};
 pub use metrics::{WebhookMetrics, metrics};
 
-/// The 16 event types a user's webhook receives (DESIGN §6).
-pub const EVENT_TYPES: [&str; 16] = [
+/// The 18 event types a user's webhook receives: DESIGN §6's 16, and `invoice.issued` and
+/// `credit_note.issued` (issue #65), sent to the document's recipient and to the expert it
+/// was issued in the name of.
+pub const EVENT_TYPES: [&str; 18] = [
     "project.created",
     "project.published",
     "application.received",
@@ -35,6 +37,8 @@ pub const EVENT_TYPES: [&str; 16] = [
     "dispute.created",
     "dispute.resolved",
     "review.received",
+    "invoice.issued",
+    "credit_note.issued",
 ];
 
 /// The type of the delivery `POST /api/notifications/webhook/test` sends.
