@@ -307,6 +307,7 @@ pub struct InvoiceCheck {
     params(VerifyQuery),
     responses(
         (status = 200, body = InvoiceCheck),
+        (status = 422, body = ErrorBody, description = "A field past its length"),
     )
 )]
 #[get("/api/invoices/verify")]
@@ -314,6 +315,14 @@ pub async fn verify(
     state: web::Data<AppState>,
     query: web::Query<VerifyQuery>,
 ) -> ApiResult<HttpResponse> {
+    for (field, value) in [("number", &query.number), ("hash", &query.hash)] {
+        if value.len() > 64 {
+            return Err(ApiError::invalid_field(
+                field,
+                "must be at most 64 characters",
+            ));
+        }
+    }
     let found = flow::check(&state, &query.number, &query.hash).await?;
     let check = match found {
         Some(d) => InvoiceCheck {
