@@ -577,14 +577,17 @@ impl Settings {
                 }
                 None => format!("{}/invoices/verify", frontend_url.trim_end_matches('/')),
             },
-            platform_fiscal: PlatformFiscal {
-                name: get("PLATFORM_FISCAL_NAME")
-                    .unwrap_or_else(|| "Marketplace de Expertos S.L. (development)".into()),
-                tax_id: get("PLATFORM_FISCAL_TAX_ID").unwrap_or_else(|| "B00000000".into()),
-                address: get("PLATFORM_FISCAL_ADDRESS").unwrap_or_else(|| "Calle Mayor 1".into()),
-                postal_code: get("PLATFORM_FISCAL_POSTAL_CODE").unwrap_or_else(|| "28013".into()),
-                city: get("PLATFORM_FISCAL_CITY").unwrap_or_else(|| "Madrid".into()),
-                country: get("PLATFORM_FISCAL_COUNTRY").unwrap_or_else(|| "ES".into()),
+            platform_fiscal: {
+                use crate::domain::invoice::development_platform as dev;
+                let or = |name: &str, default: &str| get(name).unwrap_or_else(|| default.into());
+                PlatformFiscal {
+                    name: or("PLATFORM_FISCAL_NAME", dev::NAME),
+                    tax_id: or("PLATFORM_FISCAL_TAX_ID", dev::TAX_ID),
+                    address: or("PLATFORM_FISCAL_ADDRESS", dev::ADDRESS),
+                    postal_code: or("PLATFORM_FISCAL_POSTAL_CODE", dev::POSTAL_CODE),
+                    city: or("PLATFORM_FISCAL_CITY", dev::CITY),
+                    country: or("PLATFORM_FISCAL_COUNTRY", dev::COUNTRY),
+                }
             },
         })
     }

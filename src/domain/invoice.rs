@@ -82,6 +82,17 @@ impl TaxCase {
     }
 }
 
+/// The platform's identity as an issuer in development; production sets its own
+/// (`PLATFORM_FISCAL_*`).
+pub mod development_platform {
+    pub const NAME: &str = "Marketplace de Expertos S.L. (development)";
+    pub const TAX_ID: &str = "B00000000";
+    pub const ADDRESS: &str = "Calle Mayor 1";
+    pub const POSTAL_CODE: &str = "28013";
+    pub const CITY: &str = "Madrid";
+    pub const COUNTRY: &str = "ES";
+}
+
 /// Where a fiscal country lies, seen from the EU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Country {
