@@ -270,11 +270,7 @@ async fn invoice_of(
             .and_then(party_of_profile),
         None => Some(party_of_platform(&settings.platform_fiscal)),
     };
-    let recipient_role = match doc.role {
-        InvoiceRole::ExpertService => "empresa",
-        InvoiceRole::PlatformFee => "experto",
-    };
-    let recipient = profiles::find_by_user(tx.exec(), doc.recipient_user_id, recipient_role)
+    let recipient = profiles::find_by_user(tx.exec(), doc.recipient_user_id, recipient_role(doc))
         .await?
         .as_ref()
         .and_then(party_of_profile);
@@ -351,6 +347,15 @@ fn correction_of(doc: &Invoice, original: &Invoice) -> FlowResult<Prepared> {
         corrects: Some(content.number),
         self_billing_agreed_at: content.self_billing_agreed_at,
     })
+}
+
+/// The profile a document's recipient is addressed as: the company for the expert's
+/// invoice, the expert for the platform's.
+fn recipient_role(doc: &Invoice) -> &'static str {
+    match doc.role {
+        InvoiceRole::ExpertService => "empresa",
+        InvoiceRole::PlatformFee => "experto",
+    }
 }
 
 /// The figures an issued document carries.
@@ -477,12 +482,8 @@ async fn announce(
             data.clone(),
         ));
     }
-    let recipient_role = match doc.role {
-        InvoiceRole::ExpertService => "empresa",
-        InvoiceRole::PlatformFee => "experto",
-    };
     let mut mails = Vec::new();
-    if let Some(to) = users::contact(tx.exec(), doc.recipient_user_id, recipient_role).await? {
+    if let Some(to) = users::contact(tx.exec(), doc.recipient_user_id, recipient_role(doc)).await? {
         let project_title = projects::find(tx.exec(), doc.project_id)
             .await?
             .map(|p| p.title)
