@@ -17,8 +17,8 @@ use tokio::sync::watch;
 /// How often the probes run, so an outage is noticed and a recovery taken within about this.
 pub const PROBE_INTERVAL: Duration = Duration::from_millis(250);
 
-/// How long PostgreSQL's probe query may take before the database counts as away (Redis's
-/// probe is held to a cache call's own timeout).
+/// How long PostgreSQL's probe query may take; two probes in a row past it count the database
+/// as away (Redis's probe is held to a cache call's own timeout).
 pub const PROBE_TIMEOUT: Duration = Duration::from_millis(1000);
 
 /// The probes' job names (`background`).

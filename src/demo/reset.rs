@@ -29,7 +29,7 @@ pub struct ResetReport {
 }
 
 pub async fn reset_e2e(state: &AppState) -> FlowResult<ResetReport> {
-    let tables_emptied = reset::empty_all(&state.db).await?;
+    let tables_emptied = empty_database(state).await?;
     empty_dir(&state.settings.uploads_dir).await?;
     // The cache is already under this instance's `CACHE_PREFIX`: "" is everything of ours.
     let cache_keys_removed = state
@@ -61,6 +61,23 @@ pub async fn reset_e2e(state: &AppState) -> FlowResult<ResetReport> {
             .collect(),
         story,
     })
+}
+
+/// Empties the database, again when PostgreSQL chose the reset's truncation to break a
+/// deadlock (it locks every table in turn while the instance's background jobs lock rows of
+/// several): the truncation rolled back whole, so trying again is safe.
+async fn empty_database(state: &AppState) -> FlowResult<usize> {
+    let mut attempt = 1;
+    loop {
+        match reset::empty_all(&state.db).await {
+            Err(e) if e.is_retryable() && attempt < 5 => {
+                tracing::warn!(error = %e, attempt, "end-to-end reset: emptying again");
+                attempt += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(50 * attempt)).await;
+            }
+            done => return Ok(done?),
+        }
+    }
 }
 
 /// Removes what `dir` holds, keeping the directory.

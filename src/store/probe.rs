@@ -4,6 +4,7 @@
 //! until its own timeout, and because the probe must run while requests are refused.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use sqlx::Connection as _;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
@@ -16,6 +17,8 @@ pub struct PgProbe {
     options: PgConnectOptions,
     /// Kept between probes; dropped when a probe fails, made again by the next one.
     conn: Mutex<Option<PgConnection>>,
+    /// The last probe ran out of time.
+    slow: AtomicBool,
 }
 
 impl PgProbe {
@@ -23,19 +26,28 @@ impl PgProbe {
         Self {
             options,
             conn: Mutex::new(None),
+            slow: AtomicBool::new(false),
         }
     }
 
-    /// Asks the database once and records the answer.
+    /// Asks the database once and records the answer. A refusal or a broken connection
+    /// counts at once; an answer that runs out of time counts the second time in a row: on a
+    /// busy machine one slow `SELECT 1` is not an outage, and taking it for one would refuse
+    /// every request of the instance until the next probe.
     pub async fn run(&self, availability: &Arc<Availability>) {
-        let answered = tokio::time::timeout(PROBE_TIMEOUT, self.ask())
-            .await
-            .is_ok_and(|asked| asked.is_ok());
-        if !answered {
-            // A connection that timed out may be half-open: the next probe makes a new one.
-            *self.conn.lock().await = None;
+        match tokio::time::timeout(PROBE_TIMEOUT, self.ask()).await {
+            Ok(asked) => {
+                self.slow.store(false, Ordering::Relaxed);
+                availability.probed(asked.is_ok());
+            }
+            Err(_) => {
+                // A connection that timed out may be half-open: the next probe makes a new one.
+                *self.conn.lock().await = None;
+                if self.slow.swap(true, Ordering::Relaxed) {
+                    availability.probed(false);
+                }
+            }
         }
-        availability.probed(answered);
     }
 
     async fn ask(&self) -> Result<(), sqlx::Error> {

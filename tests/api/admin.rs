@@ -626,8 +626,9 @@ async fn the_reset_is_hidden_unless_enabled_and_guarded_by_its_token() {
     std::fs::write(upload.join("left.pdf"), b"%PDF-1.4").unwrap();
 
     let r = reset(RESET_TOKEN).await.unwrap();
-    assert_eq!(r.status(), StatusCode::OK);
+    let status = r.status();
     let body = json(r).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
     let names: Vec<&str> = body["accounts"]
         .as_array()
         .unwrap()
