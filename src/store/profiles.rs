@@ -151,6 +151,19 @@ pub async fn list_by_user(ex: Exec<'_>, user_id: i64) -> StoreResult<Vec<Profile
     .await)?)
 }
 
+/// Every profile of the given users, in one read (a page of answers naming many parties).
+pub async fn of_users(ex: Exec<'_>, user_ids: &[i64]) -> StoreResult<Vec<Profile>> {
+    if user_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut sql = Sql::default();
+    let users = sql.arg_set(user_ids);
+    sql.with_text(&format!(select_profiles!("WHERE p.user_id IN ({})"), users))
+        .same_plan()
+        .fetch_all(ex)
+        .await
+}
+
 /// An expert found by slug; `key` is the slug with hyphens removed, so a legacy slug written
 /// without hyphens matches too.
 pub async fn find_expert_by_slug(

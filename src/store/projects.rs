@@ -8,6 +8,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
+use super::listing::Sql;
 use super::{Exec, StoreResult};
 use crate::domain::project::{ProjectStatus, ValidationStatus};
 use crate::on_exec;
@@ -110,6 +111,21 @@ pub async fn insert(ex: Exec<'_>, p: &NewProject<'_>, now: DateTime<Utc>) -> Sto
     .bind(now)
     .fetch_one(c)
     .await)?)
+}
+
+/// The company of each of the given projects: `(project id, company id)`.
+pub async fn companies_of(ex: Exec<'_>, project_ids: &[i64]) -> StoreResult<Vec<(i64, i64)>> {
+    if project_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut sql = Sql::default();
+    let projects = sql.arg_set(project_ids);
+    sql.with_text(&format!(
+        "SELECT id, company_id FROM projects WHERE id IN ({projects}) AND company_id IS NOT NULL"
+    ))
+    .same_plan()
+    .fetch_all(ex)
+    .await
 }
 
 pub async fn find(ex: Exec<'_>, id: i64) -> StoreResult<Option<Project>> {

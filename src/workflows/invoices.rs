@@ -392,7 +392,7 @@ async fn description(tx: &mut Tx, doc: &Invoice) -> FlowResult<String> {
 }
 
 /// The tax facts and the shown identity of a profile whose fiscal data is complete.
-fn party_of_profile(p: &Profile) -> Option<(TaxParty, PartyOnDocument)> {
+pub(crate) fn party_of_profile(p: &Profile) -> Option<(TaxParty, PartyOnDocument)> {
     if !p.fiscal_data_complete {
         return None;
     }
@@ -426,7 +426,7 @@ fn party_of_profile(p: &Profile) -> Option<(TaxParty, PartyOnDocument)> {
     Some((facts, shown))
 }
 
-fn party_of_platform(f: &PlatformFiscal) -> (TaxParty, PartyOnDocument) {
+pub(crate) fn party_of_platform(f: &PlatformFiscal) -> (TaxParty, PartyOnDocument) {
     let facts = TaxParty {
         country: Country::parse(&f.country).unwrap_or(Country::Eu("ES")),
         business: true,

@@ -23,6 +23,7 @@ pub mod escrow_jobs;
 pub mod idempotency;
 pub mod invitations;
 pub mod invoice_documents;
+pub mod invoice_terms;
 pub mod invoices;
 pub mod kept_projects;
 pub mod milestones;

@@ -689,3 +689,156 @@ async fn the_demo_storys_invoices_add_up_to_the_money_the_processor_moved() {
         .unwrap();
     assert_eq!(verify.broken, None);
 }
+
+/// The figures of `GET /api/invoices`' document as the preview's shape.
+fn figures(doc: &Value) -> Value {
+    j!({"tax_case": doc["tax_case"], "base": doc["base"], "vat_rate": doc["vat_rate"],
+        "vat": doc["vat"], "irpf_rate": doc["irpf_rate"], "irpf": doc["irpf"],
+        "total": doc["total"], "payable": doc["payable"]})
+}
+
+#[actix_web::test]
+async fn the_proposal_and_the_payment_show_the_invoices_before_anyone_agrees() {
+    let m = Market::open().await;
+    let company = m.company("prevco").await;
+    let expert = m.expert("prevex").await;
+    fiscal(
+        &m,
+        &expert,
+        "experto",
+        spanish("Lucía Pérez Ortega", "12345678Z", "autonomo", 15),
+    )
+    .await;
+    fiscal(
+        &m,
+        &company,
+        "empresa",
+        spanish("Prevista, S.L.", "B11111111", "empresa", 0),
+    )
+    .await;
+    let project_id = m.published_project(&company, 1260.0, &[&expert]).await;
+    assert_eq!(
+        m.apply(&expert, project_id, [1060.0, 100.0, 100.0])
+            .await
+            .status(),
+        StatusCode::CREATED
+    );
+
+    // The company reads each proposed milestone's two invoices before selecting: 1,060.00
+    // paid = 1,000.00 + 21 % VAT − 15 % IRPF; the platform's 5 % is 53.00, VAT included.
+    let r = m
+        .send(
+            &company,
+            Method::GET,
+            &format!("/api/projects/{project_id}/applications"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let listed = json(r).await["items"][0]["proposed_milestones"][0]["invoices"].clone();
+    let expected_expert = j!({"tax_case": "domestic", "legend": "", "base": 1000.0,
+        "vat_rate": 21.0, "vat": 210.0, "irpf_rate": 15.0, "irpf": 150.0, "total": 1210.0,
+        "payable": 1060.0});
+    assert_eq!(listed["expert_invoice"], expected_expert, "{listed}");
+    assert_eq!(
+        (
+            &listed["platform_invoice"]["base"],
+            &listed["platform_invoice"]["vat"],
+            &listed["platform_invoice"]["total"],
+            &listed["platform_invoice"]["irpf"],
+        ),
+        (&j!(43.8), &j!(9.2), &j!(53.0), &j!(0.0))
+    );
+    assert_eq!(listed["commission"], j!(53.0));
+    assert_eq!(listed["waiting_for_fiscal_data"], j!([]));
+    // The expert reads the same in their proposal.
+    let r = m
+        .send(
+            &expert,
+            Method::GET,
+            &format!("/api/projects/{project_id}/my-application"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        json(r).await["proposed_milestones"][0]["invoices"],
+        listed,
+        "the two parties read the same figures"
+    );
+
+    // Selecting answers the first payment with the same figures, as reading it does.
+    let r = m
+        .send(
+            &company,
+            Method::POST,
+            &format!("/api/projects/{project_id}/select/{}", expert.id),
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let selected = json(r).await;
+    assert_eq!(selected["payment"]["invoices"], listed);
+    let payment_id = selected["payment"]["id"].as_i64().unwrap();
+    for who in [&company, &expert] {
+        let r = m
+            .send(
+                who,
+                Method::GET,
+                &format!("/api/payments/{payment_id}"),
+                None,
+            )
+            .await;
+        assert_eq!(json(r).await["invoices"], listed);
+    }
+
+    // What was shown is what the release issues.
+    connect(&m, &expert).await;
+    authorise(&m, payment_id).await;
+    release(&m, &company, payment_id).await;
+    let issued = invoices_of(&m, &expert, "").await;
+    let of_role = |role: &str| {
+        figures(
+            issued
+                .iter()
+                .find(|d| d["role"] == role)
+                .unwrap_or_else(|| panic!("no {role} in {issued:?}")),
+        )
+    };
+    let mut shown = listed["expert_invoice"].clone();
+    shown.as_object_mut().unwrap().remove("legend");
+    assert_eq!(of_role("expert_service"), shown);
+    let mut shown = listed["platform_invoice"].clone();
+    shown.as_object_mut().unwrap().remove("legend");
+    assert_eq!(of_role("platform_fee"), shown);
+
+    // An expert whose fiscal data is incomplete (a company's is complete before its first
+    // project) sees that both invoices wait for it; the commission is known already.
+    let bare = m.member("prevbare", "experto", false, true).await;
+    let project_id = m.published_project(&company, 1260.0, &[&bare]).await;
+    let r = m.apply(&bare, project_id, [1060.0, 100.0, 100.0]).await;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let shown = json(r).await["proposed_milestones"][0]["invoices"].clone();
+    assert_eq!(
+        (
+            &shown["expert_invoice"],
+            &shown["platform_invoice"],
+            &shown["commission"],
+            &shown["waiting_for_fiscal_data"]
+        ),
+        (&Value::Null, &Value::Null, &j!(53.0), &j!(["expert"])),
+        "{shown}"
+    );
+    // The company's list says the same.
+    let r = m
+        .send(
+            &company,
+            Method::GET,
+            &format!("/api/projects/{project_id}/applications"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        json(r).await["items"][0]["proposed_milestones"][0]["invoices"],
+        shown
+    );
+}

@@ -13,10 +13,13 @@ use crate::domain::text::Feedback;
 use crate::http::auth::{AuthUser, CsrfChecked};
 use crate::http::error::{ApiError, ApiResult, ErrorBody, FieldError};
 use crate::http::pagination::{PageQuery, Paginated};
-use crate::http::routes::escrow_views::{MilestoneView, PaymentView};
+use crate::http::routes::escrow_views::{
+    InvoiceBreakdownView, MilestoneView, PaymentView, payment_view,
+};
 use crate::http::routes::projects::{ProjectView, caller};
 use crate::state::AppState;
 use crate::store::applications::{self, Application, Proposal, ProposedMilestone};
+use crate::workflows::invoice_terms::{self, Terms};
 use crate::workflows::{applications as flow, projects as project_flow, selection};
 
 const MAX_COVER_LETTER: usize = 10_000;
@@ -27,6 +30,11 @@ pub struct ProposedMilestoneView {
     pub description: Option<String>,
     pub amount: f64,
     pub due_date: Option<DateTime<Utc>>,
+    /// The invoices this milestone's release issues, from both parties' fiscal data and the
+    /// expert's level as they stand: shown before the company selects and the expert agrees.
+    /// In the answers to the project's parties, not in webhooks' payloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invoices: Option<InvoiceBreakdownView>,
 }
 
 /// A proposal.
@@ -51,6 +59,13 @@ pub struct ApplicationView {
 
 impl From<Application> for ApplicationView {
     fn from(a: Application) -> Self {
+        ApplicationView::with_terms(a, None)
+    }
+}
+
+impl ApplicationView {
+    /// The view, each milestone with its invoices when the parties' terms are given.
+    fn with_terms(a: Application, terms: Option<&Terms>) -> Self {
         Self {
             id: a.id,
             project_id: a.project_id,
@@ -66,6 +81,7 @@ impl From<Application> for ApplicationView {
                     description: m.description,
                     amount: minor_to_number(m.amount_minor),
                     due_date: m.due_date,
+                    invoices: terms.map(|t| t.preview(m.amount_minor, None).into()),
                 })
                 .collect(),
             status: a.status,
@@ -76,6 +92,28 @@ impl From<Application> for ApplicationView {
             updated_at: a.updated_at,
         }
     }
+}
+
+/// Proposals' views for the project's parties, each milestone with its invoices (the
+/// parties' terms read once for the page).
+pub async fn application_views(
+    state: &AppState,
+    apps: Vec<Application>,
+) -> ApiResult<Vec<ApplicationView>> {
+    let terms = invoice_terms::of_applications(state, &apps).await?;
+    Ok(apps
+        .into_iter()
+        .map(|a| {
+            let t = terms.get(&a.id);
+            ApplicationView::with_terms(a, t)
+        })
+        .collect())
+}
+
+/// One proposal's view for the project's parties.
+async fn application_view(state: &AppState, a: Application) -> ApiResult<ApplicationView> {
+    let mut views = application_views(state, vec![a]).await?;
+    Ok(views.remove(0))
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -191,7 +229,7 @@ pub async fn apply(
 ) -> ApiResult<HttpResponse> {
     let proposal = proposal_from(body.into_inner())?;
     let a = flow::apply(&state, &caller(&auth), path.into_inner(), proposal).await?;
-    Ok(HttpResponse::Created().json(ApplicationView::from(a)))
+    Ok(HttpResponse::Created().json(application_view(&state, a).await?))
 }
 
 /// The caller's own proposal for the project.
@@ -214,7 +252,8 @@ pub async fn my_application(
     let a = applications::find_by_expert(conn.exec(), path.into_inner(), auth.id())
         .await?
         .ok_or_else(|| ApiError::not_found("You have not applied to this project"))?;
-    Ok(HttpResponse::Ok().json(ApplicationView::from(a)))
+    drop(conn);
+    Ok(HttpResponse::Ok().json(application_view(&state, a).await?))
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -262,7 +301,9 @@ pub async fn list(
     let (items, total) =
         applications::list_for_project(conn.exec(), p.id, status, page.limit(), page.offset())
             .await?;
-    Ok(HttpResponse::Ok().json(Paginated::new(items, total, page).map(ApplicationView::from)))
+    drop(conn);
+    let items = application_views(&state, items).await?;
+    Ok(HttpResponse::Ok().json(Paginated::new(items, total, page)))
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -303,7 +344,7 @@ pub async fn request_revision(
         &feedback,
     )
     .await?;
-    Ok(HttpResponse::Ok().json(ApplicationView::from(a)))
+    Ok(HttpResponse::Ok().json(application_view(&state, a).await?))
 }
 
 /// The expert resubmits a proposal sent back for revision: back to `pending`, attempt + 1,
@@ -329,7 +370,7 @@ pub async fn resubmit(
     let proposal = proposal_from(body.into_inner())?;
     let (project_id, application_id) = path.into_inner();
     let a = flow::resubmit(&state, &caller(&auth), project_id, application_id, proposal).await?;
-    Ok(HttpResponse::Ok().json(ApplicationView::from(a)))
+    Ok(HttpResponse::Ok().json(application_view(&state, a).await?))
 }
 
 /// The company turns a proposal down.
@@ -352,7 +393,7 @@ pub async fn reject(
 ) -> ApiResult<HttpResponse> {
     let (project_id, application_id) = path.into_inner();
     let a = flow::reject(&state, &caller(&auth), project_id, application_id).await?;
-    Ok(HttpResponse::Ok().json(ApplicationView::from(a)))
+    Ok(HttpResponse::Ok().json(application_view(&state, a).await?))
 }
 
 /// What a selection produced.
@@ -395,9 +436,9 @@ pub async fn select(
     Ok(HttpResponse::Ok().json(SelectionResponse {
         message: "Expert selected".to_owned(),
         project: ProjectView::for_caller(s.project, Some(&c)),
-        application: s.application.into(),
+        application: application_view(&state, s.application).await?,
         milestones: s.milestones.into_iter().map(MilestoneView::from).collect(),
-        payment: s.payment.into(),
+        payment: payment_view(&state, s.payment).await?,
     }))
 }
 

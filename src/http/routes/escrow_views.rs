@@ -9,8 +9,11 @@ use utoipa::ToSchema;
 use crate::domain::milestone::MilestoneStatus;
 use crate::domain::money::minor_to_number;
 use crate::domain::payment::{PaymentStatus, PayoutStatus};
+use crate::http::error::ApiResult;
+use crate::state::AppState;
 use crate::store::milestones::Milestone;
 use crate::store::payments::Payment;
+use crate::workflows::invoice_terms::{self, Figures, Preview, Terms};
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct MilestoneView {
@@ -95,10 +98,23 @@ pub struct PaymentView {
     pub capture_before: Option<DateTime<Utc>>,
     pub failure_reason: Option<String>,
     pub refund_reason: Option<String>,
+    /// The invoices this payment's release issues, from the parties' fiscal data as it
+    /// stands (the issued documents: `GET /api/invoices?project_id=`). In the answers to the
+    /// project's parties, not in webhooks' payloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invoices: Option<InvoiceBreakdownView>,
 }
 
 impl From<Payment> for PaymentView {
     fn from(y: Payment) -> Self {
+        PaymentView::with_terms(y, None)
+    }
+}
+
+impl PaymentView {
+    /// The view, with its invoices when the parties' terms are given.
+    pub fn with_terms(y: Payment, terms: Option<&Terms>) -> Self {
+        let invoices = terms.map(|t| t.preview(y.amount_minor, y.commission_minor).into());
         Self {
             id: y.id,
             project_id: y.project_id,
@@ -125,6 +141,91 @@ impl From<Payment> for PaymentView {
             capture_before: y.capture_before,
             failure_reason: y.failure_reason,
             refund_reason: y.refund_reason,
+            invoices,
+        }
+    }
+}
+
+/// Payments' views, each with its invoices (the parties' terms read once for all).
+pub async fn payment_views(state: &AppState, ys: Vec<Payment>) -> ApiResult<Vec<PaymentView>> {
+    let terms = invoice_terms::of_payments(state, &ys).await?;
+    Ok(ys
+        .into_iter()
+        .map(|y| {
+            let t = terms.get(&y.id);
+            PaymentView::with_terms(y, t)
+        })
+        .collect())
+}
+
+/// One payment's view with its invoices.
+pub async fn payment_view(state: &AppState, y: Payment) -> ApiResult<PaymentView> {
+    let mut views = payment_views(state, vec![y]).await?;
+    Ok(views.remove(0))
+}
+
+/// What the invoices of an amount the company pays will say (DESIGN-style table in
+/// `docs/invoices.md`): the amount is the expert's invoice's amount payable — VAT included,
+/// IRPF withheld — and the commission is the platform's invoice's total. Amounts in the
+/// currency's units.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct InvoiceBreakdownView {
+    /// The expert's invoice to the company, issued in the expert's name; `null` while a
+    /// party's fiscal data is incomplete.
+    pub expert_invoice: Option<InvoiceFiguresView>,
+    /// The platform's invoice to the expert for the commission; `null` while the expert's
+    /// fiscal data is incomplete, or when no commission is kept.
+    pub platform_invoice: Option<InvoiceFiguresView>,
+    /// The commission: the payment's once released, else at the expert's level now.
+    pub commission: f64,
+    /// Whose fiscal data the invoices wait for: `expert`, `company`.
+    pub waiting_for_fiscal_data: Vec<String>,
+}
+
+/// One document's figures.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct InvoiceFiguresView {
+    /// `domestic`, `reverse_charge`, `not_subject` or `eu_consumer`.
+    pub tax_case: String,
+    /// The legend the document carries for its tax case (empty when none).
+    pub legend: String,
+    pub base: f64,
+    /// Percent.
+    pub vat_rate: f64,
+    pub vat: f64,
+    /// Percent.
+    pub irpf_rate: f64,
+    pub irpf: f64,
+    /// Base plus VAT.
+    pub total: f64,
+    /// The total less the IRPF withheld: the money that moves.
+    pub payable: f64,
+}
+
+impl From<Figures> for InvoiceFiguresView {
+    fn from(f: Figures) -> Self {
+        let b = f.breakdown;
+        Self {
+            tax_case: f.case.as_str().to_owned(),
+            legend: f.case.legend().to_owned(),
+            base: minor_to_number(b.base_minor),
+            vat_rate: minor_to_number(b.vat_rate_bp),
+            vat: minor_to_number(b.vat_minor),
+            irpf_rate: minor_to_number(b.irpf_rate_bp),
+            irpf: minor_to_number(b.irpf_minor),
+            total: minor_to_number(b.total_minor),
+            payable: minor_to_number(b.payable_minor),
+        }
+    }
+}
+
+impl From<Preview> for InvoiceBreakdownView {
+    fn from(p: Preview) -> Self {
+        Self {
+            expert_invoice: p.expert_invoice.map(Into::into),
+            platform_invoice: p.platform_invoice.map(Into::into),
+            commission: minor_to_number(p.commission_minor),
+            waiting_for_fiscal_data: p.waiting.iter().map(|w| w.as_str().to_owned()).collect(),
         }
     }
 }

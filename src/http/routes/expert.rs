@@ -11,7 +11,7 @@ use crate::domain::user::Role;
 use crate::http::auth::AuthUser;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::pagination::{PageQuery, Paginated};
-use crate::http::routes::applications::ApplicationView;
+use crate::http::routes::applications::{ApplicationView, application_views};
 use crate::http::routes::projects::{ProjectView, caller};
 use crate::state::AppState;
 use crate::store::project_lists;
@@ -159,7 +159,9 @@ pub async fn my_applications(
             .await?
         }
     };
-    Ok(HttpResponse::Ok().json(Paginated::new(items, total, page).map(ApplicationView::from)))
+    drop(conn);
+    let items = application_views(&state, items).await?;
+    Ok(HttpResponse::Ok().json(Paginated::new(items, total, page)))
 }
 
 /// The expert's project lists.

@@ -11,12 +11,13 @@ use crate::domain::user::Role;
 use crate::http::auth::{AdminUser, AuthUser, CsrfChecked};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::pagination::{PageQuery, Paginated, state_filter};
-use crate::http::routes::escrow_views::PaymentView;
+use crate::http::routes::escrow_views::{PaymentView, payment_view, payment_views};
 use crate::integrations::processor::webhook::SIGNATURE_HEADER;
 use crate::state::AppState;
 use crate::store::payments::{self, Payment, PaymentFilter};
 use crate::store::projects;
 use crate::workflows::escrow::{self, RefundCause, Release};
+use crate::workflows::invoice_terms::{self, Terms};
 use crate::workflows::processor_events::{self, ReceiveError, Refused};
 
 /// A payment and, for the company paying it, the secret its card form confirms with.
@@ -85,21 +86,22 @@ async fn client_secret(state: &AppState, y: &Payment) -> Option<String> {
     }
 }
 
-async fn with_secret(state: &AppState, y: Payment) -> PaymentWithSecret {
+async fn with_secret(state: &AppState, y: Payment, terms: Option<&Terms>) -> PaymentWithSecret {
     let client_secret = if y.status == PaymentStatus::Pending {
         client_secret(state, &y).await
     } else {
         None
     };
     PaymentWithSecret {
-        payment: y.into(),
+        payment: PaymentView::with_terms(y, terms),
         client_secret,
     }
 }
 
 async fn release_response(state: &AppState, r: Release) -> ReleaseResponse {
     let next_payment = match r.next_payment {
-        Some(next) => Some(with_secret(state, next).await),
+        // The money moved already: nothing more is read before answering.
+        Some(next) => Some(with_secret(state, next, None).await),
         None => None,
     };
     ReleaseResponse {
@@ -184,7 +186,9 @@ pub async fn initiate(
         body.milestone_id,
     )
     .await?;
-    Ok(HttpResponse::Created().json(with_secret(&state, y).await))
+    let terms = invoice_terms::of_payments(&state, std::slice::from_ref(&y)).await?;
+    let terms = terms.get(&y.id).cloned();
+    Ok(HttpResponse::Created().json(with_secret(&state, y, terms.as_ref()).await))
 }
 
 /// What both release routes answer.
@@ -375,7 +379,9 @@ pub async fn history(
     }
     let mut conn = state.db.conn().await?;
     let (items, total) = payments::list(conn.exec(), &filter, page.limit(), page.offset()).await?;
-    Ok(HttpResponse::Ok().json(Paginated::new(items, total, page).map(PaymentView::from)))
+    drop(conn);
+    let items = payment_views(&state, items).await?;
+    Ok(HttpResponse::Ok().json(Paginated::new(items, total, page)))
 }
 
 /// The payments of a project, oldest first: its company, its expert and administrators.
@@ -405,8 +411,8 @@ pub async fn by_project(
         })
         .ok_or_else(|| ApiError::not_found("No such project"))?;
     let items = payments::list_for_project(conn.exec(), p.id).await?;
-    let items: Vec<PaymentView> = items.into_iter().map(PaymentView::from).collect();
-    Ok(HttpResponse::Ok().json(items))
+    drop(conn);
+    Ok(HttpResponse::Ok().json(payment_views(&state, items).await?))
 }
 
 #[derive(Serialize, Deserialize, ToSchema)]
@@ -615,7 +621,7 @@ pub async fn get_one(
     path: web::Path<i64>,
 ) -> ApiResult<HttpResponse> {
     let y = visible_payment(&state, &auth, path.into_inner()).await?;
-    Ok(HttpResponse::Ok().json(PaymentView::from(y)))
+    Ok(HttpResponse::Ok().json(payment_view(&state, y).await?))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -671,7 +677,9 @@ pub async fn admin_list(
     };
     let mut conn = state.db.conn().await?;
     let (items, total) = payments::list(conn.exec(), &filter, page.limit(), page.offset()).await?;
-    Ok(HttpResponse::Ok().json(Paginated::new(items, total, page).map(PaymentView::from)))
+    drop(conn);
+    let items = payment_views(&state, items).await?;
+    Ok(HttpResponse::Ok().json(Paginated::new(items, total, page)))
 }
 
 #[utoipa::path(
@@ -694,7 +702,8 @@ pub async fn admin_get(
     let y = payments::find(conn.exec(), path.into_inner())
         .await?
         .ok_or_else(|| ApiError::not_found("No such payment"))?;
-    Ok(HttpResponse::Ok().json(PaymentView::from(y)))
+    drop(conn);
+    Ok(HttpResponse::Ok().json(payment_view(&state, y).await?))
 }
 
 #[derive(Deserialize, ToSchema, Default)]
