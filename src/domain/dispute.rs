@@ -33,28 +33,129 @@ impl DisputeStatus {
     }
 }
 
-/// The card issuer's side of a chargeback as the processor words it
-/// (`disputes.processor_dispute_status`). Kept as the processor's text, not an enum: its
-/// vocabulary is the processor's to grow.
-pub mod chargeback {
-    /// Decided for the platform.
-    pub const WON: &str = "won";
-    /// Decided for the cardholder: the money goes back to them.
-    pub const LOST: &str = "lost";
+/// The card issuer's side of a chargeback, read from the processor's word for it. The word
+/// itself is kept as the processor wrote it (`disputes.processor_dispute_status`): its
+/// vocabulary is the processor's to grow, and a word this service does not know reads as
+/// [`ChargebackStatus::Other`], which moves nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChargebackStatus {
+    /// An inquiry (before a chargeback) waiting for the merchant's response.
+    WarningNeedsResponse,
+    /// An inquiry under the issuer's review.
+    WarningUnderReview,
     /// An inquiry closed without becoming a chargeback.
-    pub const WARNING_CLOSED: &str = "warning_closed";
+    WarningClosed,
+    /// A chargeback waiting for the merchant's evidence.
+    NeedsResponse,
+    /// Evidence given; the issuer is deciding.
+    UnderReview,
+    /// Decided for the platform.
+    Won,
+    /// Decided for the card holder: the money goes back to them.
+    Lost,
+    /// A word this service does not know.
+    Other,
+}
+
+impl ChargebackStatus {
+    const WORDS: [(&'static str, ChargebackStatus); 7] = [
+        ("warning_needs_response", Self::WarningNeedsResponse),
+        ("warning_under_review", Self::WarningUnderReview),
+        ("warning_closed", Self::WarningClosed),
+        ("needs_response", Self::NeedsResponse),
+        ("under_review", Self::UnderReview),
+        ("won", Self::Won),
+        ("lost", Self::Lost),
+    ];
+
+    /// The status the processor's word names.
+    pub fn of(word: &str) -> Self {
+        Self::WORDS
+            .iter()
+            .find(|(w, _)| *w == word)
+            .map_or(Self::Other, |&(_, status)| status)
+    }
+
+    /// The processor's word (none for [`ChargebackStatus::Other`]).
+    pub fn word(self) -> Option<&'static str> {
+        Self::WORDS
+            .iter()
+            .find(|(_, s)| *s == self)
+            .map(|&(w, _)| w)
+    }
 
     /// The issuer has decided: the processor will not change it again.
-    pub fn is_decided(status: &str) -> bool {
-        matches!(status, WON | LOST)
+    pub fn is_decided(self) -> bool {
+        matches!(self, Self::Won | Self::Lost)
+    }
+
+    /// Where the project's dispute follows an update, and the states it follows from: under
+    /// review → `in_review` (from `open` or `in_review`); a response needed → `open` (from
+    /// `open`); nothing for the others (a decision comes by its own notice). The states
+    /// from are a pair, one named twice when it is alone (one statement shape for both).
+    pub fn followed_by(self) -> Option<([DisputeStatus; 2], DisputeStatus)> {
+        use DisputeStatus::*;
+        match self {
+            Self::UnderReview => Some(([Open, InReview], InReview)),
+            Self::NeedsResponse | Self::WarningNeedsResponse => Some(([Open, Open], Open)),
+            _ => None,
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::ChargebackStatus;
     use super::DisputeStatus::{self, *};
     use crate::domain::state::Lifecycle;
     use proptest::prelude::*;
+
+    #[test]
+    fn each_word_of_the_processor_reads_back_as_itself() {
+        for (word, status) in ChargebackStatus::WORDS {
+            assert_eq!(ChargebackStatus::of(word), status);
+            assert_eq!(status.word(), Some(word));
+        }
+        assert_eq!(ChargebackStatus::of("prevented"), ChargebackStatus::Other);
+        assert_eq!(ChargebackStatus::Other.word(), None);
+    }
+
+    #[test]
+    fn only_the_issuers_decisions_are_final_and_only_updates_move_a_dispute() {
+        use ChargebackStatus as C;
+        let decided: Vec<_> = ChargebackStatus::WORDS
+            .iter()
+            .filter(|(_, s)| s.is_decided())
+            .map(|(w, _)| *w)
+            .collect();
+        assert_eq!(decided, ["won", "lost"]);
+        assert_eq!(
+            C::UnderReview.followed_by(),
+            Some(([Open, InReview], InReview))
+        );
+        assert_eq!(C::NeedsResponse.followed_by(), Some(([Open, Open], Open)));
+        assert_eq!(
+            C::WarningNeedsResponse.followed_by(),
+            Some(([Open, Open], Open))
+        );
+        for quiet in [
+            C::WarningUnderReview,
+            C::WarningClosed,
+            C::Won,
+            C::Lost,
+            C::Other,
+        ] {
+            assert_eq!(quiet.followed_by(), None, "{quiet:?}");
+        }
+        // Every move it names is one a dispute may make.
+        for (_, s) in ChargebackStatus::WORDS {
+            if let Some((from, to)) = s.followed_by() {
+                for f in from {
+                    assert!(f == to || f.can_move_to(to), "{f:?} → {to:?}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn dispute_moves() {

@@ -77,10 +77,86 @@ impl Lifecycle for PayoutStatus {
     }
 }
 
+/// Where the processor's payment intent stands, read from its word (`PaymentIntent.status`).
+/// A word this service does not know reads as [`IntentStatus::Other`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntentStatus {
+    RequiresPaymentMethod,
+    RequiresConfirmation,
+    RequiresAction,
+    Processing,
+    /// Authorised: the money is held until captured or let go.
+    RequiresCapture,
+    /// Captured.
+    Succeeded,
+    Canceled,
+    Other,
+}
+
+impl IntentStatus {
+    const WORDS: [(&'static str, IntentStatus); 7] = [
+        ("requires_payment_method", Self::RequiresPaymentMethod),
+        ("requires_confirmation", Self::RequiresConfirmation),
+        ("requires_action", Self::RequiresAction),
+        ("processing", Self::Processing),
+        ("requires_capture", Self::RequiresCapture),
+        ("succeeded", Self::Succeeded),
+        ("canceled", Self::Canceled),
+    ];
+
+    /// The status the processor's word names.
+    pub fn of(word: &str) -> Self {
+        Self::WORDS
+            .iter()
+            .find(|(w, _)| *w == word)
+            .map_or(Self::Other, |&(_, status)| status)
+    }
+
+    /// The money is authorised or taken.
+    pub fn is_authorised(self) -> bool {
+        matches!(self, Self::RequiresCapture | Self::Succeeded)
+    }
+
+    /// Nothing more can happen to it: captured or cancelled.
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Canceled)
+    }
+
+    /// Still waiting for the company's card: nothing authorised yet.
+    pub fn awaits_the_card(self) -> bool {
+        matches!(
+            self,
+            Self::RequiresPaymentMethod | Self::RequiresConfirmation | Self::RequiresAction
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn each_intent_word_names_one_status_and_an_unknown_one_none() {
+        use IntentStatus::*;
+        for (word, status) in IntentStatus::WORDS {
+            assert_eq!(IntentStatus::of(word), status);
+        }
+        assert_eq!(IntentStatus::of("requires_reauthorization"), Other);
+        let authorised: Vec<_> = IntentStatus::WORDS
+            .iter()
+            .filter(|(_, s)| s.is_authorised())
+            .map(|(w, _)| *w)
+            .collect();
+        assert_eq!(authorised, ["requires_capture", "succeeded"]);
+        let waiting = IntentStatus::WORDS
+            .iter()
+            .filter(|(_, s)| s.awaits_the_card())
+            .count();
+        assert_eq!(waiting, 3);
+        assert!(Canceled.is_final() && Succeeded.is_final() && !RequiresCapture.is_final());
+        assert!(!Other.is_authorised() && !Other.is_final() && !Other.awaits_the_card());
+    }
 
     #[test]
     fn payment_moves() {

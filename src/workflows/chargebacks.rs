@@ -5,8 +5,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::json;
 
-use crate::domain::dispute::DisputeStatus;
-use crate::domain::dispute::chargeback;
+use crate::domain::dispute::ChargebackStatus;
 use crate::domain::payment::{PaymentStatus, PayoutStatus};
 use crate::domain::project::money_text;
 use crate::integrations::processor::Event;
@@ -95,30 +94,11 @@ pub(super) async fn on_dispute_updated(
     let Some(ours) = disputes::find_by_processor_id(tx.exec(), &dispute.id).await? else {
         return Ok(Some("unknown chargeback"));
     };
-    let moved = match dispute.status.as_str() {
-        "under_review" => {
-            disputes::follow_processor(
-                tx.exec(),
-                ours.id,
-                [DisputeStatus::Open, DisputeStatus::InReview],
-                DisputeStatus::InReview,
-                &dispute.status,
-                now,
-            )
-            .await?
+    let moved = match dispute.state().followed_by() {
+        Some((from, to)) => {
+            disputes::follow_processor(tx.exec(), ours.id, from, to, &dispute.status, now).await?
         }
-        "needs_response" | "warning_needs_response" => {
-            disputes::follow_processor(
-                tx.exec(),
-                ours.id,
-                [DisputeStatus::Open, DisputeStatus::Open],
-                DisputeStatus::Open,
-                &dispute.status,
-                now,
-            )
-            .await?
-        }
-        _ => false,
+        None => false,
     };
     if !moved {
         disputes::set_processor_status(tx.exec(), ours.id, &dispute.status, now).await?;
@@ -140,7 +120,7 @@ pub(super) async fn on_dispute_closed(
     if let Some(d) = &ours {
         disputes::set_processor_status(tx.exec(), d.id, &dispute.status, now).await?;
     }
-    if dispute.status != chargeback::LOST {
+    if dispute.state() != ChargebackStatus::Lost {
         // Already decided by an administrator (after the processor's decision was known):
         // nothing waits any more.
         if y.status != PaymentStatus::Disputed {

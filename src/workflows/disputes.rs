@@ -10,7 +10,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use crate::domain::dispute::chargeback;
+use crate::domain::dispute::ChargebackStatus;
 use crate::domain::payment::PaymentStatus;
 use crate::domain::project::ProjectStatus;
 use crate::domain::text::DecisionText;
@@ -585,7 +585,7 @@ async fn require_no_open_chargeback(state: &AppState, d: &Dispute) -> FlowResult
     };
     if d.processor_dispute_status
         .as_deref()
-        .is_some_and(chargeback::is_decided)
+        .is_some_and(|word| ChargebackStatus::of(word).is_decided())
     {
         return Ok(());
     }
@@ -595,10 +595,10 @@ async fn require_no_open_chargeback(state: &AppState, d: &Dispute) -> FlowResult
         .retrieve_dispute(chargeback)
         .await
         .map_err(|e| escrow::processor_failure("report the chargeback", &e))?;
-    match live.status.as_str() {
-        chargeback::WON | chargeback::WARNING_CLOSED => Ok(()),
+    match live.state() {
+        ChargebackStatus::Won | ChargebackStatus::WarningClosed => Ok(()),
         // Lost, its notice not applied yet: the refund it records comes first.
-        chargeback::LOST => Err(FlowError::conflict(
+        ChargebackStatus::Lost => Err(FlowError::conflict(
             "CHARGEBACK_CLOSING",
             "The card issuer has just decided the chargeback; try again in a moment",
         )),

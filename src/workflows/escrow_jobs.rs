@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::json;
 use utoipa::ToSchema;
 
-use crate::domain::payment::{PaymentStatus, PayoutStatus};
+use crate::domain::payment::{IntentStatus, PaymentStatus, PayoutStatus};
 use crate::state::AppState;
 use crate::store::payments::{self, Payment};
 use crate::workflows::error::{FlowError, FlowResult};
@@ -88,13 +88,13 @@ async fn secure_authorisation(state: &AppState, payment_id: i64) -> FlowResult<b
             .retrieve_payment_intent(intent_id)
             .await
             .map_err(|e| escrow::processor_failure("report the payment", &e))?;
-        if intent.status == "requires_capture" {
+        if intent.state() == IntentStatus::RequiresCapture {
             client
                 .capture_payment_intent(intent_id, &format!("payment_{}_capture", y.id))
                 .await
                 .map_err(|e| escrow::processor_failure("capture the payment", &e))?;
         }
-        captured = matches!(intent.status.as_str(), "requires_capture" | "succeeded");
+        captured = intent.state().is_authorised();
     }
     if metadata.get("expiry_reported").is_some() && !captured {
         return Ok(false);
@@ -217,8 +217,8 @@ async fn reconcile_one(state: &AppState, payment_id: i64) -> FlowResult<Option<C
     let (capture_before, receipt) = charge_details(state, &intent).await;
     let now = state.clock.now();
     let mut tx = state.db.begin().await?;
-    let to = match (y.status, intent.status.as_str()) {
-        (PaymentStatus::Pending, "requires_capture" | "succeeded") => {
+    let to = match (y.status, intent.state()) {
+        (PaymentStatus::Pending, status) if status.is_authorised() => {
             let hold = Hold {
                 payment: &y,
                 intent: &intent,
@@ -229,12 +229,12 @@ async fn reconcile_one(state: &AppState, payment_id: i64) -> FlowResult<Option<C
                 .await?
                 .then_some(PaymentStatus::Held)
         }
-        (PaymentStatus::Pending, "canceled") => {
+        (PaymentStatus::Pending, IntentStatus::Canceled) => {
             payments::fail_pending(tx.exec(), y.id, "canceled", now)
                 .await?
                 .then_some(PaymentStatus::Failed)
         }
-        (PaymentStatus::Held, "canceled") => {
+        (PaymentStatus::Held, IntentStatus::Canceled) => {
             let failed = payments::fail_held(tx.exec(), y.id, "authorisation_lapsed", now).await?;
             if failed {
                 let alert = for_admins(
@@ -257,7 +257,7 @@ async fn reconcile_one(state: &AppState, payment_id: i64) -> FlowResult<Option<C
             }
             failed.then_some(PaymentStatus::Failed)
         }
-        (PaymentStatus::Held, "succeeded") if refunded => {
+        (PaymentStatus::Held, IntentStatus::Succeeded) if refunded => {
             let metadata = y.payment_metadata.0.clone();
             let done = payments::mark_refunded(
                 tx.exec(),

@@ -9,7 +9,7 @@
 use serde_json::json;
 
 use crate::domain::milestone::MilestoneStatus;
-use crate::domain::payment::PaymentStatus;
+use crate::domain::payment::{IntentStatus, PaymentStatus};
 use crate::domain::project::{ApplicationStatus, ProjectStatus};
 use crate::integrations::mail::Template;
 use crate::state::AppState;
@@ -362,14 +362,14 @@ pub(crate) async fn release_unfunded_intents(state: &AppState, project_id: i64) 
             .retrieve_payment_intent(intent_id)
             .await
             .map_err(unavailable)?;
-        match intent.status.as_str() {
-            "requires_capture" | "succeeded" | "processing" => {
+        match intent.state() {
+            status if status.is_authorised() || status == IntentStatus::Processing => {
                 return Err(FlowError::conflict(
                     "MONEY_AUTHORISED",
                     "Money has been authorised for this project; the selection cannot be cancelled",
                 ));
             }
-            "canceled" => {}
+            IntentStatus::Canceled => {}
             _ => {
                 client
                     .cancel_payment_intent(intent_id, &format!("payment_{}_cancel", y.id))

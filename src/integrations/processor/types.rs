@@ -8,6 +8,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::domain::dispute::ChargebackStatus;
+use crate::domain::payment::IntentStatus;
+
 /// Free-form string pairs the service attaches to objects (`payment_id`, `milestone_id`, …).
 pub type Metadata = BTreeMap<String, String>;
 
@@ -81,6 +84,11 @@ pub struct PaymentIntent {
 }
 
 impl PaymentIntent {
+    /// Its status as the service reads it.
+    pub fn state(&self) -> IntentStatus {
+        IntentStatus::of(&self.status)
+    }
+
     /// The id of the latest charge, whether the response expanded it or not.
     pub fn latest_charge_id(&self) -> Option<&str> {
         self.latest_charge.as_ref().map(Expandable::id)
@@ -306,6 +314,13 @@ pub struct Dispute {
     pub status: String,
     pub reason: String,
     pub evidence_details: Option<EvidenceDetails>,
+}
+
+impl Dispute {
+    /// Its status as the service reads it.
+    pub fn state(&self) -> ChargebackStatus {
+        ChargebackStatus::of(&self.status)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::domain::milestone::MilestoneStatus;
-use crate::domain::payment::PaymentStatus;
+use crate::domain::payment::{IntentStatus, PaymentStatus};
 use crate::domain::project::ProjectStatus;
 use crate::integrations::mail::Template;
 use crate::integrations::processor::PaymentIntent;
@@ -206,7 +206,7 @@ pub(crate) async fn charge_details(
 
 /// Whether the intent's money is authorised or taken.
 pub(crate) fn is_authorised(intent: &PaymentIntent) -> bool {
-    matches!(intent.status.as_str(), "requires_capture" | "succeeded")
+    intent.state().is_authorised()
 }
 
 /// `POST /api/payments/sync-status`: asks the processor and moves a `pending` payment to
@@ -238,7 +238,7 @@ pub async fn sync_status(state: &AppState, payment_id: i64) -> FlowResult<Paymen
             };
             hold_in_tx(&mut tx, hold, now).await?;
             st.commit(tx).await?;
-        } else if intent.status == "canceled" {
+        } else if intent.state() == IntentStatus::Canceled {
             let mut tx = st.db.begin().await?;
             payments::fail_pending(tx.exec(), y.id, "canceled", now).await?;
             tx.commit().await?;

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::domain::payment::{PaymentStatus, PayoutStatus};
+use crate::domain::payment::{IntentStatus, PaymentStatus, PayoutStatus};
 use crate::domain::text::RefundReason;
 use crate::integrations::mail::Template;
 use crate::integrations::processor::{
@@ -115,16 +115,12 @@ pub(crate) async fn refund_in_actor(
         .retrieve_payment_intent(intent_id)
         .await
         .map_err(|e| processor_failure("report the payment", &e))?;
-    let refund_id = match intent.status.as_str() {
+    let refund_id = match intent.state() {
         // Never captured: cancelling gives everything back (an authorisation is let go; a
         // disputed payment the company never paid can no longer be paid).
         status
-            if status == "requires_capture"
-                || (unfunded
-                    && matches!(
-                        status,
-                        "requires_payment_method" | "requires_confirmation" | "requires_action"
-                    )) =>
+            if status == IntentStatus::RequiresCapture
+                || (unfunded && status.awaits_the_card()) =>
         {
             client
                 .cancel_payment_intent(intent_id, &format!("payment_{}_cancel", y.id))
@@ -132,8 +128,8 @@ pub(crate) async fn refund_in_actor(
                 .map_err(|e| processor_failure("cancel the payment", &e))?;
             None
         }
-        "canceled" => None,
-        "succeeded" => {
+        IntentStatus::Canceled => None,
+        IntentStatus::Succeeded => {
             let refund = client
                 .create_refund(
                     &CreateRefund {
@@ -148,10 +144,13 @@ pub(crate) async fn refund_in_actor(
                 .map_err(|e| processor_failure("refund the payment", &e))?;
             Some(refund.id)
         }
-        other => {
+        _ => {
             return Err(FlowError::conflict(
                 "PAYMENT_NOT_REFUNDABLE",
-                format!("The processor reports the payment as {other}; it cannot be refunded"),
+                format!(
+                    "The processor reports the payment as {}; it cannot be refunded",
+                    intent.status
+                ),
             ));
         }
     };
@@ -215,7 +214,7 @@ pub(crate) async fn cancel_uncaptured(state: &AppState, y: &Payment) -> Result<(
     };
     let client = &state.processor.client;
     let intent = client.retrieve_payment_intent(intent_id).await?;
-    if matches!(intent.status.as_str(), "canceled" | "succeeded") {
+    if intent.state().is_final() {
         return Ok(());
     }
     client

@@ -7,7 +7,7 @@ use serde_json::json;
 use super::*;
 use crate::domain::commission;
 use crate::domain::milestone::MilestoneStatus;
-use crate::domain::payment::PaymentStatus;
+use crate::domain::payment::{IntentStatus, PaymentStatus};
 use crate::domain::project::ProjectStatus;
 use crate::integrations::mail::Template;
 use crate::integrations::processor::PaymentIntent;
@@ -318,15 +318,18 @@ pub(super) async fn capture(state: &AppState, y: &Payment) -> FlowResult<Payment
         .retrieve_payment_intent(intent_id)
         .await
         .map_err(|e| processor_failure("report the payment", &e))?;
-    match intent.status.as_str() {
-        "succeeded" => Ok(intent),
-        "requires_capture" => client
+    match intent.state() {
+        IntentStatus::Succeeded => Ok(intent),
+        IntentStatus::RequiresCapture => client
             .capture_payment_intent(intent_id, &format!("payment_{}_capture", y.id))
             .await
             .map_err(|e| processor_failure("capture the payment", &e)),
-        other => Err(FlowError::conflict(
+        _ => Err(FlowError::conflict(
             "PAYMENT_NOT_CAPTURABLE",
-            format!("The processor reports the payment as {other}; it cannot be captured"),
+            format!(
+                "The processor reports the payment as {}; it cannot be captured",
+                intent.status
+            ),
         )),
     }
 }

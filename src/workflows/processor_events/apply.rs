@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::domain::dispute::chargeback;
+use crate::domain::dispute::ChargebackStatus;
 use crate::domain::payment::PaymentStatus;
 use crate::integrations::processor::Event;
 use crate::state::AppState;
@@ -457,7 +457,10 @@ async fn ask_processor(
             })
         }
         "charge.dispute.closed" => {
-            if event.dispute().is_ok_and(|d| d.status == chargeback::LOST) {
+            if event
+                .dispute()
+                .is_ok_and(|d| d.state() == ChargebackStatus::Lost)
+            {
                 chargebacks::release_lost_authorisation(state, y).await;
             }
             None
