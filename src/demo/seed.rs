@@ -86,7 +86,7 @@ async fn profile(
     let Some(user) = users::find_by_login(tx.exec(), username).await? else {
         return Ok(());
     };
-    if profiles::find_by_user(tx.exec(), user.id, role.as_str())
+    if profiles::find_by_user(tx.exec(), user.id, role)
         .await?
         .is_some()
     {

@@ -127,16 +127,12 @@ pub async fn find(ex: Exec<'_>, id: i64) -> StoreResult<Option<Profile>> {
     )
 }
 
-pub async fn find_by_user(
-    ex: Exec<'_>,
-    user_id: i64,
-    profile_type: &str,
-) -> StoreResult<Option<Profile>> {
+pub async fn find_by_user(ex: Exec<'_>, user_id: i64, role: Role) -> StoreResult<Option<Profile>> {
     Ok(on_exec!(ex, c => sqlx::query_as::<_, Profile>(
         select_profiles!("WHERE p.user_id = $1 AND p.profile_type = $2"),
     )
     .bind(user_id)
-    .bind(profile_type)
+    .bind(role.as_str())
     .fetch_optional(c)
     .await)?)
 }
@@ -600,7 +596,7 @@ pub struct ProcessorLink {
 pub async fn processor_link(
     ex: Exec<'_>,
     user_id: i64,
-    profile_type: &str,
+    role: Role,
 ) -> StoreResult<Option<ProcessorLink>> {
     Ok(on_exec!(ex, c => sqlx::query_as::<_, ProcessorLink>(
         "SELECT id AS profile_id, user_id, processor_connect_account_id AS connect_account_id,
@@ -611,7 +607,7 @@ pub async fn processor_link(
          FROM profiles WHERE user_id = $1 AND profile_type = $2",
     )
     .bind(user_id)
-    .bind(profile_type)
+    .bind(role.as_str())
     .fetch_optional(c)
     .await)?)
 }

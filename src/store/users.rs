@@ -495,7 +495,7 @@ pub async fn administrator_contacts(ex: Exec<'_>) -> StoreResult<Vec<Contact>> {
     .await)?)
 }
 
-pub async fn contact(ex: Exec<'_>, id: i64, profile_type: &str) -> StoreResult<Option<Contact>> {
+pub async fn contact(ex: Exec<'_>, id: i64, role: Role) -> StoreResult<Option<Contact>> {
     Ok(on_exec!(ex, c => sqlx::query_as::<_, Contact>(
         "SELECT u.id, u.email, COALESCE(
              (SELECT COALESCE(NULLIF(p.company_name, ''), NULLIF(p.full_name, ''))
@@ -504,7 +504,7 @@ pub async fn contact(ex: Exec<'_>, id: i64, profile_type: &str) -> StoreResult<O
          FROM users u WHERE u.id = $1",
     )
     .bind(id)
-    .bind(profile_type)
+    .bind(role.as_str())
     .fetch_optional(c)
     .await)?)
 }

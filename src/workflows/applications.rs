@@ -6,6 +6,7 @@ use serde_json::json;
 use crate::domain::project::format_minor;
 use crate::domain::project::{self as rules, ApplyRefusal, ProjectStatus};
 use crate::domain::text::Feedback;
+use crate::domain::user::Role;
 use crate::integrations::mail::Template;
 use crate::state::AppState;
 use crate::store::applications::{self, Application, Proposal};
@@ -81,7 +82,7 @@ pub async fn apply(
     let mut notify = Vec::new();
     let mut mails = Vec::new();
     if let Some(company_id) = p.company_id {
-        let expert = users::contact(tx.exec(), caller.id, "experto").await?;
+        let expert = users::contact(tx.exec(), caller.id, Role::Experto).await?;
         let expert_name = expert.map_or_else(|| "An expert".to_owned(), |e| e.name);
         notify.push(for_user(
             company_id,
@@ -90,7 +91,7 @@ pub async fn apply(
             &format!("{expert_name} sent a proposal for \"{}\".", p.title),
             project_ref(&p, id),
         ));
-        if let Some(company) = users::contact(tx.exec(), company_id, "empresa").await? {
+        if let Some(company) = users::contact(tx.exec(), company_id, Role::Empresa).await? {
             mails.push(email(
                 &company.email,
                 Template::NewProposal,

@@ -9,6 +9,7 @@ use std::collections::{HashMap, HashSet};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
+use crate::domain::user::Role;
 use crate::integrations::mail::Template;
 use crate::integrations::realtime::chat_room;
 use crate::state::AppState;
@@ -18,14 +19,14 @@ use crate::workflows::emails::email;
 use crate::workflows::error::FlowResult;
 
 /// The profile a party of `p` writes under, for the name an e-mail shows.
-fn profile_of(p: &Project, user_id: i64) -> &'static str {
+fn profile_of(p: &Project, user_id: i64) -> Role {
     if p.company_id == Some(user_id) {
-        "empresa"
+        Role::Empresa
     } else if p.expert_id == Some(user_id) {
-        "experto"
+        Role::Experto
     } else {
         // An administrator mediating: no profile, the username is used.
-        "admin"
+        Role::Admin
     }
 }
 
@@ -88,7 +89,7 @@ pub async fn emails_for(
     let window_start = now - state.settings.chat_email_digest;
     let mut emails = Vec::new();
     let mut sender_name = None;
-    for (user_id, kind) in [(p.company_id, "empresa"), (p.expert_id, "experto")] {
+    for (user_id, kind) in [(p.company_id, Role::Empresa), (p.expert_id, Role::Experto)] {
         let Some(user_id) = user_id.filter(|id| *id != sender_id) else {
             continue;
         };

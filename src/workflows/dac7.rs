@@ -11,6 +11,7 @@ use utoipa::ToSchema;
 
 use crate::domain::dac7::{self, Dac7ReviewStatus, amount, csv_field, is_reportable};
 use crate::domain::money::minor_to_number;
+use crate::domain::user::Role;
 use crate::integrations::mail::Template;
 use crate::state::AppState;
 use crate::store::dac7::{self as store, SellerYear};
@@ -42,7 +43,7 @@ fn fiscal_required() -> FlowError {
 /// The expert's profile, which must carry complete fiscal data.
 async fn expert_profile(state: &AppState, user_id: i64) -> FlowResult<Profile> {
     let mut conn = state.db.conn().await?;
-    let profile = profiles::find_by_user(conn.exec(), user_id, "experto")
+    let profile = profiles::find_by_user(conn.exec(), user_id, Role::Experto)
         .await?
         .ok_or_else(fiscal_required)?;
     if !profile.fiscal_data_complete {

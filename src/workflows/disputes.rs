@@ -14,6 +14,7 @@ use crate::domain::dispute::ChargebackStatus;
 use crate::domain::payment::PaymentStatus;
 use crate::domain::project::ProjectStatus;
 use crate::domain::text::DecisionText;
+use crate::domain::user::Role;
 use crate::integrations::mail::Template;
 use crate::state::AppState;
 use crate::store::disputes::{self, Dispute, NewDispute};
@@ -132,7 +133,7 @@ async fn record(
 /// The company and the expert of a project, as they are written to.
 async fn parties(tx: &mut Tx, p: &Project) -> FlowResult<Vec<users::Contact>> {
     let mut found = Vec::new();
-    for (id, kind) in [(p.company_id, "empresa"), (p.expert_id, "experto")] {
+    for (id, kind) in [(p.company_id, Role::Empresa), (p.expert_id, Role::Experto)] {
         if let Some(id) = id
             && let Some(c) = users::contact(tx.exec(), id, kind).await?
         {

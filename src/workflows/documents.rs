@@ -36,7 +36,7 @@ pub async fn store(
     let now = state.clock.now();
     let mut tx = state.db.begin().await?;
     let role: Role = user.active_role;
-    let profile_id = profiles::find_by_user(tx.exec(), user_id, role.as_str())
+    let profile_id = profiles::find_by_user(tx.exec(), user_id, role)
         .await?
         .map(|p| p.id);
     let id = documents::insert(

@@ -19,6 +19,7 @@ use crate::domain::invoice::{
 };
 use crate::domain::money::minor_to_number;
 use crate::domain::project::format_minor;
+use crate::domain::user::Role;
 use crate::integrations::mail::Template;
 use crate::state::AppState;
 use crate::store::events::{self, NewEvent};
@@ -264,7 +265,7 @@ async fn invoice_of(
     now: DateTime<Utc>,
 ) -> FlowResult<Option<Prepared>> {
     let issuer = match doc.issuer_user_id {
-        Some(user) => profiles::find_by_user(tx.exec(), user, "experto")
+        Some(user) => profiles::find_by_user(tx.exec(), user, Role::Experto)
             .await?
             .as_ref()
             .and_then(party_of_profile),
@@ -351,10 +352,10 @@ fn correction_of(doc: &Invoice, original: &Invoice) -> FlowResult<Prepared> {
 
 /// The profile a document's recipient is addressed as: the company for the expert's
 /// invoice, the expert for the platform's.
-fn recipient_role(doc: &Invoice) -> &'static str {
+fn recipient_role(doc: &Invoice) -> Role {
     match doc.role {
-        InvoiceRole::ExpertService => "empresa",
-        InvoiceRole::PlatformFee => "experto",
+        InvoiceRole::ExpertService => Role::Empresa,
+        InvoiceRole::PlatformFee => Role::Experto,
     }
 }
 
@@ -398,7 +399,7 @@ pub(crate) fn party_of_profile(p: &Profile) -> Option<(TaxParty, PartyOnDocument
     }
     let country = Country::parse(p.fiscal_country.as_deref()?)?;
     let kind = p.fiscal_type.as_deref();
-    let business = p.profile_type == "empresa" && kind != Some("individual")
+    let business = p.profile_type == Role::Empresa.as_str() && kind != Some("individual")
         || matches!(kind, Some("autonomo" | "empresa"));
     let vat_number = p
         .vat_number

@@ -14,6 +14,7 @@ use crate::domain::milestone::MilestoneStatus;
 use crate::domain::payment::PaymentStatus;
 use crate::domain::project::ProjectStatus;
 use crate::domain::text::{Feedback, Title};
+use crate::domain::user::Role;
 use crate::integrations::mail::Template;
 use crate::state::AppState;
 use crate::store::deliveries::{self, Delivery};
@@ -347,7 +348,7 @@ pub async fn tell_company(
         return Ok((Vec::new(), Vec::new()));
     };
     let expert_name = match p.expert_id {
-        Some(id) => users::contact(tx.exec(), id, "experto")
+        Some(id) => users::contact(tx.exec(), id, Role::Experto)
             .await?
             .map(|c| c.name),
         None => None,
@@ -364,7 +365,7 @@ pub async fn tell_company(
         reference(p, m),
     )];
     let mut mails = Vec::new();
-    if let Some(c) = users::contact(tx.exec(), company_id, "empresa").await? {
+    if let Some(c) = users::contact(tx.exec(), company_id, Role::Empresa).await? {
         mails.push(email(
             &c.email,
             Template::MilestoneCompleted,
@@ -492,7 +493,7 @@ pub async fn after_release(
             json!({"project_id": p.id, "milestone_id": m.id,
                    "delivery_id": delivery.map(|d| d.id), "decision": "approve"}),
         ));
-        if let Some(e) = users::contact(tx.exec(), expert_id, "experto").await? {
+        if let Some(e) = users::contact(tx.exec(), expert_id, Role::Experto).await? {
             mails.push(email(
                 &e.email,
                 Template::MilestoneApproved,
@@ -678,7 +679,7 @@ pub async fn rejection_messages(
             &message,
             data.clone(),
         ));
-        if let Some(e) = users::contact(tx.exec(), expert_id, "experto").await? {
+        if let Some(e) = users::contact(tx.exec(), expert_id, Role::Experto).await? {
             mails.push(email(
                 &e.email,
                 Template::MilestoneRejected,

@@ -1,6 +1,7 @@
 //! A company's saved cards: they live at the processor, on the company's processor customer,
 //! created on the first card saved.
 
+use crate::domain::user::Role;
 use crate::integrations::processor::CreateCustomer;
 use crate::integrations::processor::types::PaymentMethod;
 use crate::state::AppState;
@@ -9,7 +10,7 @@ use crate::store::users::User;
 use crate::workflows::connect::{is_refusal, processor_failure};
 use crate::workflows::error::{FlowError, FlowResult};
 
-const COMPANY: &str = "empresa";
+const COMPANY: Role = Role::Empresa;
 
 async fn load(state: &AppState, user_id: i64) -> FlowResult<Option<ProcessorLink>> {
     let mut conn = state.db.conn().await?;

@@ -159,7 +159,7 @@ pub async fn creation_checks(state: &AppState, caller: &Caller) -> FlowResult<()
             "Verify your e-mail address before creating a project",
         ));
     }
-    let profile = profiles::find_by_user(conn.exec(), caller.id, Role::Empresa.as_str())
+    let profile = profiles::find_by_user(conn.exec(), caller.id, Role::Empresa)
         .await?
         .ok_or_else(|| {
             FlowError::forbidden_code(
@@ -187,7 +187,7 @@ pub async fn creation_checks(state: &AppState, caller: &Caller) -> FlowResult<()
         && projects::count_by_company(conn.exec(), caller.id).await? == 0
     {
         drop(conn);
-        fiscal_data_required(state, caller.id, "empresa", "create your first project").await?;
+        fiscal_data_required(state, caller.id, Role::Empresa, "create your first project").await?;
         return Err(FlowError::rule(
             "FISCAL_DATA_REQUIRED",
             "Complete your fiscal data before creating your first project",
@@ -200,7 +200,7 @@ pub async fn creation_checks(state: &AppState, caller: &Caller) -> FlowResult<()
 pub async fn fiscal_data_required(
     state: &AppState,
     user_id: i64,
-    profile_type: &str,
+    role: Role,
     what: &str,
 ) -> FlowResult<()> {
     let now = state.clock.now();
@@ -216,7 +216,7 @@ pub async fn fiscal_data_required(
                     "FISCAL_DATA_REQUIRED",
                     "Fiscal data required",
                     &format!("Complete the fiscal data of your profile to {what}."),
-                    json!({"profile_type": profile_type}),
+                    json!({"profile_type": role.as_str()}),
                 )],
             }),
         ),
@@ -396,7 +396,7 @@ async fn invitation_notices(
     mails: &mut Vec<Value>,
 ) -> FlowResult<()> {
     let company = match p.company_id {
-        Some(id) => users::contact(ex.re(), id, "empresa").await?,
+        Some(id) => users::contact(ex.re(), id, Role::Empresa).await?,
         None => None,
     };
     let company_name = company.map_or_else(|| "A company".to_owned(), |c| c.name);
@@ -410,7 +410,7 @@ async fn invitation_notices(
         ),
         project_ref(p),
     ));
-    if let Some(expert) = users::contact(ex, expert_id, "experto").await? {
+    if let Some(expert) = users::contact(ex, expert_id, Role::Experto).await? {
         mails.push(email(
             &expert.email,
             Template::ExpertInvited,
@@ -464,7 +464,7 @@ pub async fn validate(
     let mut notify = Vec::new();
     let mut mails = Vec::new();
     if let Some(company_id) = p.company_id {
-        let company = users::contact(tx.exec(), company_id, "empresa").await?;
+        let company = users::contact(tx.exec(), company_id, Role::Empresa).await?;
         let (kind, title, message) = if approved {
             (
                 "project_approved",

@@ -16,6 +16,7 @@ use crate::domain::project::ProjectStatus;
 use crate::domain::reputation;
 use crate::domain::reputation::ReviewVisibility;
 use crate::domain::text::ReviewText;
+use crate::domain::user::Role;
 use crate::integrations::mail::Template;
 use crate::state::AppState;
 use crate::store::events::{self, NewEvent};
@@ -148,12 +149,16 @@ async fn announce(tx: &mut Tx, p: &Project, review: &Review, now: DateTime<Utc>)
     let (Some(reviewee_id), Some(reviewer_id)) = (review.reviewee_id, review.reviewer_id) else {
         return Ok(());
     };
-    let reviewee_kind = if review.reviewer_role.as_deref() == Some("empresa") {
-        "experto"
+    let reviewer_kind = review
+        .reviewer_role
+        .as_deref()
+        .and_then(Role::parse)
+        .unwrap_or(Role::Empresa);
+    let reviewee_kind = if reviewer_kind == Role::Empresa {
+        Role::Experto
     } else {
-        "empresa"
+        Role::Empresa
     };
-    let reviewer_kind = review.reviewer_role.as_deref().unwrap_or("empresa");
     let reviewer_name = users::contact(tx.exec(), reviewer_id, reviewer_kind)
         .await?
         .map(|c| c.name)
@@ -219,8 +224,8 @@ pub async fn ask_for_reviews(tx: &mut Tx, project_id: i64, now: DateTime<Utc>) -
         return Ok(());
     };
     let sides = [
-        (p.company_id, "empresa", p.expert_id, "experto"),
-        (p.expert_id, "experto", p.company_id, "empresa"),
+        (p.company_id, Role::Empresa, p.expert_id, Role::Experto),
+        (p.expert_id, Role::Experto, p.company_id, Role::Empresa),
     ];
     let mut notify = Vec::new();
     let mut mails = Vec::new();

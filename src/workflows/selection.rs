@@ -11,6 +11,7 @@ use serde_json::json;
 use crate::domain::milestone::MilestoneStatus;
 use crate::domain::payment::{IntentStatus, PaymentStatus};
 use crate::domain::project::{ApplicationStatus, ProjectStatus};
+use crate::domain::user::Role;
 use crate::integrations::mail::Template;
 use crate::state::AppState;
 use crate::store::applications::{self, Application};
@@ -88,12 +89,12 @@ async fn select_now(
             ),
         ));
     }
-    let fiscal_complete = profiles::find_by_user(conn.exec(), expert_id, "experto")
+    let fiscal_complete = profiles::find_by_user(conn.exec(), expert_id, Role::Experto)
         .await?
         .is_some_and(|pr| pr.fiscal_data_complete);
     if !fiscal_complete && !projects::ever_assigned(conn.exec(), expert_id).await? {
         drop(conn);
-        fiscal_data_required(state, expert_id, "experto", "start your first project").await?;
+        fiscal_data_required(state, expert_id, Role::Experto, "start your first project").await?;
         return Err(FlowError::rule(
             "FISCAL_DATA_REQUIRED",
             "The expert must complete their fiscal data before their first project",
@@ -171,9 +172,9 @@ async fn select_now(
     )
     .await?;
 
-    let expert = users::contact(tx.exec(), expert_id, "experto").await?;
+    let expert = users::contact(tx.exec(), expert_id, Role::Experto).await?;
     let company = match p.company_id {
-        Some(id) => users::contact(tx.exec(), id, "empresa").await?,
+        Some(id) => users::contact(tx.exec(), id, Role::Empresa).await?,
         None => None,
     };
     let expert_name = expert.as_ref().map_or("The expert", |e| e.name.as_str());

@@ -23,6 +23,7 @@ use serde_json::json;
 use crate::domain::milestone::MilestoneStatus;
 use crate::domain::payment::PaymentStatus;
 use crate::domain::project::{ProjectStatus, format_minor};
+use crate::domain::user::Role;
 use crate::integrations::mail::Template;
 use crate::state::AppState;
 use crate::store::deliveries;
@@ -185,7 +186,7 @@ async fn remind_review(state: &AppState, d: &DueDelivery, now: DateTime<Utc>) ->
         .await?
         .ok_or_else(changed)?;
     let expert_name = match p.expert_id {
-        Some(id) => users::contact(tx.exec(), id, "experto")
+        Some(id) => users::contact(tx.exec(), id, Role::Experto)
             .await?
             .map(|c| c.name),
         None => None,
@@ -207,7 +208,7 @@ async fn remind_review(state: &AppState, d: &DueDelivery, now: DateTime<Utc>) ->
             json!({"project_id": p.id, "milestone_id": m.id, "delivery_id": d.id,
                    "auto_approve_at": d.auto_approve_at, "reminder": sent}),
         ));
-        if let Some(c) = users::contact(tx.exec(), company_id, "empresa").await? {
+        if let Some(c) = users::contact(tx.exec(), company_id, Role::Empresa).await? {
             mails.push(email(
                 &c.email,
                 Template::DeliveryReviewReminder,
@@ -317,7 +318,7 @@ async fn remind_funding(state: &AppState, due: &DueFunding, now: DateTime<Utc>) 
             ),
             data.clone(),
         ));
-        if let Some(c) = users::contact(tx.exec(), company_id, "empresa").await? {
+        if let Some(c) = users::contact(tx.exec(), company_id, Role::Empresa).await? {
             mails.push(email(
                 &c.email,
                 Template::FundingReminder,

@@ -310,7 +310,7 @@ pub async fn recontact(state: &AppState, admin_id: i64, id: i64) -> FlowResult<R
             "Only a company with a profile can be recontacted",
         ));
     }
-    let contact = users::contact(tx.exec(), id, Role::Empresa.as_str())
+    let contact = users::contact(tx.exec(), id, Role::Empresa)
         .await?
         .ok_or_else(|| FlowError::not_found("User not found"))?;
     let mail = email(

@@ -7,6 +7,7 @@ use serde_json::json;
 
 use crate::domain::money::minor_to_number;
 use crate::domain::project::{format_minor, money_text};
+use crate::domain::user::Role;
 use crate::integrations::mail::Template;
 use crate::integrations::processor::Event;
 use crate::store::{Tx, profiles, users};
@@ -33,7 +34,7 @@ pub(crate) async fn on_account_event(
             None => None,
         };
         let contact = match expert {
-            Some(id) => users::contact(tx.exec(), id, "experto").await?,
+            Some(id) => users::contact(tx.exec(), id, Role::Experto).await?,
             None => None,
         };
         let paid = event.kind == "payout.paid";

@@ -7,6 +7,7 @@ use serde_json::json;
 
 use crate::domain::profile::ConnectStatus;
 use crate::domain::token::random_token;
+use crate::domain::user::Role;
 use crate::integrations::processor::types::Account;
 use crate::integrations::processor::{
     AccountLinkType, CreateAccount, CreateAccountLink, ProcessorError,
@@ -26,7 +27,7 @@ pub(crate) use account_events::on_account_event;
 /// The event an administrator's disconnect records (it also numbers reconnections).
 const DISCONNECTED_EVENT: &str = "processor_connect.disconnected";
 
-const EXPERT: &str = "experto";
+const EXPERT: Role = Role::Experto;
 
 /// The one rule from the processor's account to `processor_connect_status`.
 pub fn status_of(account: &Account) -> ConnectStatus {

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use crate::domain::money::minor_to_number;
 use crate::domain::project::{format_minor, money_text};
+use crate::domain::user::Role;
 use crate::integrations::processor::ProcessorError;
 use crate::state::AppState;
 use crate::store::events::{self, NewEvent};
@@ -187,11 +188,11 @@ impl Parties {
             None => String::new(),
         };
         let company = match y.company_id {
-            Some(id) => users::contact(tx.exec(), id, "empresa").await?,
+            Some(id) => users::contact(tx.exec(), id, Role::Empresa).await?,
             None => None,
         };
         let expert = match y.expert_id {
-            Some(id) => users::contact(tx.exec(), id, "experto").await?,
+            Some(id) => users::contact(tx.exec(), id, Role::Experto).await?,
             None => None,
         };
         Ok(Self {

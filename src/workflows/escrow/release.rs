@@ -9,6 +9,7 @@ use crate::domain::commission;
 use crate::domain::milestone::MilestoneStatus;
 use crate::domain::payment::{IntentStatus, PaymentStatus};
 use crate::domain::project::ProjectStatus;
+use crate::domain::user::Role;
 use crate::integrations::mail::Template;
 use crate::integrations::processor::PaymentIntent;
 use crate::state::AppState;
@@ -339,7 +340,7 @@ pub(super) async fn capture(state: &AppState, y: &Payment) -> FlowResult<Payment
 async fn split_for(state: &AppState, y: &Payment) -> FlowResult<(String, i64, i64)> {
     let mut conn = state.db.conn().await?;
     let level = match y.expert_id {
-        Some(id) => profiles::find_by_user(conn.exec(), id, "experto")
+        Some(id) => profiles::find_by_user(conn.exec(), id, Role::Experto)
             .await?
             .map(|p| p.expert_level),
         None => None,

@@ -8,6 +8,7 @@ use serde_json::json;
 use super::*;
 use crate::domain::payment::{PaymentStatus, PayoutStatus};
 use crate::domain::profile::ConnectStatus;
+use crate::domain::user::Role;
 use crate::integrations::processor::{CreateTransfer, ProcessorError, Transfer};
 use crate::state::AppState;
 use crate::store::milestones;
@@ -45,7 +46,7 @@ pub(crate) async fn transfer(state: &AppState, y: Payment) -> FlowResult<Payment
     }
     let mut conn = state.db.conn().await?;
     let expert = match y.expert_id {
-        Some(id) => profiles::find_by_user(conn.exec(), id, "experto").await?,
+        Some(id) => profiles::find_by_user(conn.exec(), id, Role::Experto).await?,
         None => None,
     };
     let now = state.clock.now();
@@ -262,7 +263,7 @@ pub async fn retry_transfer(
 pub async fn require_connect_active(state: &AppState, expert_id: Option<i64>) -> FlowResult<()> {
     let mut conn = state.db.conn().await?;
     let active = match expert_id {
-        Some(id) => profiles::find_by_user(conn.exec(), id, "experto")
+        Some(id) => profiles::find_by_user(conn.exec(), id, Role::Experto)
             .await?
             .is_some_and(|p| payout_account_active(&p)),
         None => false,

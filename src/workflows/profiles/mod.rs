@@ -269,7 +269,7 @@ pub async fn create_profile(
 ) -> FlowResult<Profile> {
     let now = state.clock.now();
     let mut tx = state.db.begin().await?;
-    if profiles::find_by_user(tx.exec(), user_id, role.as_str())
+    if profiles::find_by_user(tx.exec(), user_id, role)
         .await?
         .is_some()
     {

@@ -14,7 +14,7 @@ pub async fn profile_of_user(mut ex: Exec<'_>, user_id: i64) -> FlowResult<Profi
     let user = users::find(ex.re(), user_id)
         .await?
         .ok_or_else(|| FlowError::not_found("User not found"))?;
-    if let Some(p) = profiles::find_by_user(ex.re(), user_id, user.active_role.as_str()).await? {
+    if let Some(p) = profiles::find_by_user(ex.re(), user_id, user.active_role).await? {
         return Ok(p);
     }
     profiles::list_by_user(ex, user_id)

@@ -19,7 +19,7 @@ pub async fn picture_target(state: &AppState, user: &User) -> FlowResult<Picture
     let mut conn = state.db.conn().await?;
     Ok(match user.active_role {
         Role::Experto => PictureTarget::Profile(
-            profiles::find_by_user(conn.exec(), user.id, Role::Experto.as_str())
+            profiles::find_by_user(conn.exec(), user.id, Role::Experto)
                 .await?
                 .ok_or_else(|| FlowError::not_found("Create your expert profile first"))?
                 .id,
@@ -32,7 +32,7 @@ pub async fn picture_target(state: &AppState, user: &User) -> FlowResult<Picture
                 PictureTarget::Team
             } else {
                 PictureTarget::Profile(
-                    profiles::find_by_user(conn.exec(), user.id, Role::Admin.as_str())
+                    profiles::find_by_user(conn.exec(), user.id, Role::Admin)
                         .await?
                         .ok_or_else(|| FlowError::not_found("Create your team profile first"))?
                         .id,

@@ -62,7 +62,7 @@ pub struct FiscalStatus {
 #[get("/api/profiles/me/fiscal-status")]
 pub async fn fiscal_status(state: web::Data<AppState>, auth: AuthUser) -> ApiResult<HttpResponse> {
     let mut conn = state.db.conn().await?;
-    let profile = profiles::find_by_user(conn.exec(), auth.id(), auth.user.active_role.as_str())
+    let profile = profiles::find_by_user(conn.exec(), auth.id(), auth.user.active_role)
         .await?
         .ok_or_else(|| ApiError::not_found("No profile for the active role"))?;
     let missing = rules::missing_fiscal_fields(role_of(&profile), &fiscal_fields(&profile));

@@ -269,7 +269,7 @@ pub async fn create(
 
 async fn my_profile(state: &AppState, auth: &AuthUser) -> ApiResult<HttpResponse> {
     let mut conn = state.db.conn().await?;
-    let profile = profiles::find_by_user(conn.exec(), auth.id(), auth.user.active_role.as_str())
+    let profile = profiles::find_by_user(conn.exec(), auth.id(), auth.user.active_role)
         .await?
         .ok_or_else(|| ApiError::not_found("No profile for the active role"))?;
     Ok(HttpResponse::Ok().json(owner_of(conn.exec(), profile).await?))
