@@ -606,8 +606,20 @@ impl From<String> for Answer {
 #[derive(Deserialize)]
 struct ClientFrame {
     #[serde(rename = "type")]
-    kind: String,
+    kind: ClientFrameKind,
     content: Option<String>,
+}
+
+/// What a member's frame asks for; any other `type` is refused with an `error` frame.
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum ClientFrameKind {
+    /// A message to store and fan out.
+    Message,
+    /// Typing, to relay.
+    Typing,
+    #[serde(other)]
+    Unknown,
 }
 
 /// A client's text frame in a chat room: a message to store (spending the account's chat
@@ -627,8 +639,8 @@ async fn handle_text(
         return error_frame("expected {\"type\": \"message\" | \"typing\", …}").into();
     };
     let caller = socket.caller();
-    match frame.kind.as_str() {
-        "message" => {
+    match frame.kind {
+        ClientFrameKind::Message => {
             if let Err(error) = super::rate_limit::chat_message(state, caller.id).await {
                 let over_budget = error.status_code() == StatusCode::TOO_MANY_REQUESTS;
                 if over_budget {
@@ -653,7 +665,7 @@ async fn handle_text(
                 }
             }
         }
-        "typing" => {
+        ClientFrameKind::Typing => {
             let now = state.clock.now().timestamp_millis();
             match TYPING_RATE.take(budgets.typing, now) {
                 Take::Allowed { full_at_ms } => {
@@ -664,7 +676,7 @@ async fn handle_text(
             }
             Handled::Done
         }
-        _ => error_frame("unknown frame type").into(),
+        ClientFrameKind::Unknown => error_frame("unknown frame type").into(),
     }
 }
 

@@ -25,7 +25,7 @@ use crate::domain::project::{ProjectStatus, ProjectType, may_apply};
 #[derive(Debug, Default, Clone, PartialEq, Eq, Hash)]
 pub struct ProjectFilter {
     pub status: Option<ProjectStatus>,
-    pub project_type: Option<String>,
+    pub project_type: Option<ProjectType>,
     /// A skill name, matched case-insensitively against `skills_required`.
     pub skill: Option<String>,
     pub min_budget_minor: Option<i64>,
@@ -50,7 +50,7 @@ pub enum Viewer {
 #[derive(Debug, Default, Clone)]
 pub struct AdminProjectFilter {
     pub status: Option<ProjectStatus>,
-    pub project_type: Option<String>,
+    pub project_type: Option<ProjectType>,
     pub company_id: Option<i64>,
     pub expert_id: Option<i64>,
     pub created_from: Option<DateTime<Utc>>,
@@ -230,7 +230,7 @@ struct Filters {
 }
 
 impl Filters {
-    fn new(status: Option<ProjectStatus>, project_type: Option<&str>) -> Self {
+    fn new(status: Option<ProjectStatus>, project_type: Option<ProjectType>) -> Self {
         let mut f = Self {
             sql: Sql::default(),
             filter: Vec::new(),
@@ -251,11 +251,13 @@ impl Filters {
                 .push(format!("status = {}", f.fixed_args.arg(status.as_str())));
         }
         if let Some(kind) = project_type {
-            f.types = ProjectType::parse(kind).into_iter().collect();
+            f.types = vec![kind];
             f.filter
-                .push(format!("p.project_type = {}", f.sql.arg(kind)));
-            f.fixed
-                .push(format!("project_type = {}", f.fixed_args.arg(kind)));
+                .push(format!("p.project_type = {}", f.sql.arg(kind.as_str())));
+            f.fixed.push(format!(
+                "project_type = {}",
+                f.fixed_args.arg(kind.as_str())
+            ));
         }
         f
     }
@@ -451,7 +453,7 @@ fn visible_with(
     test: SetTest,
     skill_budgets: bool,
 ) -> ListQuery {
-    let mut q = Filters::new(f.status, f.project_type.as_deref());
+    let mut q = Filters::new(f.status, f.project_type);
     if let Some(skill) = f.skill.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
         let (min, max) = (f.min_budget_minor, f.max_budget_minor);
         if skill_budgets && (min.is_some() || max.is_some()) {
@@ -700,7 +702,7 @@ pub async fn admin_for_page(
 
 /// Every project for the administrators, newest first (with a search, title matches first).
 pub fn admin(engine: &Exec<'_>, f: &AdminProjectFilter) -> ListQuery {
-    let mut q = Filters::new(f.status, f.project_type.as_deref());
+    let mut q = Filters::new(f.status, f.project_type);
     if let Some(company) = f.company_id {
         q.other("p.company_id = {}", company);
     }

@@ -160,24 +160,48 @@ async fn publish(state: &AppState, project_id: i64, frames: &[String]) {
     }
 }
 
-/// A frame of the room: `{type, data}`.
-fn frame(kind: &str, data: serde_json::Value) -> String {
-    json!({"type": kind, "data": data}).to_string()
+/// What a room's frame tells its members (its `type` on the wire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoomFrame {
+    MessageCreated,
+    MessageUpdated,
+    MessageDeleted,
+    /// A member is typing (relayed, never stored).
+    Typing,
+    /// A member read the room up to a message.
+    Read,
 }
 
-async fn push(state: &AppState, project_id: i64, kind: &str, data: serde_json::Value) {
+impl RoomFrame {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MessageCreated => "message.created",
+            Self::MessageUpdated => "message.updated",
+            Self::MessageDeleted => "message.deleted",
+            Self::Typing => "typing",
+            Self::Read => "read",
+        }
+    }
+}
+
+/// A frame of the room: `{type, data}`.
+fn frame(kind: RoomFrame, data: serde_json::Value) -> String {
+    json!({"type": kind.as_str(), "data": data}).to_string()
+}
+
+async fn push(state: &AppState, project_id: i64, kind: RoomFrame, data: serde_json::Value) {
     publish(state, project_id, &[frame(kind, data)]).await;
 }
 
 /// The frame of a change `kind` of message `m`.
-fn message_frame(kind: &str, m: &Message) -> String {
+fn message_frame(kind: RoomFrame, m: &Message) -> String {
     frame(
         kind,
         serde_json::to_value(MessageView::from(m.clone())).unwrap_or_default(),
     )
 }
 
-async fn push_message(state: &AppState, kind: &str, m: &Message) {
+async fn push_message(state: &AppState, kind: RoomFrame, m: &Message) {
     publish(state, m.project_id, &[message_frame(kind, m)]).await;
 }
 
@@ -290,7 +314,7 @@ async fn store_group(state: &AppState, project_id: i64, group: Vec<Waiting>) {
     let frames: Vec<String> = outcomes
         .iter()
         .flatten()
-        .map(|m| message_frame("message.created", m))
+        .map(|m| message_frame(RoomFrame::MessageCreated, m))
         .collect();
     publish(state, project_id, &frames).await;
     for (outcome, answer) in outcomes.into_iter().zip(answers) {
@@ -616,7 +640,13 @@ pub async fn depart(state: &AppState, project_id: i64, user_id: i64) {
 
 /// Tells the room that `caller` is typing; relayed, never stored.
 pub async fn typing(state: &AppState, caller: &Caller, project_id: i64) {
-    push(state, project_id, "typing", json!({"user_id": caller.id})).await;
+    push(
+        state,
+        project_id,
+        RoomFrame::Typing,
+        json!({"user_id": caller.id}),
+    )
+    .await;
 }
 
 /// Stores the file under `UPLOADS_DIR/chat/{project_id}/` with a name of ours, then the
@@ -722,7 +752,7 @@ async fn edit_now(
         .ok_or_else(not_found)?;
     record(&mut tx, "chat.message_updated", &m, now).await?;
     state.commit(tx).await?;
-    push_message(state, "message.updated", &m).await;
+    push_message(state, RoomFrame::MessageUpdated, &m).await;
     Ok(m)
 }
 
@@ -773,7 +803,7 @@ async fn delete_now(
     if let Some(file) = &m.file_path {
         let _ = tokio::fs::remove_file(state.settings.uploads_dir.join(file)).await;
     }
-    push_message(state, "message.deleted", &gone).await;
+    push_message(state, RoomFrame::MessageDeleted, &gone).await;
     Ok(gone)
 }
 
@@ -815,7 +845,7 @@ async fn mark_read_now(
         push(
             state,
             project_id,
-            "read",
+            RoomFrame::Read,
             json!({"user_id": caller.id, "up_to_message_id": up_to}),
         )
         .await;

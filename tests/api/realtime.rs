@@ -162,9 +162,18 @@ async fn both_parties_receive_each_message_once_and_in_order() {
         );
     }
     assert_eq!(types, ["message.created", "typing", "message.updated"]);
-    // Garbage gets an error frame, not a dropped socket.
+    // Garbage gets an error frame, not a dropped socket; so does a type no member sends.
     expert.send(Message::text("not json")).await.unwrap();
     assert_eq!(next_frame(&mut expert).await["type"], "error");
+    expert
+        .send(Message::text(r#"{"type": "shout", "content": "hey"}"#))
+        .await
+        .unwrap();
+    let frame = next_frame(&mut expert).await;
+    assert_eq!(
+        (&frame["type"], &frame["data"]["detail"]),
+        (&j!("error"), &j!("unknown frame type"))
+    );
     // A frame over 64 KiB closes the socket with 1009.
     expert
         .send(Message::text("x".repeat(70 * 1024)))

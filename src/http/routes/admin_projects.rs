@@ -11,7 +11,7 @@ use super::applications::ApplicationView;
 use super::disputes::AdminDisputeView;
 use super::escrow_views::{MilestoneView, PaymentView};
 use super::projects::{ProjectView, caller};
-use crate::domain::project::ProjectStatus;
+use crate::domain::project::{ProjectStatus, ProjectType};
 use crate::domain::text::StatusReason;
 use crate::http::auth::AdminUser;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
@@ -63,18 +63,15 @@ pub async fn list(
                 .ok_or_else(|| ApiError::invalid_field("status", "is not a project status"))?,
         ),
     };
-    if q.project_type
-        .as_deref()
-        .is_some_and(|t| !matches!(t, "private" | "curated"))
-    {
-        return Err(ApiError::invalid_field(
-            "project_type",
-            "must be private or curated",
-        ));
-    }
+    let project_type = match q.project_type.as_deref() {
+        None => None,
+        Some(text) => Some(ProjectType::parse(text).ok_or_else(|| {
+            ApiError::invalid_field("project_type", "must be private or curated")
+        })?),
+    };
     let filter = AdminProjectFilter {
         status,
-        project_type: q.project_type,
+        project_type,
         company_id: q.company_id,
         expert_id: q.expert_id,
         created_from: q.created_from,

@@ -87,7 +87,7 @@ impl ProjectListQuery {
             seek,
             ProjectFilter {
                 status: self.status.as_deref().and_then(ProjectStatus::parse),
-                project_type: self.project_type.clone(),
+                project_type: self.project_type.as_deref().and_then(ProjectType::parse),
                 skill: self.skill.clone(),
                 min_budget_minor,
                 max_budget_minor,
