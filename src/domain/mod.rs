@@ -27,4 +27,5 @@ pub mod text;
 pub mod token;
 pub mod upload;
 pub mod user;
+pub mod visibility;
 pub mod webhook_rules;

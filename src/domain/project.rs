@@ -69,14 +69,6 @@ impl ProjectStatus {
     pub fn is_before_selection(self) -> bool {
         self.is_unpublished() || self.allows_selection()
     }
-
-    /// Listed on the public marketplace (curated projects only; private ones never are).
-    pub fn is_public_listing(self) -> bool {
-        matches!(
-            self,
-            Self::PublishedCurated | Self::Bidding | Self::Published | Self::Open
-        )
-    }
 }
 
 /// What a project's payments hold, for an administrator's forced move.

@@ -11,6 +11,8 @@
 //! Text is searched by word: PostgreSQL's full-text index over the folded text (migration
 //! 0016), SQLite's FTS5 table (0048); both fold case and accents.
 
+use std::sync::LazyLock;
+
 use chrono::{DateTime, Utc};
 
 use super::listing::{self, Keyed, ListQuery, Order, Seek, SetTest, Sql, Tier, Total};
@@ -20,6 +22,7 @@ use super::tallies::{self, Tally};
 use super::{Exec, StoreResult};
 use crate::domain::cursor::Cursor;
 use crate::domain::project::{ProjectStatus, ProjectType, may_apply};
+use crate::domain::visibility;
 
 /// Filters of a project list; `None` matches everything.
 #[derive(Debug, Default, Clone, PartialEq, Eq, Hash)]
@@ -59,38 +62,20 @@ pub struct AdminProjectFilter {
     pub search: Option<String>,
 }
 
-/// The public listing, curated projects open for proposals, over columns named `{column}`:
-/// written as migration 0016's partial index `idx_projects_listed_newest` is, so that SQLite
-/// uses it too.
-macro_rules! listed {
-    ($column:literal) => {
-        concat!(
-            $column,
-            "project_type = 'curated' AND ",
-            $column,
-            "status IN ('published_curated', 'bidding', 'published', 'open')"
-        )
-    };
-}
-
-const LISTED: &str = listed!("p.");
+/// The public listing over `projects p` ([`visibility::listed_sql`], written as migration
+/// 0016's partial index `idx_projects_listed_newest` is, so that SQLite uses it too).
+static LISTED: LazyLock<String> = LazyLock::new(|| visibility::listed_sql("p."));
 
 /// The same rule over `project_counts`.
-const LISTED_COUNTS: &str = listed!("");
+static LISTED_COUNTS: LazyLock<String> = LazyLock::new(|| visibility::listed_sql(""));
 
-/// The projects a user takes part in: owns, is assigned to, is the target of, is invited to
-/// (formally or in the legacy list) or applied to. One set of ids, each part read from an
-/// index (an `OR` of these would make PostgreSQL read every project).
+/// The same rule kept off SQLite's indexes (see [`listed_or`]).
+static LISTED_UNINDEXED: LazyLock<String> = LazyLock::new(|| visibility::listed_sql("+p."));
+
+/// The projects user `user_id` takes part in ([`visibility::involving_sql`]).
 fn involving(sql: &mut Sql, user_id: i64) -> String {
     let u = sql.arg(user_id);
-    format!(
-        "p.id IN (SELECT id FROM projects WHERE company_id = {u}
-            UNION ALL SELECT id FROM projects WHERE expert_id = {u}
-            UNION ALL SELECT id FROM projects WHERE target_expert_id = {u}
-            UNION ALL SELECT project_id FROM project_invitations WHERE expert_id = {u}
-            UNION ALL SELECT project_id FROM applications WHERE expert_id = {u}
-            UNION ALL SELECT project_id FROM project_legacy_invitees WHERE expert_id = {u})"
-    )
+    format!("p.id IN ({})", visibility::involving_sql(&u))
 }
 
 /// Listed or `involved`, written for each engine's planner to walk the order's index and
@@ -99,8 +84,8 @@ fn involving(sql: &mut Sql, user_id: i64) -> String {
 /// 202 ms that way, 0.3 ms with the terms kept off the indexes by a unary `+`.
 fn listed_or(engine: &Exec<'_>, involved: &str) -> String {
     match engine {
-        Exec::Postgres(_) => format!("({LISTED} OR {involved})"),
-        Exec::Sqlite(_) => format!("({} OR +{involved})", listed!("+p.")),
+        Exec::Postgres(_) => format!("({} OR {involved})", *LISTED),
+        Exec::Sqlite(_) => format!("({} OR +{involved})", *LISTED_UNINDEXED),
     }
 }
 
@@ -374,7 +359,7 @@ impl Filters {
             let mut keys = Vec::new();
             for kind in types {
                 for status in &self.statuses {
-                    if listed_only && !status.is_public_listing() {
+                    if listed_only && !visibility::is_listed(*kind, *status) {
                         continue;
                     }
                     let kind = format!("{} {}", kind.as_str(), status.as_str());
@@ -489,8 +474,8 @@ fn visible_with(
         Viewer::Admin if by_counts => counted(&fixed, &fixed_args),
         Viewer::Admin => all_kept.unwrap_or_else(|| count(&filter, &sql)),
         Viewer::Anonymous => {
-            filter.push(LISTED.to_owned());
-            fixed.push(LISTED_COUNTS.to_owned());
+            filter.push(LISTED.clone());
+            fixed.push(LISTED_COUNTS.clone());
             if by_counts {
                 counted(&fixed, &fixed_args)
             } else {
@@ -503,14 +488,14 @@ fn visible_with(
             filter.push(listed_or(engine, &involved));
             // The public listings, kept, plus the user's own that are not listed, counted.
             let listed = if by_counts {
-                fixed.push(LISTED_COUNTS.to_owned());
+                fixed.push(LISTED_COUNTS.clone());
                 Some(counted(&fixed, &fixed_args))
             } else {
                 listed_kept
             };
             match listed {
                 Some(listed) => {
-                    own.push(format!("NOT ({LISTED})"));
+                    own.push(format!("NOT ({})", *LISTED));
                     own.push(involved);
                     Total::Sum(vec![listed, count(&own, &sql)])
                 }
@@ -554,14 +539,14 @@ async fn searched_on_sqlite(
     ];
     // What a probe walks: the listings' own index for the public, else every project.
     let walked = match viewer {
-        Viewer::Anonymous => counted(&[LISTED_COUNTS.to_owned()], &Sql::default()),
+        Viewer::Anonymous => counted(std::slice::from_ref(&*LISTED_COUNTS), &Sql::default()),
         Viewer::Admin | Viewer::User(_) => counted(&[], &Sql::default()),
     };
     let rows = walked.read(ex.re()).await?;
     let mut sql = Sql::default();
     let filter = match viewer {
         Viewer::Admin => Vec::new(),
-        Viewer::Anonymous => vec![LISTED.to_owned()],
+        Viewer::Anonymous => vec![LISTED.clone()],
         Viewer::User(user_id) => vec![listed_or(&ex, &involving(&mut sql, user_id))],
     };
     let mut order = newest();
@@ -648,7 +633,11 @@ async fn search_members(
     let involved = involving(&mut sql, user_id);
     let set = sql.arg(set);
     // The unary plus keeps SQLite from starting at the matches: it starts at the user's few.
-    let own = vec![involved, format!("NOT ({LISTED})"), in_index("+p.id", &set)];
+    let own = vec![
+        involved,
+        format!("NOT ({})", *LISTED),
+        in_index("+p.id", &set),
+    ];
     Ok(indexed + count(&own, &sql).read(ex).await?)
 }
 

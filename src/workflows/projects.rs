@@ -12,6 +12,7 @@ use crate::domain::project::{
 };
 use crate::domain::text::Title;
 use crate::domain::user::Role;
+use crate::domain::visibility::{self, Relation};
 use crate::integrations::mail::Template;
 use crate::state::AppState;
 use crate::store::events::{self, NewEvent};
@@ -30,26 +31,9 @@ pub struct Caller {
     pub expert: bool,
 }
 
-/// How a user stands to a project.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Relation {
-    pub owner: bool,
-    pub assigned: bool,
-    pub target: bool,
-    /// Invited formally or in the legacy `invited_experts` list.
-    pub invited: bool,
-    pub applicant: bool,
-}
-
-impl Relation {
-    pub fn takes_part(&self) -> bool {
-        self.owner || self.assigned || self.target || self.invited || self.applicant
-    }
-}
-
-/// Whether a project is on the public marketplace (curated, in a listed state).
+/// Whether a project is on the public marketplace ([`visibility::is_listed`]).
 pub fn is_public(p: &Project) -> bool {
-    p.project_type == ProjectType::Curated.as_str() && p.status.is_public_listing()
+    ProjectType::parse(&p.project_type).is_some_and(|kind| visibility::is_listed(kind, p.status))
 }
 
 /// The project if `caller` may see it: administrators see every project, anyone a public
@@ -86,9 +70,9 @@ pub fn relation_by_row(p: &Project, caller: &Caller) -> Relation {
     }
 }
 
-/// Whether `caller`, standing as `rel` to `p`, may see it.
+/// Whether `caller`, standing as `rel` to `p`, may see it ([`visibility::sees`]).
 pub fn sees(caller: &Caller, p: &Project, rel: &Relation) -> bool {
-    caller.admin || is_public(p) || rel.takes_part()
+    visibility::sees(caller.admin, is_public(p), rel)
 }
 
 /// The project if `caller` owns it (or, with `admin_ok`, is an administrator): 404 when it

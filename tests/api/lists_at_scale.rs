@@ -4357,3 +4357,68 @@ async fn a_session_reads_its_user_by_key_whatever_the_statistics() {
     drop(tx);
     app.stop().await;
 }
+
+/// The listed rule as the lists read it (`visibility::listed_sql`) and as a project's check
+/// reads it (`visibility::is_listed`, through `workflows::projects::is_public`) agree on a
+/// project of every type in every state, on each engine.
+#[actix_web::test]
+async fn the_listing_in_sql_and_in_rust_agree_on_every_kind_of_project() {
+    use marketplace::domain::project::ProjectType;
+    use marketplace::domain::visibility;
+    use marketplace::workflows::projects::is_public;
+
+    let app = spawn_app().await;
+    let company = register(&app, "visibility_co", &["empresa"]).await;
+    let mut made = Vec::new();
+    for kind in [ProjectType::Private, ProjectType::Curated] {
+        for status in ProjectStatus::ALL {
+            let mut conn = app.db.conn().await.unwrap();
+            let id = projects::insert(
+                conn.exec(),
+                &NewProject {
+                    company_id: company.id,
+                    target_expert_id: None,
+                    title: "Every kind",
+                    description: "",
+                    budget_minor: 100_000,
+                    currency: "eur",
+                    deadline: None,
+                    skills_required: &[],
+                    project_type: kind.as_str(),
+                    status,
+                    validation_status: None,
+                    submitted_at: None,
+                },
+                app.clock.now(),
+            )
+            .await
+            .unwrap();
+            made.push((id, kind, status));
+        }
+    }
+    let mut conn = app.db.conn().await.unwrap();
+    let text = format!(
+        "SELECT p.id FROM projects p WHERE p.company_id = $1 AND {} ORDER BY p.id",
+        visibility::listed_sql("p.")
+    );
+    let listed_by_sql: Vec<i64> = marketplace::on_exec!(conn.exec(), c =>
+        sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(text.as_str()))
+            .bind(company.id)
+            .fetch_all(c)
+            .await)
+    .unwrap();
+    let mut listed_by_rust = Vec::new();
+    for (id, kind, status) in &made {
+        let p = projects::find(conn.exec(), *id).await.unwrap().unwrap();
+        assert_eq!(
+            is_public(&p),
+            visibility::is_listed(*kind, *status),
+            "{p:?}"
+        );
+        if is_public(&p) {
+            listed_by_rust.push(*id);
+        }
+    }
+    assert_eq!(listed_by_sql, listed_by_rust);
+    assert_eq!(listed_by_sql.len(), visibility::LISTED_STATUSES.len());
+}
