@@ -8,7 +8,8 @@
 //! the listed rule twice more, where SQL cannot call Rust: migration 0016's partial index
 //! `idx_projects_listed_newest` (both engines) and SQLite's search view of 0048; the tests
 //! below hold their text to [`listed_sql`], and `tests/api/lists_at_scale.rs` evaluates
-//! [`listed_sql`] on every kind of row against [`is_listed`].
+//! [`listed_sql`] on every kind of row against [`is_listed`], and [`involving_sql`] on every
+//! tie against the project check.
 
 use super::project::{ProjectStatus, ProjectType};
 

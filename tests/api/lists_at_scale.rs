@@ -4422,3 +4422,86 @@ async fn the_listing_in_sql_and_in_rust_agree_on_every_kind_of_project() {
     assert_eq!(listed_by_sql, listed_by_rust);
     assert_eq!(listed_by_sql.len(), visibility::LISTED_STATUSES.len());
 }
+
+/// Who takes part in a project as the lists read it (`visibility::involving_sql`) and as a
+/// project's check reads it (`workflows::projects::load_visible`) agree: a user who owns, is
+/// assigned to, is the target of, is invited to (formally or in the legacy list) or applied
+/// to an unlisted project sees it both ways, and sees another company's unlisted project
+/// neither way.
+#[actix_web::test]
+async fn who_takes_part_in_sql_and_in_rust_agree_on_every_tie() {
+    use marketplace::domain::visibility;
+    use marketplace::store::applications::{self, Proposal};
+    use marketplace::workflows::projects::{Caller, load_visible};
+    use sqlx::types::Json;
+
+    let app = spawn_app().await;
+    let user = register(&app, "ties_user", &["empresa", "experto"]).await;
+    let other = register(&app, "ties_other", &["empresa"]).await;
+    let draft = ProjectStatus::Draft;
+    let mut ids = Vec::new();
+    for (owner, title) in [
+        (user.id, "owned"),
+        (other.id, "assigned"),
+        (other.id, "target"),
+        (other.id, "invited"),
+        (other.id, "legacy invited"),
+        (other.id, "applied"),
+        (other.id, "unrelated"),
+    ] {
+        ids.push(project(&app, owner, title, "", draft).await);
+    }
+    let now = app.clock.now();
+    let mut conn = app.db.conn().await.unwrap();
+    marketplace::on_exec!(conn.exec(), c => sqlx::query(
+        "UPDATE projects SET expert_id = $1 WHERE id = $2")
+        .bind(user.id).bind(ids[1]).execute(c).await.map(drop))
+    .unwrap();
+    marketplace::on_exec!(conn.exec(), c => sqlx::query(
+        "UPDATE projects SET target_expert_id = $1 WHERE id = $2")
+        .bind(user.id).bind(ids[2]).execute(c).await.map(drop))
+    .unwrap();
+    marketplace::on_exec!(conn.exec(), c => sqlx::query(
+        "INSERT INTO project_invitations (project_id, expert_id, source, created_at)
+         VALUES ($1, $2, 'admin', $3)")
+        .bind(ids[3]).bind(user.id).bind(now).execute(c).await.map(drop))
+    .unwrap();
+    marketplace::on_exec!(conn.exec(), c => sqlx::query(
+        "UPDATE projects SET invited_experts = $1 WHERE id = $2")
+        .bind(Json(vec![user.id])).bind(ids[4]).execute(c).await.map(drop))
+    .unwrap();
+    let proposal = Proposal {
+        cover_letter: String::new(),
+        proposed_budget_minor: 100_000,
+        milestones: Vec::new(),
+    };
+    applications::insert(conn.exec(), ids[5], user.id, &proposal, now)
+        .await
+        .unwrap();
+
+    let text = format!(
+        "SELECT p.id FROM projects p WHERE p.id IN ({}) ORDER BY p.id",
+        visibility::involving_sql("$1")
+    );
+    let mut by_sql: Vec<i64> = marketplace::on_exec!(conn.exec(), c =>
+        sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(text.as_str()))
+            .bind(user.id)
+            .fetch_all(c)
+            .await)
+    .unwrap();
+    by_sql.dedup();
+    let caller = Caller {
+        id: user.id,
+        admin: false,
+        company: true,
+        expert: true,
+    };
+    let mut by_rust = Vec::new();
+    for id in &ids {
+        if load_visible(conn.exec(), &caller, *id).await.is_ok() {
+            by_rust.push(*id);
+        }
+    }
+    assert_eq!(by_sql, by_rust);
+    assert_eq!(by_rust, ids[..6], "every tie but the unrelated project");
+}
