@@ -1,6 +1,6 @@
 //! A dispute's states (`disputes.status`) and the moves between them.
 
-use super::state::{Lifecycle, state_enum};
+use super::state::{Lifecycle, state_enum, word_of};
 
 state_enum! {
     /// Raised (`open`), taken up by an administrator or the card issuer (`in_review`),
@@ -70,10 +70,7 @@ impl ChargebackStatus {
 
     /// The status the processor's word names.
     pub fn of(word: &str) -> Self {
-        Self::WORDS
-            .iter()
-            .find(|(w, _)| *w == word)
-            .map_or(Self::Other, |&(_, status)| status)
+        word_of(&Self::WORDS, word, Self::Other)
     }
 
     /// The processor's word (none for [`ChargebackStatus::Other`]).

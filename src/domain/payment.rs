@@ -1,7 +1,7 @@
 //! A payment's states (`payments.status`) and its payout's (`payments.payout_status`), with
 //! the moves between them and the rules workflows decide from a state.
 
-use super::state::{Lifecycle, state_enum};
+use super::state::{Lifecycle, state_enum, word_of};
 
 state_enum! {
     /// Where a milestone's money is: authorised and waiting (`pending`), in escrow (`held`),
@@ -106,10 +106,7 @@ impl IntentStatus {
 
     /// The status the processor's word names.
     pub fn of(word: &str) -> Self {
-        Self::WORDS
-            .iter()
-            .find(|(w, _)| *w == word)
-            .map_or(Self::Other, |&(_, status)| status)
+        word_of(&Self::WORDS, word, Self::Other)
     }
 
     /// The money is authorised or taken.

@@ -48,6 +48,16 @@ pub struct UnknownState {
     pub text: String,
 }
 
+/// The value another system's word names in `words`, or `other` for a word not listed: for a
+/// vocabulary that system owns and may grow (the processor's), unlike our own states, which
+/// [`state_enum!`] refuses to read when unknown.
+pub fn word_of<T: Copy>(words: &[(&str, T)], word: &str, other: T) -> T {
+    words
+        .iter()
+        .find(|(w, _)| *w == word)
+        .map_or(other, |&(_, value)| value)
+}
+
 /// Declares a state enum with its texts:
 ///
 /// ```ignore

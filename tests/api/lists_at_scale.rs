@@ -13,13 +13,25 @@ use serde_json::Value;
 
 use crate::helpers::{TestApp, json, register, spawn_app};
 
-/// Stores a project of `company` as of now on the service's clock, then moves the clock a
-/// second on, so that every project has its own creation time.
+/// Stores a curated project of `company` as of now on the service's clock, then moves the
+/// clock a second on, so that every project has its own creation time.
 async fn project(
     app: &TestApp,
     company: i64,
     title: &str,
     description: &str,
+    status: ProjectStatus,
+) -> i64 {
+    project_of_type(app, company, title, description, "curated", status).await
+}
+
+/// [`project`] of type `project_type`.
+async fn project_of_type(
+    app: &TestApp,
+    company: i64,
+    title: &str,
+    description: &str,
+    project_type: &str,
     status: ProjectStatus,
 ) -> i64 {
     let mut conn = app.db.conn().await.unwrap();
@@ -34,7 +46,7 @@ async fn project(
             currency: "eur",
             deadline: None,
             skills_required: &["Rust".to_owned(), "Kubernetes".to_owned()],
-            project_type: "curated",
+            project_type,
             status,
             validation_status: None,
             submitted_at: None,
@@ -4372,27 +4384,8 @@ async fn the_listing_in_sql_and_in_rust_agree_on_every_kind_of_project() {
     let mut made = Vec::new();
     for kind in [ProjectType::Private, ProjectType::Curated] {
         for status in ProjectStatus::ALL {
-            let mut conn = app.db.conn().await.unwrap();
-            let id = projects::insert(
-                conn.exec(),
-                &NewProject {
-                    company_id: company.id,
-                    target_expert_id: None,
-                    title: "Every kind",
-                    description: "",
-                    budget_minor: 100_000,
-                    currency: "eur",
-                    deadline: None,
-                    skills_required: &[],
-                    project_type: kind.as_str(),
-                    status,
-                    validation_status: None,
-                    submitted_at: None,
-                },
-                app.clock.now(),
-            )
-            .await
-            .unwrap();
+            let id =
+                project_of_type(&app, company.id, "Every kind", "", kind.as_str(), status).await;
             made.push((id, kind, status));
         }
     }
