@@ -205,7 +205,9 @@ async fn a_release_issues_the_experts_invoice_and_the_platforms_fee_invoice() {
         (&j!(true), &j!(number), &j!(1210.0))
     );
     assert!(check.get("issuer").is_none());
-    let wrong = format!("{}0", &hash[..63]);
+    // The hash with its last digit changed (to another digit, whatever it was).
+    let last = if hash.ends_with('0') { '1' } else { '0' };
+    let wrong = format!("{}{last}", &hash[..63]);
     let r = m
         .app
         .get(&format!(
