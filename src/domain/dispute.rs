@@ -73,14 +73,6 @@ impl ChargebackStatus {
         word_of(&Self::WORDS, word, Self::Other)
     }
 
-    /// The processor's word (none for [`ChargebackStatus::Other`]).
-    pub fn word(self) -> Option<&'static str> {
-        Self::WORDS
-            .iter()
-            .find(|(_, s)| *s == self)
-            .map(|&(w, _)| w)
-    }
-
     /// The issuer has decided: the processor will not change it again.
     pub fn is_decided(self) -> bool {
         matches!(self, Self::Won | Self::Lost)
@@ -111,10 +103,8 @@ mod tests {
     fn each_word_of_the_processor_reads_back_as_itself() {
         for (word, status) in ChargebackStatus::WORDS {
             assert_eq!(ChargebackStatus::of(word), status);
-            assert_eq!(status.word(), Some(word));
         }
         assert_eq!(ChargebackStatus::of("prevented"), ChargebackStatus::Other);
-        assert_eq!(ChargebackStatus::Other.word(), None);
     }
 
     #[test]

@@ -38,9 +38,23 @@ pub async fn find(ex: Exec<'_>, level: Level) -> StoreResult<Option<CommissionRa
 /// The rate a release at `level` uses. The migration seeds every level; should a row be
 /// missing, the specification's default applies rather than failing a release.
 pub async fn rate_bp_for(ex: Exec<'_>, level: Level) -> StoreResult<i64> {
-    Ok(find(ex, level)
-        .await?
-        .map_or_else(|| level.default_rate_bp(), |r| r.rate_bp))
+    Ok(rate_of(level, find(ex, level).await?.as_ref()))
+}
+
+/// [`rate_bp_for`] of every level, in one read.
+pub async fn rates_bp(ex: Exec<'_>) -> StoreResult<Vec<(Level, i64)>> {
+    let rows = list(ex).await?;
+    Ok(Level::ALL
+        .into_iter()
+        .map(|level| {
+            let row = rows.iter().find(|r| r.level == level.as_str());
+            (level, rate_of(level, row))
+        })
+        .collect())
+}
+
+fn rate_of(level: Level, row: Option<&CommissionRate>) -> i64 {
+    row.map_or_else(|| level.default_rate_bp(), |r| r.rate_bp)
 }
 
 /// Sets one level's rate (an upsert, so a missing row cannot make the write vanish).

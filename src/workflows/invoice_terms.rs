@@ -94,11 +94,7 @@ pub async fn between(
     users.dedup();
     let mut conn = state.db.conn().await?;
     let found = profiles::of_users(conn.exec(), &users).await?;
-    let rate_of: HashMap<String, i64> = rates::list(conn.exec())
-        .await?
-        .into_iter()
-        .map(|r| (r.level, r.rate_bp))
-        .collect();
+    let rate_of: HashMap<Level, i64> = rates::rates_bp(conn.exec()).await?.into_iter().collect();
     drop(conn);
     let profile = |user: i64, role: Role| -> Option<&Profile> {
         found
@@ -131,10 +127,8 @@ pub async fn between(
                     .zip(company)
                     .map(|(e, c)| rules::taxes(&e, &c, vat_bp)),
                 platform_invoice: expert.map(|e| rules::taxes(&platform, &e, vat_bp)),
-                commission_rate_bp: rate_of
-                    .get(level.as_str())
-                    .copied()
-                    .unwrap_or_else(|| level.default_rate_bp()),
+                // Every level is in the table (`rates_bp`).
+                commission_rate_bp: rate_of[&level],
                 waiting,
             },
         );

@@ -113,7 +113,7 @@ impl From<Payment> for PaymentView {
 
 impl PaymentView {
     /// The view, with its invoices when the parties' terms are given.
-    pub fn with_terms(y: Payment, terms: Option<&Terms>) -> Self {
+    fn with_terms(y: Payment, terms: Option<&Terms>) -> Self {
         let invoices = terms.map(|t| t.preview(y.amount_minor, y.commission_minor).into());
         Self {
             id: y.id,

@@ -17,7 +17,6 @@ use crate::state::AppState;
 use crate::store::payments::{self, Payment, PaymentFilter};
 use crate::store::projects;
 use crate::workflows::escrow::{self, RefundCause, Release};
-use crate::workflows::invoice_terms::{self, Terms};
 use crate::workflows::processor_events::{self, ReceiveError, Refused};
 
 /// A payment and, for the company paying it, the secret its card form confirms with.
@@ -86,14 +85,15 @@ async fn client_secret(state: &AppState, y: &Payment) -> Option<String> {
     }
 }
 
-async fn with_secret(state: &AppState, y: Payment, terms: Option<&Terms>) -> PaymentWithSecret {
+/// Payment `y` shown as `payment`, with its secret for the paying company.
+async fn with_secret(state: &AppState, y: &Payment, payment: PaymentView) -> PaymentWithSecret {
     let client_secret = if y.status == PaymentStatus::Pending {
-        client_secret(state, &y).await
+        client_secret(state, y).await
     } else {
         None
     };
     PaymentWithSecret {
-        payment: PaymentView::with_terms(y, terms),
+        payment,
         client_secret,
     }
 }
@@ -101,7 +101,7 @@ async fn with_secret(state: &AppState, y: Payment, terms: Option<&Terms>) -> Pay
 async fn release_response(state: &AppState, r: Release) -> ReleaseResponse {
     let next_payment = match r.next_payment {
         // The money moved already: nothing more is read before answering.
-        Some(next) => Some(with_secret(state, next, None).await),
+        Some(next) => Some(with_secret(state, &next, next.clone().into()).await),
         None => None,
     };
     ReleaseResponse {
@@ -186,9 +186,8 @@ pub async fn initiate(
         body.milestone_id,
     )
     .await?;
-    let terms = invoice_terms::of_payments(&state, std::slice::from_ref(&y)).await?;
-    let terms = terms.get(&y.id).cloned();
-    Ok(HttpResponse::Created().json(with_secret(&state, y, terms.as_ref()).await))
+    let view = payment_view(&state, y.clone()).await?;
+    Ok(HttpResponse::Created().json(with_secret(&state, &y, view).await))
 }
 
 /// What both release routes answer.
